@@ -1,0 +1,368 @@
+//! The command line: parsing with clap, then validation into a [`Plan`].
+//!
+//! Every way the input can be wrong ends in a [`UsageError`], a single line
+//! that names the problem; `main` prints it and exits with code 2.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+use crate::experiments::{ExperimentKind, Scale};
+
+/// `tidepool-lab`: runs the classic thread-pool experiments on tidepool and
+/// its peers (tokio, rayon, threadpool) and writes a report.
+#[derive(Debug, Parser)]
+#[command(name = "tidepool-lab", version, about, long_about = None)]
+pub struct Cli {
+    /// Experiments to run (default: all of them, in this order).
+    #[arg(value_enum)]
+    pub experiments: Vec<ExperimentKind>,
+
+    /// Scale counts down so that every experiment finishes within about
+    /// two minutes on two cores.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Folder for results.json, report.md, report.html and plots/.
+    #[arg(long, value_name = "DIR", default_value = "lab-report")]
+    pub out: PathBuf,
+
+    /// Print results.json on standard output (tables go to standard error).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Run only these run ids (comma separated); `experiment/id` picks one
+    /// experiment's run when several experiments share an id.
+    #[arg(long, value_name = "ID,...", value_delimiter = ',')]
+    pub only: Vec<String>,
+
+    /// Number of work items (requests, tasks, jobs) of every experiment run,
+    /// in place of the scale's default.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub items: Option<i64>,
+
+    /// Tiny counts and short waits, for the lab's own tests (implies --quick).
+    #[arg(long, hide = true)]
+    pub tiny: bool,
+}
+
+/// What the lab was asked to do, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Experiments to run, in order, each with the run ids selected in it.
+    pub experiments: Vec<(ExperimentKind, Vec<&'static str>)>,
+    /// Count and duration scale.
+    pub scale: Scale,
+    /// Item-count override (at least 1).
+    pub items: Option<usize>,
+    /// Output folder.
+    pub out: PathBuf,
+    /// Print the JSON document on standard output.
+    pub json: bool,
+}
+
+/// Bad input: one line naming the problem. Exit code 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// What parsing the arguments led to.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Run this plan.
+    Run(Plan),
+    /// `--help` or `--version`: print this text and exit successfully.
+    Info(String),
+}
+
+/// Parses and validates `args` (the first item is the program name).
+///
+/// # Errors
+///
+/// A [`UsageError`] for unknown experiments or ids, bad counts and any other
+/// malformed argument. The output folder is checked later, by the report
+/// writer, because checking means writing to it.
+pub fn parse<I, T>(args: I) -> Result<Parsed, UsageError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Cli::try_parse_from(args) {
+        Ok(cli) => plan(cli).map(Parsed::Run),
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                Ok(Parsed::Info(e.render().to_string()))
+            }
+            _ => Err(UsageError(one_line(&e.render().to_string()))),
+        },
+    }
+}
+
+/// Squeezes clap's multi-line message into one line: the lines before the
+/// usage block, joined, without the `error: ` prefix.
+fn one_line(rendered: &str) -> String {
+    let parts: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let joined = parts.join("; ");
+    let joined = joined
+        .strip_prefix("error: ")
+        .unwrap_or(&joined)
+        .to_string();
+    if joined.is_empty() {
+        "invalid arguments (see --help)".to_string()
+    } else {
+        joined
+    }
+}
+
+fn plan(cli: Cli) -> Result<Plan, UsageError> {
+    let scale = if cli.tiny {
+        Scale::Tiny
+    } else if cli.quick {
+        Scale::Quick
+    } else {
+        Scale::Full
+    };
+    let items = match cli.items {
+        None => None,
+        Some(n) if n >= 1 => Some(
+            usize::try_from(n)
+                .map_err(|_| UsageError(format!("--items {n} is too large for this machine")))?,
+        ),
+        Some(n) => {
+            return Err(UsageError(format!(
+                "--items must be a count of at least 1, got {n}"
+            )))
+        }
+    };
+    if cli.out.as_os_str().is_empty() {
+        return Err(UsageError(
+            "--out needs a folder name, got an empty one".into(),
+        ));
+    }
+
+    let mut kinds: Vec<ExperimentKind> = Vec::new();
+    for k in &cli.experiments {
+        if !kinds.contains(k) {
+            kinds.push(*k);
+        }
+    }
+    let named_experiments = !kinds.is_empty();
+    if !named_experiments {
+        kinds = ExperimentKind::value_variants().to_vec();
+    }
+
+    let experiments = if cli.only.is_empty() {
+        kinds.iter().map(|k| (*k, k.run_ids().to_vec())).collect()
+    } else {
+        select_ids(&kinds, &cli.only, named_experiments)?
+    };
+    Ok(Plan {
+        experiments,
+        scale,
+        items,
+        out: cli.out,
+        json: cli.json,
+    })
+}
+
+/// Applies `--only` to the chosen experiments. Every id must match a run of
+/// at least one of them; experiments left without a run are dropped unless
+/// they were named explicitly (then it is an error).
+fn select_ids(
+    kinds: &[ExperimentKind],
+    only: &[String],
+    named_experiments: bool,
+) -> Result<Vec<(ExperimentKind, Vec<&'static str>)>, UsageError> {
+    let mut wanted: Vec<(Option<ExperimentKind>, String)> = Vec::new();
+    for raw in only {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(UsageError("--only has an empty id".into()));
+        }
+        match raw.split_once('/') {
+            Some((exp, id)) => {
+                let kind = ExperimentKind::from_str(exp, false).map_err(|_| {
+                    UsageError(format!(
+                        "--only {raw}: unknown experiment '{exp}' (known: {})",
+                        known_experiments()
+                    ))
+                })?;
+                wanted.push((Some(kind), id.to_string()));
+            }
+            None => wanted.push((None, raw.to_string())),
+        }
+    }
+
+    for (exp, id) in &wanted {
+        let found = kinds
+            .iter()
+            .filter(|k| exp.is_none_or(|e| e == **k))
+            .any(|k| k.run_ids().contains(&id.as_str()));
+        if !found {
+            let scope = match exp {
+                Some(e) => format!("experiment {}", e.name()),
+                None if named_experiments => "the chosen experiments".to_string(),
+                None => "any experiment".to_string(),
+            };
+            let mut known: Vec<&str> = kinds
+                .iter()
+                .filter(|k| exp.is_none_or(|e| e == **k))
+                .flat_map(|k| k.run_ids().iter().copied())
+                .collect();
+            known.sort_unstable();
+            known.dedup();
+            return Err(UsageError(format!(
+                "--only: unknown run id '{id}' in {scope} (known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+
+    let mut out = Vec::new();
+    for k in kinds {
+        let ids: Vec<&'static str> = k
+            .run_ids()
+            .iter()
+            .copied()
+            .filter(|id| {
+                wanted
+                    .iter()
+                    .any(|(e, w)| e.is_none_or(|e| e == *k) && w == id)
+            })
+            .collect();
+        if ids.is_empty() {
+            if named_experiments {
+                return Err(UsageError(format!(
+                    "--only selects no run of experiment {} (its ids: {})",
+                    k.name(),
+                    k.run_ids().join(", ")
+                )));
+            }
+            continue;
+        }
+        out.push((*k, ids));
+    }
+    Ok(out)
+}
+
+fn known_experiments() -> String {
+    ExperimentKind::value_variants()
+        .iter()
+        .map(|k| k.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Plan, UsageError> {
+        let mut all = vec!["tidepool-lab"];
+        all.extend_from_slice(args);
+        match parse(all)? {
+            Parsed::Run(p) => Ok(p),
+            Parsed::Info(_) => panic!("unexpected help"),
+        }
+    }
+
+    fn err(args: &[&str]) -> String {
+        let e = run(args).expect_err("should fail").0;
+        assert!(!e.contains('\n'), "error must be one line: {e:?}");
+        e
+    }
+
+    #[test]
+    fn defaults_to_every_experiment_at_full_scale() {
+        let p = run(&[]).unwrap();
+        assert_eq!(p.experiments.len(), 6);
+        assert_eq!(p.scale, Scale::Full);
+        assert_eq!(p.out, PathBuf::from("lab-report"));
+        assert!(!p.json);
+        assert_eq!(p.experiments[0].0, ExperimentKind::Waiting);
+        assert!(p.experiments[0].1.contains(&"adaptive-sleep"));
+    }
+
+    #[test]
+    fn names_and_flags() {
+        let p = run(&["flood", "cpu-bound", "--quick", "--out", "x", "--json"]).unwrap();
+        let kinds: Vec<_> = p.experiments.iter().map(|e| e.0).collect();
+        assert_eq!(kinds, vec![ExperimentKind::Flood, ExperimentKind::CpuBound]);
+        assert_eq!(p.scale, Scale::Quick);
+        assert!(p.json);
+        assert_eq!(run(&["--tiny"]).unwrap().scale, Scale::Tiny);
+    }
+
+    #[test]
+    fn only_filters_runs_and_experiments() {
+        let p = run(&["--only", "adaptive,fixed2"]).unwrap();
+        let got: Vec<_> = p
+            .experiments
+            .iter()
+            .map(|(k, ids)| (k.name(), ids.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("thread-count", vec!["fixed2", "adaptive"]),
+                ("cpu-bound", vec!["adaptive"]),
+            ]
+        );
+        let p = run(&["--only", "cpu-bound/adaptive"]).unwrap();
+        assert_eq!(
+            p.experiments,
+            vec![(ExperimentKind::CpuBound, vec!["adaptive"])]
+        );
+    }
+
+    #[test]
+    fn unknown_experiment_is_one_line() {
+        let e = err(&["nosuch"]);
+        assert!(e.contains("nosuch"), "{e}");
+    }
+
+    #[test]
+    fn unknown_id_is_named() {
+        let e = err(&["--only", "bogus-id"]);
+        assert!(e.contains("bogus-id"), "{e}");
+        let e = err(&["--only", "nope/adaptive"]);
+        assert!(e.contains("nope"), "{e}");
+        let e = err(&["waiting", "--only", "fixed2"]);
+        assert!(e.contains("fixed2"), "{e}");
+    }
+
+    #[test]
+    fn counts_must_be_positive() {
+        assert!(err(&["--items", "0"]).contains("at least 1"));
+        assert!(err(&["--items", "-5"]).contains("-5"));
+        assert!(err(&["--items", "many"]).contains("many"));
+        assert_eq!(run(&["--items", "7"]).unwrap().items, Some(7));
+    }
+
+    #[test]
+    fn unknown_flag_is_one_line() {
+        let e = err(&["--frobnicate"]);
+        assert!(e.contains("--frobnicate"), "{e}");
+    }
+
+    #[test]
+    fn help_is_info() {
+        assert!(matches!(
+            parse(["tidepool-lab", "--help"]),
+            Ok(Parsed::Info(_))
+        ));
+    }
+}

@@ -1,0 +1,343 @@
+//! The six experiments: what each one shows, its runs, and how a run is
+//! measured. One file per experiment; this module holds what they share.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ValueEnum;
+
+use crate::features::Feature;
+use crate::measure::Latch;
+use crate::probe::{self, ThreadObservation};
+use crate::progress::RunBar;
+use crate::report::plot::Plot;
+
+pub mod cpu_bound;
+pub mod flood;
+mod paced;
+pub mod thread_count;
+pub mod thread_per_task;
+pub mod waiting;
+pub mod web_service;
+
+/// The experiments, in the order they run by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum ExperimentKind {
+    /// Work items that wait 500 ms each, arriving every 10 ms.
+    Waiting,
+    /// A million tiny tasks: a thread each versus a pool.
+    ThreadPerTask,
+    /// An urgent item queued behind a flood of CPU-bound items.
+    Flood,
+    /// Tiny items on 2, 25 and 200 threads.
+    ThreadCount,
+    /// Ten CPU-bound jobs of about a second on a two-core machine.
+    CpuBound,
+    /// A real HTTP server that answers after 500 ms, called from the pool.
+    WebService,
+}
+
+/// How big the runs are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// The counts of the issue (about ten minutes in all on two cores).
+    Full,
+    /// Smaller counts and shorter waits: about two minutes in all.
+    Quick,
+    /// Tiny counts, for the lab's own tests (seconds).
+    Tiny,
+}
+
+impl Scale {
+    /// Picks the value for this scale.
+    pub fn pick<T>(self, full: T, quick: T, tiny: T) -> T {
+        match self {
+            Scale::Full => full,
+            Scale::Quick => quick,
+            Scale::Tiny => tiny,
+        }
+    }
+
+    /// The scale's name in the results.
+    pub fn name(self) -> &'static str {
+        self.pick("full", "quick", "tiny")
+    }
+}
+
+/// One run of an experiment: a system and a configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpec {
+    /// Stable id (`--only` takes it; results.json carries it).
+    pub id: &'static str,
+    /// The system under test.
+    pub system: &'static str,
+    /// What the run does, in one sentence.
+    pub description: &'static str,
+    /// A library feature the run needs and that may not have landed yet.
+    pub needs: Option<Feature>,
+}
+
+impl RunSpec {
+    /// A run that needs nothing beyond the core library.
+    pub const fn new(id: &'static str, system: &'static str, description: &'static str) -> RunSpec {
+        RunSpec {
+            id,
+            system,
+            description,
+            needs: None,
+        }
+    }
+
+    /// A run that waits for `feature`.
+    pub const fn needing(self, feature: Feature) -> RunSpec {
+        RunSpec {
+            needs: Some(feature),
+            ..self
+        }
+    }
+}
+
+/// What a run gets to work with.
+#[derive(Debug)]
+pub struct RunCtx {
+    /// Count scale.
+    pub scale: Scale,
+    /// `--items`, if given.
+    pub items: Option<usize>,
+    /// Logical cores.
+    pub cores: usize,
+    /// The progress bar of this run.
+    pub bar: RunBar,
+}
+
+impl RunCtx {
+    /// The item count: `--items` if given, else the scale's default.
+    pub fn items_or(&self, default: usize) -> usize {
+        self.items.unwrap_or(default)
+    }
+
+    /// Shows `latch`'s progress on this run's bar until the returned guard
+    /// is dropped.
+    pub fn follow(&self, latch: &Arc<Latch>) -> crate::progress::Follow {
+        self.bar.follow(latch.clone())
+    }
+}
+
+/// What a finished run measured.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// Named figures, each name ending in its unit (`_ms`, `_s`, ...).
+    pub metrics: Vec<(&'static str, f64)>,
+    /// A sentence added to the run's description (counts that differ from
+    /// the experiment's, for example).
+    pub note: Option<String>,
+    /// Per-item values for the plots (latency, duration, ...), in item order.
+    pub per_item: Vec<f64>,
+    /// Threads over time: (seconds, threads), and where they come from.
+    pub threads: Option<(String, Vec<(f64, f64)>)>,
+}
+
+impl Measured {
+    /// Adds a metric.
+    pub fn put(&mut self, name: &'static str, value: f64) {
+        self.metrics.push((name, value));
+    }
+
+    /// A metric's value.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// It ran and measured.
+    Done,
+    /// Skipped: it needs a library feature that has not landed.
+    Pending(Feature),
+    /// It ran and failed (the message says why).
+    Failed(String),
+}
+
+/// A run's result, as reported.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The run.
+    pub spec: RunSpec,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// What it measured (empty unless done).
+    pub measured: Measured,
+}
+
+impl RunResult {
+    /// Description with the run's note, if any.
+    pub fn description(&self) -> String {
+        match &self.measured.note {
+            Some(n) => format!("{} {}", self.spec.description, n),
+            None => self.spec.description.to_string(),
+        }
+    }
+}
+
+/// An experiment's results.
+#[derive(Debug, Clone)]
+pub struct ExperimentResult {
+    /// Which experiment.
+    pub kind: ExperimentKind,
+    /// Its runs, in order.
+    pub runs: Vec<RunResult>,
+}
+
+impl ExperimentKind {
+    /// The experiment's name on the command line and in the results.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExperimentKind::Waiting => "waiting",
+            ExperimentKind::ThreadPerTask => "thread-per-task",
+            ExperimentKind::Flood => "flood",
+            ExperimentKind::ThreadCount => "thread-count",
+            ExperimentKind::CpuBound => "cpu-bound",
+            ExperimentKind::WebService => "web-service",
+        }
+    }
+
+    /// Its runs.
+    pub fn runs(self) -> &'static [RunSpec] {
+        match self {
+            ExperimentKind::Waiting => waiting::RUNS,
+            ExperimentKind::ThreadPerTask => thread_per_task::RUNS,
+            ExperimentKind::Flood => flood::RUNS,
+            ExperimentKind::ThreadCount => thread_count::RUNS,
+            ExperimentKind::CpuBound => cpu_bound::RUNS,
+            ExperimentKind::WebService => web_service::RUNS,
+        }
+    }
+
+    /// Its run ids.
+    pub fn run_ids(self) -> &'static [&'static str] {
+        match self {
+            ExperimentKind::Waiting => waiting::IDS,
+            ExperimentKind::ThreadPerTask => thread_per_task::IDS,
+            ExperimentKind::Flood => flood::IDS,
+            ExperimentKind::ThreadCount => thread_count::IDS,
+            ExperimentKind::CpuBound => cpu_bound::IDS,
+            ExperimentKind::WebService => web_service::IDS,
+        }
+    }
+
+    /// What the experiment shows, in two or three sentences.
+    pub fn about(self) -> &'static str {
+        match self {
+            ExperimentKind::Waiting => waiting::ABOUT,
+            ExperimentKind::ThreadPerTask => thread_per_task::ABOUT,
+            ExperimentKind::Flood => flood::ABOUT,
+            ExperimentKind::ThreadCount => thread_count::ABOUT,
+            ExperimentKind::CpuBound => cpu_bound::ABOUT,
+            ExperimentKind::WebService => web_service::ABOUT,
+        }
+    }
+
+    /// The run that stands for tidepool's default: the ratio column compares
+    /// every run with it.
+    pub fn baseline(self) -> &'static str {
+        match self {
+            ExperimentKind::Waiting => "adaptive-sleep",
+            ExperimentKind::ThreadPerTask => "tidepool",
+            ExperimentKind::Flood => "unthrottled",
+            ExperimentKind::ThreadCount => "adaptive",
+            ExperimentKind::CpuBound => "adaptive",
+            ExperimentKind::WebService => "adaptive-blocking-client",
+        }
+    }
+
+    /// The metric the ratio column is about.
+    pub fn headline(self) -> &'static str {
+        match self {
+            ExperimentKind::Waiting | ExperimentKind::WebService => "mean_start_ms",
+            ExperimentKind::ThreadPerTask | ExperimentKind::ThreadCount => "wall_ms",
+            ExperimentKind::Flood => "urgent_start_ms",
+            ExperimentKind::CpuBound => "mean_job_s",
+        }
+    }
+
+    /// Runs one of its runs.
+    ///
+    /// # Errors
+    ///
+    /// A message when the run could not be carried out.
+    pub fn run(self, spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
+        match self {
+            ExperimentKind::Waiting => waiting::run(spec, ctx),
+            ExperimentKind::ThreadPerTask => thread_per_task::run(spec, ctx),
+            ExperimentKind::Flood => flood::run(spec, ctx),
+            ExperimentKind::ThreadCount => thread_count::run(spec, ctx),
+            ExperimentKind::CpuBound => cpu_bound::run(spec, ctx),
+            ExperimentKind::WebService => web_service::run(spec, ctx),
+        }
+    }
+
+    /// The experiment's plots, from its results.
+    pub fn plots(self, runs: &[RunResult]) -> Vec<Plot> {
+        match self {
+            ExperimentKind::Waiting => waiting::plots(runs),
+            ExperimentKind::ThreadPerTask => thread_per_task::plots(runs),
+            ExperimentKind::Flood => flood::plots(runs),
+            ExperimentKind::ThreadCount => thread_count::plots(runs),
+            ExperimentKind::CpuBound => cpu_bound::plots(runs),
+            ExperimentKind::WebService => web_service::plots(runs),
+        }
+    }
+}
+
+/// The ids of a run table, for the `IDS` constants.
+pub(crate) const fn ids<const N: usize>(runs: &[RunSpec; N]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = runs[i].id;
+        i += 1;
+    }
+    out
+}
+
+/// The process's thread count now, for a sampler's baseline.
+pub(crate) fn thread_baseline() -> usize {
+    probe::thread_count().unwrap_or(0)
+}
+
+/// After a system is torn down, waits for its threads to be gone (up to a
+/// few seconds), so the next run starts from the same baseline.
+pub(crate) fn settle(baseline: usize) {
+    probe::wait_for_threads_at_most(baseline, Duration::from_secs(5));
+}
+
+/// Converts sampler observations into a plottable thread series.
+pub(crate) fn sampled_threads(obs: &[ThreadObservation]) -> Vec<(f64, f64)> {
+    obs.iter().map(|o| (o.at_s, o.threads as f64)).collect()
+}
+
+/// Latency-by-item series for a plot: item index against value.
+pub(crate) fn by_index(values: &[f64]) -> Vec<(f64, f64)> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as f64, *v))
+        .collect()
+}
+
+/// The finished runs with their per-item series, for plots.
+pub(crate) fn done(runs: &[RunResult]) -> impl Iterator<Item = &RunResult> {
+    runs.iter().filter(|r| r.outcome == Outcome::Done)
+}
+
+/// A bar per finished run, of one metric.
+pub(crate) fn metric_bars(runs: &[RunResult], metric: &str) -> Vec<(String, f64)> {
+    done(runs)
+        .filter_map(|r| r.measured.get(metric).map(|v| (r.spec.id.to_string(), v)))
+        .collect()
+}

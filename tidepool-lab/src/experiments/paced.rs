@@ -1,0 +1,165 @@
+//! The measuring harness shared by `waiting` and `web-service`: items are
+//! submitted at a steady rate, each records when it starts and ends, and the
+//! run reports start latency, wall time and threads.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tidepool::Pool;
+
+use super::{sampled_threads, settle, thread_baseline, Measured, RunCtx};
+use crate::features;
+use crate::measure::{paced, Latch, Timeline};
+use crate::probe::{self, ThreadSampler};
+use crate::stats::Summary;
+use crate::systems::System;
+
+/// How often the thread sampler looks at the process.
+const SAMPLE_EVERY: Duration = Duration::from_millis(5);
+
+/// Recording handle given to one item.
+#[derive(Debug, Clone)]
+pub(crate) struct ItemProbe {
+    timeline: Arc<Timeline>,
+    latch: Arc<Latch>,
+    index: usize,
+}
+
+impl ItemProbe {
+    /// The item's index.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The item starts now (call first thing).
+    pub(crate) fn start(&self) {
+        self.timeline.start(self.index);
+    }
+
+    /// The item is done.
+    pub(crate) fn end(self) {
+        self.timeline.end(self.index);
+        self.latch.count_down();
+    }
+}
+
+/// What a system tells about itself when the run is over.
+#[derive(Debug, Default)]
+pub(crate) struct SelfReport {
+    /// Peak threads by the system's own count.
+    pub(crate) peak_threads: Option<usize>,
+    /// The system's own thread series: (seconds, threads), and its label.
+    pub(crate) series: Option<(String, Vec<(f64, f64)>)>,
+}
+
+/// Reads what a tidepool pool knows about its threads.
+pub(crate) fn tidepool_report(pool: &Pool) -> SelfReport {
+    let m = pool.metrics();
+    let series = features::thread_series(&m).ok().map(|pts| {
+        let v = pts
+            .iter()
+            .map(|p| (p.at_s, (p.running + p.blocked + p.idle) as f64))
+            .collect();
+        ("threads (pool metrics)".to_string(), v)
+    });
+    SelfReport {
+        peak_threads: Some(m.peak_threads),
+        series,
+    }
+}
+
+/// Finishes a [`System`] and returns its self-report.
+pub(crate) fn finish_system(sys: System) -> SelfReport {
+    let report = match &sys {
+        System::Tidepool(p) => tidepool_report(p),
+        _ => SelfReport::default(),
+    };
+    sys.finish();
+    report
+}
+
+/// Shape of a paced run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pace {
+    /// Items to submit.
+    pub(crate) items: usize,
+    /// Time between submissions.
+    pub(crate) interval: Duration,
+    /// Give up waiting for the items after this long.
+    pub(crate) limit: Duration,
+}
+
+/// Builds the system with `make`, submits `pace.items` items with `submit`
+/// at the given rate, waits for them, and tears the system down with
+/// `finish`. Returns the start-latency figures, wall time and peak threads
+/// (the system's own count when it keeps one, else sampled from `/proc`),
+/// and per-item start latencies for the plots.
+pub(crate) fn measure<S>(
+    ctx: &RunCtx,
+    pace: Pace,
+    make: impl FnOnce() -> Result<S, String>,
+    mut submit: impl FnMut(&S, ItemProbe),
+    finish: impl FnOnce(S) -> SelfReport,
+) -> Result<Measured, String> {
+    let timeline = Arc::new(Timeline::new(pace.items));
+    let latch = Arc::new(Latch::new(pace.items));
+    let _follow = ctx.follow(&latch);
+    let baseline = thread_baseline();
+    let sampler = ThreadSampler::start(SAMPLE_EVERY, baseline, false);
+    let system = match make() {
+        Ok(s) => s,
+        Err(e) => {
+            sampler.finish();
+            return Err(e);
+        }
+    };
+
+    ctx.bar.phase("submitting");
+    let began = Instant::now();
+    paced(pace.items, pace.interval, |i| {
+        let probe = ItemProbe {
+            timeline: timeline.clone(),
+            latch: latch.clone(),
+            index: i,
+        };
+        timeline.submit(i);
+        submit(&system, probe);
+    });
+    ctx.bar.phase("waiting for the last items");
+    let all_done = latch.wait_timeout(pace.limit);
+    let wall = began.elapsed();
+    ctx.bar.phase("shutting down");
+    let report = finish(system);
+    let observed = sampler.finish();
+    settle(baseline);
+
+    if !all_done {
+        return Err(format!(
+            "only {} of {} items finished within {:.0} s",
+            latch.finished(),
+            pace.items,
+            pace.limit.as_secs_f64()
+        ));
+    }
+    let lat = timeline.start_latencies_ms();
+    let s = Summary::of(&lat).ok_or("no item recorded its start")?;
+    let mut m = Measured::default();
+    m.put("items", pace.items as f64);
+    m.put("mean_start_ms", s.mean);
+    m.put("p50_start_ms", s.p50);
+    m.put("p99_start_ms", s.p99);
+    m.put("max_start_ms", s.max);
+    m.put("wall_s", wall.as_secs_f64());
+    let peak = report
+        .peak_threads
+        .unwrap_or_else(|| probe::peak_threads(&observed));
+    m.put("peak_threads", peak as f64);
+    m.per_item = lat;
+    m.threads = report.series.or_else(|| {
+        Some((
+            "threads (sampled from /proc)".to_string(),
+            sampled_threads(&observed),
+        ))
+    });
+    Ok(m)
+}

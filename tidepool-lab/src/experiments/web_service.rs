@@ -1,0 +1,273 @@
+//! Experiment 6, `web-service`: the `waiting` experiment with a real remote
+//! call. A local HTTP/1.1 server answers each request after 500 ms; clients
+//! run on the pool under test, as blocking code or as async tasks.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::paced::{finish_system, measure, tidepool_report, ItemProbe, Pace};
+use super::{by_index, done, ids, Measured, RunCtx, RunResult, RunSpec};
+use crate::report::plot::{Plot, Series};
+use crate::systems::{tokio_runtime, System, TidepoolConfig};
+
+/// What the experiment shows.
+pub const ABOUT: &str = "A real HTTP/1.1 server on the loopback interface answers every request \
+after 500 ms, without holding a thread per request. 1,000 requests are issued one every 10 ms, \
+each from a work item or task on the pool under test. Blocking clients on a capped pool queue \
+up exactly like the waiting experiment; blocking clients on the adaptive pool, and async \
+clients on any pool, start at once.";
+
+/// The runs.
+pub const RUNS: &[RunSpec] = &RUNS_ARRAY;
+const RUNS_ARRAY: [RunSpec; 4] = [
+    RunSpec::new("fixed10-blocking-client", "tidepool", "Plain blocking std::net client code in work items on Controller::Fixed with 10 threads."),
+    RunSpec::new("adaptive-blocking-client", "tidepool", "Plain blocking std::net client code in work items on the default pool (Adaptive)."),
+    RunSpec::new("tidepool-async-client", "tidepool", "An async client over tidepool::Async<TcpStream> in tasks on the default pool."),
+    RunSpec::new("tokio-async-client", "tokio", "An async client over tokio::net::TcpStream in tasks on tokio's default multi-thread runtime."),
+];
+/// The run ids.
+pub const IDS: &[&str] = &ids(&RUNS_ARRAY);
+
+/// The request every client sends.
+const REQUEST: &[u8] = b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+/// The answer's body.
+const BODY: &str = "slow hello\n";
+
+/// Runs one run.
+///
+/// # Errors
+///
+/// When the server or the system cannot be started, or requests do not
+/// finish. Failed requests are counted in `errors`, not returned.
+pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
+    let items = ctx.items_or(ctx.scale.pick(1000, 200, 10));
+    let interval = Duration::from_millis(ctx.scale.pick(10, 10, 2));
+    let delay = Duration::from_millis(ctx.scale.pick(500, 250, 20));
+    let server = SlowServer::start(delay)?;
+    let addr = server.addr;
+    let errors = Arc::new(AtomicUsize::new(0));
+    let pace = Pace {
+        items,
+        interval,
+        limit: delay * u32::try_from(items).unwrap_or(u32::MAX) + Duration::from_secs(60),
+    };
+    let blocking = |s: &System, probe: ItemProbe| {
+        let errors = errors.clone();
+        s.spawn_fn(move || {
+            probe.start();
+            if let Err(e) = blocking_get(addr) {
+                note_error(&errors, probe.index(), &e);
+            }
+            probe.end();
+        })
+    };
+    let mut m = match spec.id {
+        "fixed10-blocking-client" => measure(
+            ctx,
+            pace,
+            || TidepoolConfig::fixed(10).build().map(System::Tidepool),
+            blocking,
+            finish_system,
+        ),
+        "adaptive-blocking-client" => measure(
+            ctx,
+            pace,
+            || TidepoolConfig::default_pool().build().map(System::Tidepool),
+            blocking,
+            finish_system,
+        ),
+        "tidepool-async-client" => measure(
+            ctx,
+            pace,
+            || TidepoolConfig::default_pool().build(),
+            |pool: &tidepool::Pool, probe: ItemProbe| {
+                let errors = errors.clone();
+                drop(pool.spawn(async move {
+                    probe.start();
+                    if let Err(e) = tidepool_get(addr).await {
+                        note_error(&errors, probe.index(), &e);
+                    }
+                    probe.end();
+                }))
+            },
+            |pool| {
+                let r = tidepool_report(&pool);
+                crate::systems::shutdown_pool(&pool);
+                r
+            },
+        ),
+        "tokio-async-client" => measure(
+            ctx,
+            pace,
+            tokio_runtime,
+            |rt: &tokio::runtime::Runtime, probe: ItemProbe| {
+                let errors = errors.clone();
+                drop(rt.spawn(async move {
+                    probe.start();
+                    if let Err(e) = tokio_get(addr).await {
+                        note_error(&errors, probe.index(), &e);
+                    }
+                    probe.end();
+                }))
+            },
+            |rt| {
+                rt.shutdown_timeout(Duration::from_secs(10));
+                Default::default()
+            },
+        ),
+        other => Err(format!("web-service has no run '{other}'")),
+    }?;
+    server.stop();
+    m.put("errors", errors.load(Ordering::Relaxed) as f64);
+    m.note = Some(format!(
+        "{items} requests, one every {} ms; the server answers each after {} ms.",
+        interval.as_millis(),
+        delay.as_millis()
+    ));
+    Ok(m)
+}
+
+/// Counts a failed request; the first few are also printed, so a failure
+/// is never silent.
+fn note_error(errors: &AtomicUsize, index: usize, e: &std::io::Error) {
+    if errors.fetch_add(1, Ordering::Relaxed) < 3 {
+        eprintln!("web-service: request {index} failed: {e}");
+    }
+}
+
+/// Checks a complete response.
+fn check_response(buf: &[u8]) -> std::io::Result<()> {
+    let text = String::from_utf8_lossy(buf);
+    if text.starts_with("HTTP/1.1 200") && text.ends_with(BODY) {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "unexpected answer: {:?}",
+                text.chars().take(60).collect::<String>()
+            ),
+        ))
+    }
+}
+
+/// One request with plain blocking `std::net` code.
+fn blocking_get(addr: SocketAddr) -> std::io::Result<()> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    s.write_all(REQUEST)?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    check_response(&buf)
+}
+
+/// One request over `tidepool::Async<TcpStream>`.
+async fn tidepool_get(addr: SocketAddr) -> std::io::Result<()> {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tidepool::Async::<TcpStream>::connect(addr).await?;
+    s.write_all(REQUEST).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    check_response(&buf)
+}
+
+/// One request over `tokio::net::TcpStream`.
+async fn tokio_get(addr: SocketAddr) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(REQUEST).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    check_response(&buf)
+}
+
+/// A loopback HTTP/1.1 server that answers every request after a delay. It
+/// waits asynchronously (a tokio runtime of its own with one worker), so it
+/// holds no thread per request and is never the bottleneck.
+#[derive(Debug)]
+pub struct SlowServer {
+    /// Where it listens (127.0.0.1, a port the OS chose).
+    pub addr: SocketAddr,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl SlowServer {
+    /// Starts the server.
+    ///
+    /// # Errors
+    ///
+    /// When the socket or the runtime cannot be set up.
+    pub fn start(delay: Duration) -> Result<SlowServer, String> {
+        let std_listener =
+            TcpListener::bind("127.0.0.1:0").map_err(|e| format!("server bind: {e}"))?;
+        let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| e.to_string())?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("lab-http-server")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("server runtime: {e}"))?;
+        let listener = {
+            let _enter = runtime.enter();
+            tokio::net::TcpListener::from_std(std_listener).map_err(|e| e.to_string())?
+        };
+        runtime.spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(answer(conn, delay));
+            }
+        });
+        Ok(SlowServer { addr, runtime })
+    }
+
+    /// Stops the server and waits for its threads.
+    pub fn stop(self) {
+        self.runtime.shutdown_timeout(Duration::from_secs(5));
+    }
+}
+
+/// Reads one request head, waits `delay`, answers and closes.
+async fn answer(mut conn: tokio::net::TcpStream, delay: Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = Vec::with_capacity(256);
+    let mut chunk = [0_u8; 512];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match conn.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+        }
+    }
+    tokio::time::sleep(delay).await;
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = conn.write_all(reply.as_bytes()).await;
+    let _ = conn.shutdown().await;
+}
+
+/// Start latency by request (log scale).
+pub fn plots(runs: &[RunResult]) -> Vec<Plot> {
+    let series: Vec<Series> = done(runs)
+        .map(|r| Series::new(r.spec.id, by_index(&r.measured.per_item)))
+        .collect();
+    if series.is_empty() {
+        return Vec::new();
+    }
+    vec![Plot::line(
+        "web-service-start-latency",
+        "Start latency by request",
+        "request (issue order)",
+        "queue-to-start latency, ms (log)",
+        series,
+        true,
+    )]
+}

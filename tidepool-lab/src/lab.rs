@@ -1,0 +1,59 @@
+//! Runs a [`Plan`]: every selected run of every selected experiment, with a
+//! progress bar per run and a table per experiment.
+
+use std::io::Write;
+
+use crate::cli::Plan;
+use crate::experiments::{ExperimentResult, Measured, Outcome, RunCtx, RunResult};
+use crate::progress::RunBar;
+use crate::report::table::table;
+
+/// Runs the plan, printing each experiment's table to `tables` as it
+/// finishes. Skipped (pending) and failed runs are reported, not fatal.
+pub fn run(plan: &Plan, cores: usize, tables: &mut dyn Write) -> Vec<ExperimentResult> {
+    let mut results = Vec::new();
+    for (kind, ids) in &plan.experiments {
+        let mut runs = Vec::new();
+        for spec in kind.runs().iter().filter(|s| ids.contains(&s.id)) {
+            let label = format!("{}/{}", kind.name(), spec.id);
+            let bar = RunBar::new(label.clone(), true);
+            let (outcome, measured) = match spec.needs.map(|f| f.check()) {
+                Some(Err(feature)) => {
+                    bar.println(&format!("{label}: skipped, waits for {feature}"));
+                    (Outcome::Pending(feature), Measured::default())
+                }
+                _ => {
+                    let ctx = RunCtx {
+                        scale: plan.scale,
+                        items: plan.items,
+                        cores,
+                        bar: bar.clone(),
+                    };
+                    match kind.run(spec, &ctx) {
+                        Ok(m) => (Outcome::Done, m),
+                        Err(e) => {
+                            bar.println(&format!("{label}: failed: {e}"));
+                            (Outcome::Failed(e), Measured::default())
+                        }
+                    }
+                }
+            };
+            bar.finish();
+            runs.push(RunResult {
+                spec: *spec,
+                outcome,
+                measured,
+            });
+        }
+        let result = ExperimentResult { kind: *kind, runs };
+        let _ = writeln!(
+            tables,
+            "\n== {} ==\n{}",
+            kind.name(),
+            table(&result).to_text()
+        );
+        let _ = tables.flush();
+        results.push(result);
+    }
+    results
+}

@@ -1,0 +1,67 @@
+//! `tidepool-lab`: runs the experiments and writes the report.
+//!
+//! Exit codes: 0 success (pending runs included), 1 a run failed or the
+//! report could not be written, 2 bad input.
+#![forbid(unsafe_code)]
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use tidepool_lab::cli::{self, Parsed};
+use tidepool_lab::experiments::Outcome;
+use tidepool_lab::lab;
+use tidepool_lab::probe::Machine;
+use tidepool_lab::report::{self, json::Document};
+
+fn main() -> ExitCode {
+    let plan = match cli::parse(std::env::args_os()) {
+        Ok(Parsed::Run(plan)) => plan,
+        Ok(Parsed::Info(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("tidepool-lab: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = report::check_out_dir(&plan.out) {
+        eprintln!("tidepool-lab: {e}");
+        return ExitCode::from(2);
+    }
+
+    let machine = Machine::detect();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    // With --json, standard output carries the document only.
+    let results = if plan.json {
+        lab::run(&plan, machine.cores, &mut std::io::stderr())
+    } else {
+        lab::run(&plan, machine.cores, &mut std::io::stdout())
+    };
+    let doc = Document::new(machine, plan.scale, &results);
+    match report::write(&plan.out, &doc, &results, &command) {
+        Ok(files) => {
+            let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+            eprintln!("report written: {}", names.join(", "));
+        }
+        Err(e) => {
+            eprintln!("tidepool-lab: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if plan.json {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(doc.to_json().as_bytes());
+        let _ = out.flush();
+    }
+    let failed = results
+        .iter()
+        .flat_map(|e| &e.runs)
+        .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
+        .count();
+    if failed > 0 {
+        eprintln!("tidepool-lab: {failed} run(s) failed; see the report");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}

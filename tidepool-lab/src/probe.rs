@@ -1,0 +1,289 @@
+//! What the lab reads from the operating system: CPU time, thread counts and
+//! states, and a description of the machine.
+//!
+//! The lab is `#![forbid(unsafe_code)]`, so everything comes from `/proc`
+//! (Linux). Where `/proc` is missing the readers return `None` and the
+//! metrics that need them are left out of the results, never guessed.
+
+use std::fs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// User and system CPU time consumed by this process so far (all threads,
+/// including ones that have exited).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTimes {
+    /// User-mode CPU time, in milliseconds.
+    pub user_ms: f64,
+    /// Kernel-mode CPU time, in milliseconds.
+    pub sys_ms: f64,
+}
+
+impl CpuTimes {
+    /// Reads `/proc/self/stat`. Resolution is one clock tick (usually 10 ms).
+    pub fn now() -> Option<CpuTimes> {
+        let stat = fs::read_to_string("/proc/self/stat").ok()?;
+        let (utime, stime) = parse_stat_times(&stat)?;
+        let tick_ms = 1000.0 / clock_ticks_per_second();
+        Some(CpuTimes {
+            user_ms: utime as f64 * tick_ms,
+            sys_ms: stime as f64 * tick_ms,
+        })
+    }
+
+    /// The CPU time spent between `earlier` and `self`.
+    pub fn since(self, earlier: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user_ms: self.user_ms - earlier.user_ms,
+            sys_ms: self.sys_ms - earlier.sys_ms,
+        }
+    }
+}
+
+/// `utime` and `stime` (fields 14 and 15, in clock ticks) of a
+/// `/proc/<pid>/stat` line. The command name (field 2) is in parentheses
+/// and may itself contain spaces and parentheses, so parsing starts after
+/// the last `)`.
+pub fn parse_stat_times(stat: &str) -> Option<(u64, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: field 3 (state) is index 0, so field 14 is index 11.
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime = fields.next()?.parse().ok()?;
+    let stime = fields.next()?.parse().ok()?;
+    Some((utime, stime))
+}
+
+/// The scheduler state letter (field 3) of a `/proc/<pid>/task/<tid>/stat`
+/// line: `R` runnable, `S` sleeping, `D` uninterruptible, and so on.
+pub fn parse_stat_state(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// Clock ticks per second for `/proc` times: `getconf CLK_TCK`, read once,
+/// or 100 (the value on every mainstream Linux) if that fails.
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: OnceLock<f64> = OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|t| *t > 0.0)
+            .unwrap_or(100.0)
+    })
+}
+
+/// Number of threads in this process now (`Threads:` in `/proc/self/status`).
+pub fn thread_count() -> Option<usize> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits (up to `limit`) until the process has at most `target` threads, so
+/// that threads of a pool torn down in the background (rayon's, for one) do
+/// not count in the next run. Returns whether it got there.
+pub fn wait_for_threads_at_most(target: usize, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        match thread_count() {
+            None => return true,
+            Some(n) if n <= target => return true,
+            Some(_) if Instant::now() >= deadline => return false,
+            Some(_) => thread::sleep(Duration::from_millis(5)),
+        }
+    }
+}
+
+/// The task id of the calling thread, from the `/proc/thread-self` link.
+fn own_tid() -> Option<String> {
+    let link = fs::read_link("/proc/thread-self").ok()?;
+    Some(link.file_name()?.to_string_lossy().into_owned())
+}
+
+/// Number of runnable (state `R`) threads in this process, not counting
+/// `except` (the caller's own thread id).
+fn runnable_threads(except: Option<&str>) -> Option<usize> {
+    let mut n = 0;
+    for entry in fs::read_dir("/proc/self/task").ok()? {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name();
+        if Some(name.to_string_lossy().as_ref()) == except {
+            continue;
+        }
+        // A thread may exit between listing and reading: skip it.
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if parse_stat_state(&stat) == Some('R') {
+            n += 1;
+        }
+    }
+    Some(n)
+}
+
+/// One observation of the process's threads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThreadObservation {
+    /// Time since the sampler started, in seconds.
+    pub at_s: f64,
+    /// Threads above the count when the sampler started.
+    pub threads: usize,
+    /// Runnable threads, not counting the sampler (when asked for).
+    pub runnable: Option<usize>,
+}
+
+/// A background thread that samples the process's thread count (and, on
+/// request, how many threads are runnable) at a fixed interval.
+#[derive(Debug)]
+pub struct ThreadSampler {
+    stop: Arc<AtomicBool>,
+    handle: thread::JoinHandle<Vec<ThreadObservation>>,
+}
+
+impl ThreadSampler {
+    /// Starts sampling every `interval`. The thread count is relative to
+    /// `baseline` (the count before the system under test was created).
+    pub fn start(interval: Duration, baseline: usize, runnable: bool) -> ThreadSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = thread::Builder::new()
+            .name("lab-sampler".into())
+            .spawn(move || {
+                let me = own_tid();
+                let start = Instant::now();
+                let mut out = Vec::new();
+                // Relaxed: the flag carries no data; the join publishes `out`.
+                while !flag.load(Ordering::Relaxed) {
+                    // The sampler itself is one thread above the baseline.
+                    let threads = thread_count().map_or(0, |n| n.saturating_sub(baseline + 1));
+                    let runnable = if runnable {
+                        runnable_threads(me.as_deref())
+                    } else {
+                        None
+                    };
+                    out.push(ThreadObservation {
+                        at_s: start.elapsed().as_secs_f64(),
+                        threads,
+                        runnable,
+                    });
+                    thread::sleep(interval);
+                }
+                out
+            })
+            .expect("cannot start the lab's sampler thread");
+        ThreadSampler { stop, handle }
+    }
+
+    /// Stops the sampler and returns what it saw.
+    pub fn finish(self) -> Vec<ThreadObservation> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap_or_default()
+    }
+}
+
+/// Highest thread count observed.
+pub fn peak_threads(obs: &[ThreadObservation]) -> usize {
+    obs.iter().map(|o| o.threads).max().unwrap_or(0)
+}
+
+/// The highest number of runnable threads that held for two consecutive
+/// samples: a thread that is runnable for a single instant (a progress
+/// tick, a wake-up) does not count, one running for a whole interval does.
+pub fn sustained_peak_runnable(obs: &[ThreadObservation]) -> Option<usize> {
+    let r: Vec<usize> = obs.iter().filter_map(|o| o.runnable).collect();
+    match r.len() {
+        0 => None,
+        1 => Some(r[0]),
+        _ => r.windows(2).map(|w| w[0].min(w[1])).max(),
+    }
+}
+
+/// The machine the lab ran on, for the report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Machine {
+    /// Logical cores available to this process.
+    pub cores: usize,
+    /// Operating system and kernel.
+    pub os: String,
+    /// CPU model.
+    pub cpu: String,
+}
+
+impl Machine {
+    /// Describes this machine from `/proc` and `/etc/os-release`.
+    pub fn detect() -> Machine {
+        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        let distro = fs::read_to_string("/etc/os-release").ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        });
+        let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string());
+        let os = match (distro, kernel) {
+            (Some(d), Some(k)) => format!("{d}, Linux {k}"),
+            (None, Some(k)) => format!("Linux {k}"),
+            (Some(d), None) => d,
+            (None, None) => std::env::consts::OS.to_string(),
+        };
+        let cpu = fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        Machine { cores, os, cpu }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "4242 (my (odd) prog) S 1 4242 4242 0 -1 4194560 \
+        1000 0 0 0 731 52 0 0 20 0 3 0 100 1000000 200 18446744073709551615";
+
+    #[test]
+    fn stat_times_after_odd_names() {
+        assert_eq!(parse_stat_times(STAT), Some((731, 52)));
+        assert_eq!(parse_stat_state(STAT), Some('S'));
+        assert_eq!(parse_stat_times("garbage"), None);
+        assert_eq!(parse_stat_times("1 (x) R 1 2"), None);
+    }
+
+    #[test]
+    fn live_readings() {
+        let c = CpuTimes::now().expect("/proc/self/stat");
+        assert!(c.user_ms >= 0.0 && c.sys_ms >= 0.0);
+        assert!(thread_count().unwrap() >= 1);
+        assert!(Machine::detect().cores >= 1);
+    }
+
+    #[test]
+    fn sustained_peak_ignores_blips() {
+        let o = |r| ThreadObservation {
+            at_s: 0.0,
+            threads: 0,
+            runnable: Some(r),
+        };
+        let obs = [o(2), o(9), o(2), o(3), o(3), o(1)];
+        assert_eq!(sustained_peak_runnable(&obs), Some(3));
+        assert_eq!(sustained_peak_runnable(&obs[..1]), Some(2));
+        assert_eq!(sustained_peak_runnable(&[]), None);
+    }
+}

@@ -1,0 +1,214 @@
+//! `results.json`: the stable, machine-readable form of a lab run.
+//!
+//! Shape (other tools read it; add fields, never rename or remove them):
+//!
+//! ```text
+//! {"version": "0.1.0",
+//!  "machine": {"cores": 2, "os": "...", "cpu": "..."},
+//!  "quick": true, "scale": "quick",
+//!  "experiments": [{"name": "waiting", "about": "...", "baseline": "adaptive-sleep",
+//!    "runs": [{"id": "adaptive-sleep", "system": "tidepool", "description": "...",
+//!              "status": "ok", "metrics": {"mean_start_ms": 0.4, ...}},
+//!             {"id": "gradual500-sleep", ..., "status": "pending",
+//!              "pending": "Controller::Gradual (issue 3)", "metrics": {}}]}]}
+//! ```
+//!
+//! `status` is `ok`, `pending` (the run waits for a library feature, named
+//! in `pending`) or `failed` (the reason is in `error`). Metric names end in
+//! their unit: `_ms`, `_s`, `_ns`, or a count (`items`, `peak_threads`,
+//! `errors`, ...).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::experiments::{ExperimentResult, Outcome, Scale};
+use crate::probe::Machine;
+
+/// The whole document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    /// The lab's version.
+    pub version: String,
+    /// Where it ran.
+    pub machine: Machine,
+    /// Whether counts were scaled down (`--quick`).
+    pub quick: bool,
+    /// `full`, `quick` or `tiny`.
+    pub scale: String,
+    /// The experiments that ran, in order.
+    pub experiments: Vec<ExperimentDoc>,
+}
+
+/// One experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentDoc {
+    /// Its name (`waiting`, ...).
+    pub name: String,
+    /// What it shows.
+    pub about: String,
+    /// The run the ratios compare against.
+    pub baseline: String,
+    /// Its runs.
+    pub runs: Vec<RunDoc>,
+}
+
+/// One run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDoc {
+    /// Stable id.
+    pub id: String,
+    /// System under test.
+    pub system: String,
+    /// What it did.
+    pub description: String,
+    /// `ok`, `pending` or `failed`.
+    pub status: String,
+    /// The library feature a pending run waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
+    /// Why a failed run failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Named figures; each name ends in its unit.
+    pub metrics: Map<String, Value>,
+}
+
+impl Document {
+    /// Builds the document from the lab's results.
+    pub fn new(machine: Machine, scale: Scale, results: &[ExperimentResult]) -> Document {
+        Document {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            machine,
+            quick: scale != Scale::Full,
+            scale: scale.name().to_string(),
+            experiments: results.iter().map(experiment).collect(),
+        }
+    }
+
+    /// Pretty JSON text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the document always serialises") + "\n"
+    }
+}
+
+fn experiment(e: &ExperimentResult) -> ExperimentDoc {
+    ExperimentDoc {
+        name: e.kind.name().to_string(),
+        about: e.kind.about().to_string(),
+        baseline: e.kind.baseline().to_string(),
+        runs: e
+            .runs
+            .iter()
+            .map(|r| {
+                let mut metrics = Map::new();
+                for (name, v) in &r.measured.metrics {
+                    // JSON has no NaN or infinity: such a figure is left out
+                    // rather than written as something it is not.
+                    if let Some(n) = serde_json::Number::from_f64(*v) {
+                        metrics.insert((*name).to_string(), Value::Number(n));
+                    }
+                }
+                let (status, pending, error) = match &r.outcome {
+                    Outcome::Done => ("ok", None, None),
+                    Outcome::Pending(f) => ("pending", Some(f.to_string()), None),
+                    Outcome::Failed(e) => ("failed", None, Some(e.clone())),
+                };
+                RunDoc {
+                    id: r.spec.id.to_string(),
+                    system: r.spec.system.to_string(),
+                    description: r.description(),
+                    status: status.to_string(),
+                    pending,
+                    error,
+                    metrics,
+                }
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::{ExperimentKind, Measured, RunResult};
+    use crate::features::GRADUAL;
+
+    fn machine() -> Machine {
+        Machine {
+            cores: 2,
+            os: "Linux".into(),
+            cpu: "test cpu".into(),
+        }
+    }
+
+    fn results() -> Vec<ExperimentResult> {
+        let runs = ExperimentKind::Waiting.runs();
+        let spec = |id: &str| *runs.iter().find(|r| r.id == id).unwrap();
+        let mut m = Measured::default();
+        m.put("mean_start_ms", 0.4);
+        m.put("peak_threads", 55.0);
+        m.put("broken_ms", f64::NAN);
+        vec![ExperimentResult {
+            kind: ExperimentKind::Waiting,
+            runs: vec![
+                RunResult {
+                    spec: spec("adaptive-sleep"),
+                    outcome: Outcome::Done,
+                    measured: m,
+                },
+                RunResult {
+                    spec: spec("gradual500-sleep"),
+                    outcome: Outcome::Pending(GRADUAL),
+                    measured: Measured::default(),
+                },
+                RunResult {
+                    spec: spec("rayon-sleep"),
+                    outcome: Outcome::Failed("boom".into()),
+                    measured: Measured::default(),
+                },
+            ],
+        }]
+    }
+
+    #[test]
+    fn shape_is_stable() {
+        let doc = Document::new(machine(), Scale::Quick, &results());
+        let v: Value = serde_json::from_str(&doc.to_json()).unwrap();
+        assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(v["machine"]["cores"], 2);
+        assert_eq!(v["machine"]["os"], "Linux");
+        assert_eq!(v["machine"]["cpu"], "test cpu");
+        assert_eq!(v["quick"], true);
+        let e = &v["experiments"][0];
+        assert_eq!(e["name"], "waiting");
+        let ok = &e["runs"][0];
+        assert_eq!(ok["id"], "adaptive-sleep");
+        assert_eq!(ok["system"], "tidepool");
+        assert_eq!(ok["status"], "ok");
+        assert!(ok["description"].as_str().unwrap().contains("Adaptive"));
+        assert_eq!(ok["metrics"]["mean_start_ms"], 0.4);
+        assert_eq!(ok["metrics"]["peak_threads"], 55.0);
+        assert!(ok["metrics"].get("broken_ms").is_none(), "NaN is left out");
+        assert!(ok.get("pending").is_none());
+        let keys: Vec<&String> = ok["metrics"].as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["mean_start_ms", "peak_threads"],
+            "metric order is kept"
+        );
+        let pending = &e["runs"][1];
+        assert_eq!(pending["status"], "pending");
+        assert_eq!(pending["pending"], "Controller::Gradual (issue 3)");
+        assert_eq!(pending["metrics"], serde_json::json!({}));
+        assert_eq!(e["runs"][2]["status"], "failed");
+        assert_eq!(e["runs"][2]["error"], "boom");
+    }
+
+    #[test]
+    fn round_trips() {
+        let doc = Document::new(machine(), Scale::Full, &results());
+        let back: Document = serde_json::from_str(&doc.to_json()).unwrap();
+        assert_eq!(back, doc);
+        assert!(!back.quick);
+    }
+}

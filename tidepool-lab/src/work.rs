@@ -1,0 +1,77 @@
+//! CPU-bound work of a calibrated size: the largest Fibonacci number below
+//! 100, computed again and again.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Computes the largest Fibonacci number below 100 `rounds` times and
+/// returns a checksum (so the optimiser cannot drop the work).
+pub fn fib_rounds(rounds: u64) -> u64 {
+    let mut acc = 0_u64;
+    for _ in 0..rounds {
+        let (mut a, mut b) = (0_u64, 1_u64);
+        while b < black_box(100) {
+            let next = a + b;
+            a = b;
+            b = next;
+        }
+        acc = acc.wrapping_add(black_box(a));
+    }
+    acc
+}
+
+/// The number of rounds of [`fib_rounds`] that take about `target` on one
+/// otherwise idle core. Measures a few times and keeps the fastest, so a
+/// moment of interference does not inflate the estimate.
+pub fn rounds_for(target: Duration) -> u64 {
+    // Grow the probe until it runs for long enough to time reliably.
+    let probe_time = (target / 8).clamp(Duration::from_millis(2), Duration::from_millis(100));
+    let mut rounds = 1_000_u64;
+    loop {
+        let t = Instant::now();
+        black_box(fib_rounds(rounds));
+        if t.elapsed() >= probe_time || rounds > 1 << 40 {
+            break;
+        }
+        rounds *= 2;
+    }
+    let best = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(fib_rounds(rounds));
+            t.elapsed()
+        })
+        .min()
+        .unwrap_or(Duration::from_nanos(1))
+        .max(Duration::from_nanos(1));
+    let per_round = best.as_secs_f64() / rounds as f64;
+    ((target.as_secs_f64() / per_round) as u64).max(1)
+}
+
+/// [`rounds_for`], measured once per target and remembered, so every run of
+/// an experiment does exactly the same work.
+pub fn calibrated_rounds(target: Duration) -> u64 {
+    static CACHE: OnceLock<Mutex<HashMap<Duration, u64>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+    *map.entry(target).or_insert_with(|| rounds_for(target))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fib_below_100_is_89() {
+        assert_eq!(fib_rounds(1), 89);
+        assert_eq!(fib_rounds(3), 267);
+        assert_eq!(fib_rounds(0), 0);
+    }
+
+    #[test]
+    fn calibration_is_positive() {
+        assert!(rounds_for(Duration::from_millis(1)) >= 1);
+    }
+}

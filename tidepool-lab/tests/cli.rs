@@ -1,0 +1,155 @@
+//! Runs the built binary: bad input exits with 2 and one line; a tiny run of
+//! every experiment writes a results.json that parses and has every run id
+//! the binary was asked for. No timing is asserted.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn lab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tidepool-lab"))
+        .args(args)
+        .output()
+        .expect("run tidepool-lab")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tidepool-lab-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let out_dir = scratch("bad");
+    let out = out_dir.to_str().unwrap();
+    for args in [
+        vec!["nosuch-experiment"],
+        vec!["--only", "no-such-id"],
+        vec!["--items", "0"],
+        vec!["--items", "-3"],
+        vec!["--bogus-flag"],
+    ] {
+        let mut all = args.clone();
+        all.extend(["--out", out]);
+        let o = lab(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("tidepool-lab: "), "{err}");
+    }
+    // An output folder that cannot be created: a path below a plain file.
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let file = out_dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let below = file.join("report");
+    let o = lab(&[
+        "--tiny",
+        "--only",
+        "fixed2",
+        "--out",
+        below.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("output folder"), "{err}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+#[test]
+fn tiny_run_of_every_experiment_writes_every_claimed_id() {
+    let out_dir = scratch("tiny");
+    // A small run of each experiment (async-1thread needs only the core
+    // runtime; one pending-capable run is included so skipping is covered).
+    let ids = [
+        "waiting/adaptive-sleep",
+        "waiting/async-1thread",
+        "waiting/gradual500-sleep",
+        "thread-per-task/tidepool",
+        "thread-per-task/thread-per-task",
+        "flood/unthrottled",
+        "flood/group-throttled",
+        "thread-count/fixed2",
+        "thread-count/rayon",
+        "cpu-bound/adaptive",
+        "cpu-bound/tokio",
+        "web-service/adaptive-blocking-client",
+        "web-service/tidepool-async-client",
+    ];
+    let only = ids.join(",");
+    let o = lab(&[
+        "--quick",
+        "--tiny",
+        "--json",
+        "--only",
+        &only,
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+
+    let text = std::fs::read_to_string(out_dir.join("results.json")).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let printed: Value = serde_json::from_slice(&o.stdout).expect("--json prints the document");
+    assert_eq!(printed, doc);
+    assert_eq!(doc["quick"], true);
+    assert!(doc["machine"]["cores"].as_u64().unwrap() >= 1);
+    assert!(doc["version"].is_string());
+
+    let experiments = doc["experiments"].as_array().unwrap();
+    assert_eq!(experiments.len(), 6, "every experiment ran");
+    for want in ids {
+        let (exp, id) = want.split_once('/').unwrap();
+        let e = experiments
+            .iter()
+            .find(|e| e["name"] == exp)
+            .unwrap_or_else(|| panic!("experiment {exp} missing"));
+        let run = e["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("run {want} missing"));
+        match run["status"].as_str().unwrap() {
+            "ok" => {
+                let m = run["metrics"].as_object().unwrap();
+                assert!(!m.is_empty(), "{want} has metrics");
+                assert!(m.values().all(Value::is_number), "{want}: {m:?}");
+            }
+            "pending" => assert!(run["pending"].is_string(), "{want} names its feature"),
+            other => panic!("{want}: status {other}: {}", run["error"]),
+        }
+    }
+    // Every run in the file was asked for: nothing more, nothing less.
+    let total: usize = experiments
+        .iter()
+        .map(|e| e["runs"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(total, ids.len());
+    let web = experiments
+        .iter()
+        .find(|e| e["name"] == "web-service")
+        .unwrap();
+    for r in web["runs"].as_array().unwrap() {
+        assert_eq!(r["metrics"]["errors"], 0.0, "every request answered");
+    }
+
+    for f in ["report.md", "report.html"] {
+        let s = std::fs::read_to_string(out_dir.join(f)).unwrap();
+        assert!(s.contains("thread-count"), "{f}");
+    }
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(html.contains("<svg"), "plots are inline");
+    for remote in ["<script", "src=\"http", "href=\"http", "@import"] {
+        assert!(!html.contains(remote), "self-contained: found {remote}");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
