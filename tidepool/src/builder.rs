@@ -1,0 +1,296 @@
+//! [`Builder`]: a pool's settings and their validation ([`BuildError`]).
+
+use crate::control::Controller;
+use crate::pool::Pool;
+use std::fmt;
+use std::time::Duration;
+
+/// The most worker threads a pool may have. The slot counters pack thread
+/// counts in 32 bits; far below that, this keeps a typo (`max_threads(1 <<
+/// 40)`) from allocating per-thread bookkeeping for threads that never come.
+pub const MAX_THREADS_LIMIT: usize = 32_768;
+
+/// Threads below this stack size crash on the first call into the standard
+/// library's panic or formatting machinery. 64 KiB leaves room for a small
+/// task; real work wants the default (2 MiB).
+pub const MIN_STACK_SIZE: usize = 64 * 1024;
+
+/// Settings of a pool, resolved and validated.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) concurrency: usize,
+    pub(crate) min_threads: usize,
+    pub(crate) max_threads: usize,
+    pub(crate) thread_name: String,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) monitor_interval: Duration,
+    pub(crate) controller: Controller,
+}
+
+/// Configures and builds a [`Pool`].
+///
+/// Every setting has a default; a pool built with none of them runs one task
+/// per core and adds threads only to replace workers that block.
+///
+/// ```
+/// use std::time::Duration;
+/// use tidepool::Pool;
+///
+/// let pool = Pool::builder()
+///     .concurrency(2)
+///     .max_threads(64)
+///     .thread_name("io-pool")
+///     .idle_timeout(Duration::from_secs(30))
+///     .build()?;
+/// assert_eq!(pool.spawn_fn(|| 2 + 2).join().unwrap(), 4);
+/// # Ok::<(), tidepool::BuildError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+#[must_use = "a Builder does nothing until .build() is called"]
+pub struct Builder {
+    concurrency: Option<usize>,
+    min_threads: Option<usize>,
+    max_threads: Option<usize>,
+    thread_name: Option<String>,
+    stack_size: Option<usize>,
+    idle_timeout: Option<Duration>,
+    monitor_interval: Option<Duration>,
+    controller: Controller,
+}
+
+/// The default number of running slots: the available parallelism.
+pub(crate) fn default_concurrency() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Builder {
+    /// A builder with every setting at its default.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+
+    /// How many workers may *run* at once: the running slots. Workers beyond
+    /// this exist only to replace workers that are blocked.
+    ///
+    /// Default: the number of cores (`std::thread::available_parallelism`).
+    pub fn concurrency(mut self, slots: usize) -> Self {
+        self.concurrency = Some(slots);
+        self
+    }
+
+    /// Threads kept alive even when idle (they are started on demand, not
+    /// up front).
+    ///
+    /// Default: `concurrency`, capped at `max_threads`.
+    pub fn min_threads(mut self, threads: usize) -> Self {
+        self.min_threads = Some(threads);
+        self
+    }
+
+    /// The most worker threads the pool will ever have, blocked ones included.
+    ///
+    /// Default: `max(256, 64 * concurrency)`: room for more than 50 blocked
+    /// work items per core, since a blocked thread costs memory, not CPU. With
+    /// [`Controller::Fixed`] the default is `concurrency`.
+    pub fn max_threads(mut self, threads: usize) -> Self {
+        self.max_threads = Some(threads);
+        self
+    }
+
+    /// The name of worker threads, followed by `-N`.
+    ///
+    /// Default: `"tidepool"`.
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = Some(name.into());
+        self
+    }
+
+    /// Stack size of worker threads, in bytes (at least [`MIN_STACK_SIZE`]).
+    ///
+    /// Default: the standard library's (2 MiB unless `RUST_MIN_STACK` says
+    /// otherwise).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// How long a thread above `min_threads` stays parked without work before
+    /// it exits.
+    ///
+    /// Default: 10 seconds.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a task may run before the monitor asks the kernel whether
+    /// its thread is blocked. Shorter replaces blocked workers sooner and
+    /// costs a little more monitor time while tasks run long.
+    ///
+    /// Default: 1 ms. Must be between 100 µs and 10 s.
+    pub fn monitor_interval(mut self, interval: Duration) -> Self {
+        self.monitor_interval = Some(interval);
+        self
+    }
+
+    /// The policy that decides when to add or retire threads.
+    ///
+    /// Default: [`Controller::Adaptive`].
+    pub fn controller(mut self, controller: Controller) -> Self {
+        self.controller = controller;
+        self
+    }
+
+    /// Checks the settings and starts the pool (its threads start on demand).
+    ///
+    /// # Errors
+    ///
+    /// A [`BuildError`] naming the setting, its value and the fix, when a
+    /// setting is out of range or two settings contradict each other.
+    pub fn build(self) -> Result<Pool, BuildError> {
+        self.config().map(Pool::from_config)
+    }
+
+    pub(crate) fn config(self) -> Result<Config, BuildError> {
+        let concurrency = self.concurrency.unwrap_or_else(default_concurrency);
+        if concurrency == 0 {
+            return Err(BuildError::ZeroConcurrency);
+        }
+        let fixed = matches!(self.controller, Controller::Fixed);
+        let max_threads = match self.max_threads {
+            Some(max) => max,
+            None if fixed => concurrency,
+            None => (64 * concurrency).max(256),
+        };
+        if max_threads > MAX_THREADS_LIMIT {
+            return Err(BuildError::TooManyThreads { max_threads });
+        }
+        if concurrency > max_threads {
+            return Err(BuildError::MaxBelowConcurrency {
+                max_threads,
+                concurrency,
+            });
+        }
+        let min_threads = self.min_threads.unwrap_or(concurrency.min(max_threads));
+        if min_threads > max_threads {
+            return Err(BuildError::MinAboveMax {
+                min_threads,
+                max_threads,
+            });
+        }
+        if let Some(bytes) = self.stack_size {
+            if bytes < MIN_STACK_SIZE {
+                return Err(BuildError::StackTooSmall { bytes });
+            }
+        }
+        let monitor_interval = self.monitor_interval.unwrap_or(Duration::from_millis(1));
+        if monitor_interval < Duration::from_micros(100)
+            || monitor_interval > Duration::from_secs(10)
+        {
+            return Err(BuildError::MonitorInterval {
+                interval: monitor_interval,
+            });
+        }
+        if let Controller::Gradual { interval } = self.controller {
+            if interval.is_zero() {
+                return Err(BuildError::ZeroGradualInterval);
+            }
+        }
+        Ok(Config {
+            concurrency,
+            min_threads,
+            max_threads,
+            thread_name: self.thread_name.unwrap_or_else(|| "tidepool".to_owned()),
+            stack_size: self.stack_size,
+            idle_timeout: self.idle_timeout.unwrap_or(Duration::from_secs(10)),
+            monitor_interval,
+            controller: self.controller,
+        })
+    }
+}
+
+/// Why [`Builder::build`] refused the settings. Each message names the
+/// setting, the value given and how to fix it.
+///
+/// ```
+/// use tidepool::{BuildError, Pool};
+/// let err = Pool::builder().min_threads(8).max_threads(4).concurrency(2).build().unwrap_err();
+/// assert_eq!(err, BuildError::MinAboveMax { min_threads: 8, max_threads: 4 });
+/// assert_eq!(
+///     err.to_string(),
+///     "max_threads (4) must be >= min_threads (8): raise max_threads or lower min_threads"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// `concurrency(0)`: a pool needs at least one running slot.
+    ZeroConcurrency,
+    /// `min_threads` is above `max_threads`.
+    MinAboveMax {
+        /// The `min_threads` given (or defaulted).
+        min_threads: usize,
+        /// The `max_threads` given (or defaulted).
+        max_threads: usize,
+    },
+    /// `max_threads` is below `concurrency`: some slots could never be used.
+    MaxBelowConcurrency {
+        /// The `max_threads` given.
+        max_threads: usize,
+        /// The `concurrency` given (or defaulted).
+        concurrency: usize,
+    },
+    /// `max_threads` is above [`MAX_THREADS_LIMIT`].
+    TooManyThreads {
+        /// The `max_threads` given.
+        max_threads: usize,
+    },
+    /// `stack_size` is below [`MIN_STACK_SIZE`].
+    StackTooSmall {
+        /// The `stack_size` given, in bytes.
+        bytes: usize,
+    },
+    /// `monitor_interval` is outside 100 µs ..= 10 s.
+    MonitorInterval {
+        /// The interval given.
+        interval: Duration,
+    },
+    /// `Controller::Gradual { interval }` with a zero interval.
+    ZeroGradualInterval,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ZeroConcurrency => f.write_str(
+                "concurrency (0) must be at least 1: a pool needs one running slot; omit it to use one per core",
+            ),
+            BuildError::MinAboveMax { min_threads, max_threads } => write!(
+                f,
+                "max_threads ({max_threads}) must be >= min_threads ({min_threads}): raise max_threads or lower min_threads"
+            ),
+            BuildError::MaxBelowConcurrency { max_threads, concurrency } => write!(
+                f,
+                "max_threads ({max_threads}) must be >= concurrency ({concurrency}): raise max_threads or lower concurrency"
+            ),
+            BuildError::TooManyThreads { max_threads } => write!(
+                f,
+                "max_threads ({max_threads}) must be <= {MAX_THREADS_LIMIT}: lower max_threads"
+            ),
+            BuildError::StackTooSmall { bytes } => write!(
+                f,
+                "stack_size ({bytes} bytes) is too small to run a thread: use at least {MIN_STACK_SIZE} bytes, or omit it for the default"
+            ),
+            BuildError::MonitorInterval { interval } => write!(
+                f,
+                "monitor_interval ({interval:?}) must be between 100µs and 10s: omit it for the default of 1ms"
+            ),
+            BuildError::ZeroGradualInterval => f.write_str(
+                "Controller::Gradual interval (0ns) must be positive: use e.g. 500ms",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}

@@ -1,0 +1,53 @@
+//! Concurrency control: running slots, the monitor thread that finds blocked
+//! workers, and the policies that decide what to do about it.
+//!
+//! * `slots`: the slot counters and per-worker task status (the protocol).
+//! * `monitor`: the thread that samples workers and applies decisions.
+//! * `policy`: pure decision functions, one per [`Controller`].
+
+pub(crate) mod monitor;
+pub(crate) mod policy;
+pub(crate) mod slots;
+
+use std::time::Duration;
+
+/// The policy that decides when a pool adds or retires threads.
+///
+/// ```
+/// use std::time::Duration;
+/// use tidepool::{Controller, Pool};
+///
+/// // A classic capped pool of 10 threads that never grows.
+/// let fixed = Pool::builder().concurrency(10).controller(Controller::Fixed).build().unwrap();
+/// // A pool that adds one thread per 500 ms while queued work makes no progress.
+/// let gradual = Pool::builder()
+///     .controller(Controller::Gradual { interval: Duration::from_millis(500) })
+///     .build()
+///     .unwrap();
+/// # drop((fixed, gradual));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Controller {
+    /// The default. `concurrency` workers run; a worker the kernel reports
+    /// blocked (sleeping or waiting on I/O or a lock, for longer than the
+    /// monitor interval, while work waits) gives its slot to another worker,
+    /// woken or started at once. A CPU-bound task never causes a thread to be
+    /// added.
+    #[default]
+    Adaptive,
+    /// Exactly `concurrency` threads; never adds any. Reproduces a classic
+    /// capped pool (`max_threads` defaults to `concurrency`).
+    Fixed,
+    /// Adds one running slot per `interval` while queued work makes no
+    /// progress, and gives them back when the queue drains: how runtime pools
+    /// that deliberately delay thread creation behave.
+    Gradual {
+        /// How often a slot may be added.
+        interval: Duration,
+    },
+    /// Moves the number of running slots between `concurrency` and
+    /// `max_threads` to maximise completions per second, on top of the
+    /// `Adaptive` replacement of blocked workers.
+    HillClimbing,
+}

@@ -1,0 +1,501 @@
+//! Pure decision functions, one per [`Controller`].
+//!
+//! The monitor samples the pool (phases of the workers, what the kernel says
+//! about suspects, queue lengths, counters) into a [`Sample`], calls
+//! [`Policy::decide`], and applies the [`Decision`]. Nothing here touches a
+//! thread, a clock or an atomic, so every policy is tested with scripted
+//! samples and a fake clock (`Sample::now`).
+//!
+//! # When a worker counts as blocked (`Adaptive`, `HillClimbing`)
+//!
+//! All of these must hold:
+//!
+//! 1. it holds a slot and has been in the same task for at least the monitor
+//!    interval (no progress);
+//! 2. the kernel says it waits on something other than a CPU (state `S` or
+//!    `D`);
+//! 3. its CPU clock advanced by less than [`BUSY_CPU_SHARE`] of the wall time
+//!    it has been watched — a task that computes between short waits is
+//!    making progress.
+//!
+//! A runnable thread waiting for a CPU (`R`) is oversubscribed, not blocked:
+//! another thread would only lengthen the queue for the cores, so it is never
+//! compensated. Giving a blocked worker's slot away costs nothing by itself;
+//! threads are woken or started only when work is waiting (now, or when it
+//! arrives: `spawn` uses the free slot at once).
+
+use super::slots::{SlotCounts, StatusWord};
+use super::Controller;
+use std::time::Duration;
+
+/// A suspect whose CPU clock advanced by at least this share of the wall time
+/// it was watched is computing, not blocked. A sleeping thread scores ~0, a
+/// CPU-bound one ~1 (or less when preempted, hence a low bar).
+pub(crate) const BUSY_CPU_SHARE: f64 = 0.25;
+
+/// How many hill-climbing windows of no improvement before a step back.
+const HILL_WINDOW: Duration = Duration::from_millis(250);
+
+/// One worker that is inside a task.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct WorkerView {
+    /// Entry index.
+    pub(crate) index: usize,
+    /// The status word seen (phase and task tick).
+    pub(crate) seen: StatusWord,
+    /// How long the worker has been seen in this same task.
+    pub(crate) in_task_for: Duration,
+    /// What the kernel says, for suspects that were probed.
+    pub(crate) kernel: Option<KernelView>,
+}
+
+/// The kernel's view of one suspect.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct KernelView {
+    /// State `S` or `D`: waiting on something other than a CPU.
+    pub(crate) waiting: bool,
+    /// CPU time over wall time since the task was first seen, if the CPU clock
+    /// could be read.
+    pub(crate) cpu_share: Option<f64>,
+}
+
+/// Everything a policy may look at.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Sample {
+    /// Time since the pool was built (a fake clock in tests).
+    pub(crate) now: Duration,
+    /// Workers inside a task, holding a slot (`InTask`); blocked ones are not
+    /// listed again.
+    pub(crate) in_task: Vec<WorkerView>,
+    /// Workers inside a task whose slot was given away.
+    pub(crate) blocked: usize,
+    /// Tasks waiting in queues.
+    pub(crate) queued: usize,
+    /// Tasks ended so far (completed + panicked + cancelled).
+    pub(crate) ended: u64,
+    /// The slot counters.
+    pub(crate) slots: SlotCounts,
+    /// Running slots now.
+    pub(crate) target: usize,
+    /// Worker threads alive.
+    pub(crate) threads: usize,
+    /// Parked worker threads.
+    pub(crate) parked: usize,
+}
+
+/// The limits a policy works within.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub(crate) concurrency: usize,
+    pub(crate) max_threads: usize,
+    /// How long a task must run before its worker is a suspect.
+    pub(crate) threshold: Duration,
+}
+
+/// What the monitor should do.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Decision {
+    /// Workers to mark blocked (their slot goes back to the pool), with the
+    /// status word seen, so a worker that moved on is left alone.
+    pub(crate) mark_blocked: Vec<(usize, StatusWord)>,
+    /// A new number of running slots.
+    pub(crate) set_target: Option<usize>,
+    /// How many workers to wake or start, each into a free slot: only while
+    /// work is queued, and never past `max_threads`.
+    pub(crate) wake: usize,
+}
+
+/// A policy and its memory between ticks.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Policy {
+    /// See [`Controller::Adaptive`].
+    Adaptive,
+    /// See [`Controller::Fixed`].
+    Fixed,
+    /// See [`Controller::Gradual`].
+    Gradual {
+        interval: Duration,
+        /// When the last check ran, and the backlog it saw.
+        last_check: Duration,
+        last_queued: usize,
+    },
+    /// See [`Controller::HillClimbing`].
+    HillClimbing(HillClimb),
+}
+
+/// State of the hill-climbing search.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HillClimb {
+    window_start: Duration,
+    ended_at_start: u64,
+    last_rate: Option<f64>,
+    /// +1 or -1: the direction of the last move.
+    direction: i64,
+}
+
+impl Policy {
+    /// The policy for a controller, starting at time zero.
+    pub(crate) fn new(controller: Controller) -> Self {
+        match controller {
+            Controller::Adaptive => Policy::Adaptive,
+            Controller::Fixed => Policy::Fixed,
+            Controller::Gradual { interval } => Policy::Gradual {
+                interval,
+                last_check: Duration::ZERO,
+                last_queued: 0,
+            },
+            Controller::HillClimbing => Policy::HillClimbing(HillClimb {
+                window_start: Duration::ZERO,
+                ended_at_start: 0,
+                last_rate: None,
+                direction: 1,
+            }),
+        }
+    }
+
+    /// True if this policy replaces blocked workers, so suspects are worth a
+    /// look at the kernel.
+    pub(crate) fn detects_blocking(&self) -> bool {
+        matches!(self, Policy::Adaptive | Policy::HillClimbing(_))
+    }
+
+    /// Workers the monitor should ask the kernel about: in the same task for
+    /// at least the threshold. Empty for policies that do not detect blocking.
+    pub(crate) fn is_suspect(&self, limits: &Limits, worker: &WorkerView) -> bool {
+        self.detects_blocking() && worker.in_task_for >= limits.threshold
+    }
+
+    /// Decides what to do about `sample`.
+    pub(crate) fn decide(&mut self, limits: &Limits, sample: &Sample) -> Decision {
+        let mut decision = Decision::default();
+        if self.detects_blocking() {
+            decision.mark_blocked = sample
+                .in_task
+                .iter()
+                .filter(|w| self.is_suspect(limits, w) && is_blocked(w))
+                .map(|w| (w.index, w.seen))
+                .collect();
+        }
+        match self {
+            Policy::Adaptive | Policy::Fixed => {}
+            Policy::Gradual {
+                interval,
+                last_check,
+                last_queued,
+            } => {
+                if sample.now >= *last_check + *interval {
+                    let target = sample.target;
+                    if sample.queued > 0 && sample.queued >= *last_queued {
+                        // The backlog did not shrink for a whole interval: one more.
+                        if target < limits.max_threads {
+                            decision.set_target = Some(target + 1);
+                        }
+                    } else if sample.queued == 0 && target > limits.concurrency {
+                        decision.set_target = Some(target - 1);
+                    }
+                    *last_check = sample.now;
+                    *last_queued = sample.queued;
+                }
+            }
+            Policy::HillClimbing(hill) => {
+                decision.set_target = hill.step(limits, sample, !decision.mark_blocked.is_empty());
+            }
+        }
+        decision.wake = wakes_needed(limits, sample, &decision);
+        decision
+    }
+}
+
+/// Free slots after the decision, filled only while work waits and only with
+/// threads that may exist: parked ones, or new ones below `max_threads`.
+fn wakes_needed(limits: &Limits, sample: &Sample, decision: &Decision) -> usize {
+    if sample.queued == 0 || sample.slots.searching > 0 {
+        // Nothing to do, or a searcher will take it (and wake the next).
+        return 0;
+    }
+    let target = decision.set_target.unwrap_or(sample.target);
+    let active = sample
+        .slots
+        .active
+        .saturating_sub(decision.mark_blocked.len());
+    let free_slots = target.saturating_sub(active);
+    let available_threads = sample.parked + limits.max_threads.saturating_sub(sample.threads);
+    free_slots.min(sample.queued).min(available_threads)
+}
+
+/// Rule 2 and 3 of the module docs, for a suspect.
+fn is_blocked(worker: &WorkerView) -> bool {
+    match worker.kernel {
+        Some(KernelView {
+            waiting: true,
+            cpu_share,
+        }) => cpu_share.map_or(true, |share| share < BUSY_CPU_SHARE),
+        _ => false,
+    }
+}
+
+impl HillClimb {
+    /// One hill-climbing step per window: keep moving the target in the
+    /// direction that raised completions per second, turn around otherwise.
+    /// Paused (the window restarts) while blocking compensation is going on,
+    /// so the two never fight over the same slots.
+    fn step(&mut self, limits: &Limits, sample: &Sample, compensating: bool) -> Option<usize> {
+        if compensating || sample.blocked > 0 {
+            self.restart(sample);
+            return None;
+        }
+        let elapsed = sample.now.saturating_sub(self.window_start);
+        if elapsed < HILL_WINDOW {
+            return None;
+        }
+        let ended = sample.ended.saturating_sub(self.ended_at_start);
+        let rate = ended as f64 / elapsed.as_secs_f64();
+        self.restart(sample);
+        if sample.queued == 0 {
+            // Nothing waits: throughput says nothing about the thread count.
+            self.last_rate = None;
+            return (sample.target > limits.concurrency).then(|| sample.target - 1);
+        }
+        if let Some(last) = self.last_rate {
+            if rate < last {
+                self.direction = -self.direction;
+            }
+        }
+        self.last_rate = Some(rate);
+        let next = (sample.target as i64 + self.direction)
+            .clamp(limits.concurrency as i64, limits.max_threads as i64)
+            as usize;
+        (next != sample.target).then_some(next)
+    }
+
+    fn restart(&mut self, sample: &Sample) {
+        self.window_start = sample.now;
+        self.ended_at_start = sample.ended;
+    }
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+    use crate::control::slots::TaskStatus;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn limits() -> Limits {
+        Limits {
+            concurrency: 2,
+            max_threads: 4,
+            threshold: MS,
+        }
+    }
+
+    fn in_task(_index: usize, tick: u64) -> StatusWord {
+        let status = TaskStatus::default();
+        status.begin_task(tick);
+        status.load()
+    }
+
+    fn worker(index: usize, for_ms: u64, kernel: Option<KernelView>) -> WorkerView {
+        WorkerView {
+            index,
+            seen: in_task(index, 1),
+            in_task_for: MS * for_ms as u32,
+            kernel,
+        }
+    }
+
+    const SLEEPING: Option<KernelView> = Some(KernelView {
+        waiting: true,
+        cpu_share: Some(0.0),
+    });
+    const RUNNABLE: Option<KernelView> = Some(KernelView {
+        waiting: false,
+        cpu_share: Some(0.5),
+    });
+
+    fn sample(workers: Vec<WorkerView>, queued: usize) -> Sample {
+        Sample {
+            slots: SlotCounts {
+                active: workers.len(),
+                searching: 0,
+            },
+            in_task: workers,
+            queued,
+            target: 2,
+            threads: 2,
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn a_blocked_worker_is_replaced_only_while_work_is_queued() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let both_asleep = vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
+        let d = policy.decide(&limits(), &sample(both_asleep.clone(), 10));
+        assert_eq!(d.mark_blocked.len(), 2);
+        assert_eq!(
+            d.wake, 2,
+            "two slots freed, work queued, room for two threads"
+        );
+        // Same workers, empty queue: slots are freed but nobody is woken.
+        let d = policy.decide(&limits(), &sample(both_asleep, 0));
+        assert_eq!(d.mark_blocked.len(), 2);
+        assert_eq!(d.wake, 0);
+    }
+
+    #[test]
+    fn replacements_never_pass_max_threads() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 10);
+        s.threads = 4; // == max_threads
+        s.parked = 0;
+        assert_eq!(policy.decide(&limits(), &s).wake, 0);
+        s.threads = 3;
+        assert_eq!(policy.decide(&limits(), &s).wake, 1);
+        s.parked = 1;
+        assert_eq!(policy.decide(&limits(), &s).wake, 2);
+    }
+
+    #[test]
+    fn a_searcher_takes_the_work_without_extra_wakes() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let mut s = sample(vec![worker(0, 5, SLEEPING)], 10);
+        s.slots.searching = 1;
+        s.slots.active = 2;
+        assert_eq!(policy.decide(&limits(), &s).wake, 0);
+    }
+
+    #[test]
+    fn adaptive_marks_a_sleeping_worker_after_the_threshold() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let d = policy.decide(&limits(), &sample(vec![worker(0, 2, SLEEPING)], 5));
+        assert_eq!(d.mark_blocked, vec![(0, in_task(0, 1))]);
+        assert_eq!(d.set_target, None);
+    }
+
+    #[test]
+    fn adaptive_leaves_runnable_and_busy_workers_alone() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let busy_but_sleeping_now = Some(KernelView {
+            waiting: true,
+            cpu_share: Some(0.9),
+        });
+        let d = policy.decide(
+            &limits(),
+            &sample(
+                vec![
+                    worker(0, 50, RUNNABLE),
+                    worker(1, 50, busy_but_sleeping_now),
+                ],
+                5,
+            ),
+        );
+        assert!(d.mark_blocked.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn adaptive_waits_for_the_threshold_and_for_a_kernel_reading() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let young = WorkerView {
+            in_task_for: MS / 2,
+            ..worker(0, 0, SLEEPING)
+        };
+        assert!(!policy.is_suspect(&limits(), &young));
+        let d = policy.decide(&limits(), &sample(vec![young, worker(1, 5, None)], 5));
+        assert!(d.mark_blocked.is_empty());
+    }
+
+    #[test]
+    fn fixed_never_marks_or_grows() {
+        let mut policy = Policy::new(Controller::Fixed);
+        let w = worker(0, 100, SLEEPING);
+        assert!(!policy.is_suspect(&limits(), &w));
+        for t in 0..100 {
+            let mut s = sample(vec![w, worker(1, 100, SLEEPING)], 1000);
+            s.now = MS * t * 100;
+            let d = policy.decide(&limits(), &s);
+            assert!(d.mark_blocked.is_empty() && d.set_target.is_none(), "{d:?}");
+            assert_eq!(d.wake, 0, "both slots are held by the sleepers");
+        }
+    }
+
+    #[test]
+    fn gradual_adds_one_slot_per_interval_while_the_backlog_does_not_shrink() {
+        let interval = Duration::from_millis(500);
+        let mut policy = Policy::new(Controller::Gradual { interval });
+        let mut target = 2;
+        let mut added_at = Vec::new();
+        for t in 0..=40u32 {
+            let mut s = sample(vec![], 100 + t as usize);
+            s.now = Duration::from_millis(100) * t;
+            s.target = target;
+            if let Some(new) = policy.decide(&limits(), &s).set_target {
+                assert_eq!(new, target + 1, "one at a time");
+                target = new;
+                added_at.push(s.now);
+            }
+        }
+        // max_threads is 4: two additions, 500 ms apart.
+        assert_eq!(
+            added_at,
+            vec![Duration::from_millis(500), Duration::from_millis(1000)]
+        );
+        assert_eq!(target, 4);
+        // The backlog drains: slots are given back one per interval.
+        let mut s = sample(vec![], 0);
+        s.now = Duration::from_secs(10);
+        s.target = 4;
+        assert_eq!(policy.decide(&limits(), &s).set_target, Some(3));
+    }
+
+    #[test]
+    fn gradual_holds_while_the_backlog_shrinks() {
+        let mut policy = Policy::new(Controller::Gradual { interval: MS * 500 });
+        for (t, queued) in [(500, 100), (1000, 90), (1500, 80)] {
+            let mut s = sample(vec![], queued);
+            s.now = MS * t;
+            let d = policy.decide(&limits(), &s);
+            assert_eq!(d.set_target, if t == 500 { Some(3) } else { None });
+        }
+    }
+
+    #[test]
+    fn hill_climbing_moves_towards_more_throughput_and_stays_in_bounds() {
+        let mut policy = Policy::new(Controller::HillClimbing);
+        let mut target = 2;
+        let mut ended = 0;
+        let mut seen = Vec::new();
+        // Throughput grows with the target up to 3, then falls.
+        for window in 1..=20u32 {
+            ended += match target {
+                2 => 100,
+                3 => 150,
+                _ => 120,
+            };
+            let mut s = sample(vec![], 50);
+            s.now = HILL_WINDOW * window;
+            s.ended = ended;
+            s.target = target;
+            if let Some(new) = policy.decide(&limits(), &s).set_target {
+                assert!((2..=4).contains(&new));
+                target = new;
+            }
+            seen.push(target);
+        }
+        assert!(
+            seen.iter().filter(|&&t| t == 3).count() >= seen.len() / 3,
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    fn hill_climbing_pauses_while_compensating() {
+        let mut policy = Policy::new(Controller::HillClimbing);
+        let mut s = sample(vec![worker(0, 5, SLEEPING)], 50);
+        s.now = HILL_WINDOW * 4;
+        s.ended = 1000;
+        let d = policy.decide(&limits(), &s);
+        assert_eq!(d.mark_blocked.len(), 1);
+        assert_eq!(d.set_target, None);
+    }
+}

@@ -1,0 +1,221 @@
+//! Counters, latency histograms and thread-count series, and the
+//! [`Metrics`] snapshot users read with [`Pool::metrics`](crate::Pool::metrics).
+//!
+//! Hot counters are sharded: each worker slot owns a cache-padded set that
+//! only its thread writes, plus one shared set for threads outside the pool.
+//! A snapshot adds the shards up, so reading metrics costs the reader, not the
+//! workers.
+
+use crate::sync::lock;
+use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// One shard of the task counters.
+#[derive(Debug, Default)]
+pub(crate) struct TaskCounters {
+    spawned: AtomicU64,
+    completed: AtomicU64,
+    panicked: AtomicU64,
+    cancelled: AtomicU64,
+}
+
+/// How a task ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndCounter {
+    Completed,
+    Panicked,
+    Cancelled,
+}
+
+impl TaskCounters {
+    pub(crate) fn spawned(&self) {
+        self.spawned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn ended(&self, how: EndCounter) {
+        let counter = match how {
+            EndCounter::Completed => &self.completed,
+            EndCounter::Panicked => &self.panicked,
+            EndCounter::Cancelled => &self.cancelled,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Tasks ended, however they ended.
+    pub(crate) fn ended_total(&self) -> u64 {
+        self.completed.load(Ordering::Relaxed)
+            + self.panicked.load(Ordering::Relaxed)
+            + self.cancelled.load(Ordering::Relaxed)
+    }
+
+    fn add_to(&self, m: &mut Metrics) {
+        m.spawned += self.spawned.load(Ordering::Relaxed);
+        m.completed += self.completed.load(Ordering::Relaxed);
+        m.panicked += self.panicked.load(Ordering::Relaxed);
+        m.cancelled += self.cancelled.load(Ordering::Relaxed);
+    }
+}
+
+/// Queue-to-first-poll latencies of one worker, in nanoseconds.
+#[derive(Debug)]
+pub(crate) struct LatencyRecorder {
+    histogram: Mutex<Histogram<u64>>,
+}
+
+impl Default for LatencyRecorder {
+    fn default() -> Self {
+        LatencyRecorder {
+            // 3 significant figures, auto-resizing: small while latencies are.
+            histogram: Mutex::new(Histogram::new(3).expect("3 significant figures is valid")),
+        }
+    }
+}
+
+impl LatencyRecorder {
+    pub(crate) fn record(&self, latency: Duration) {
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1);
+        // Auto-resizing histograms accept any value; ignore the impossible error.
+        let _ = lock(&self.histogram).record(nanos);
+    }
+
+    pub(crate) fn add_to(&self, total: &mut Histogram<u64>) {
+        let _ = total.add(&*lock(&self.histogram));
+    }
+}
+
+/// Pool-wide counters of thread lifecycle and blocking, written rarely.
+#[derive(Debug, Default)]
+pub(crate) struct ThreadCounters {
+    pub(crate) started: AtomicU64,
+    pub(crate) start_failures: AtomicU64,
+    pub(crate) retired_idle: AtomicU64,
+    pub(crate) retired_surplus: AtomicU64,
+    pub(crate) blocked_detections: AtomicU64,
+    pub(crate) declared_blocking: AtomicU64,
+    pub(crate) peak_threads: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+}
+
+impl ThreadCounters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A summary of queue-to-start latencies: from `spawn` (or a group admitting
+/// the task) to the task's first poll.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencySummary {
+    /// How many starts were recorded.
+    pub count: u64,
+    /// Mean latency.
+    pub mean: Duration,
+    /// Median latency.
+    pub p50: Duration,
+    /// 99th percentile latency.
+    pub p99: Duration,
+    /// Largest latency seen.
+    pub max: Duration,
+}
+
+impl LatencySummary {
+    pub(crate) fn from_histogram(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: h.len(),
+            mean: Duration::from_nanos(h.mean() as u64),
+            p50: Duration::from_nanos(h.value_at_quantile(0.5)),
+            p99: Duration::from_nanos(h.value_at_quantile(0.99)),
+            max: Duration::from_nanos(h.max()),
+        }
+    }
+}
+
+/// One point of the thread-count time series: how many worker threads were in
+/// each state at `at` (time since the pool was built).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadSample {
+    /// Time since the pool was built.
+    pub at: Duration,
+    /// Workers holding a running slot (running a task or looking for one).
+    pub running: usize,
+    /// Workers inside a task whose slot was given away (blocked).
+    pub blocked: usize,
+    /// Parked workers.
+    pub idle: usize,
+}
+
+/// A snapshot of a pool's counters, taken by [`Pool::metrics`](crate::Pool::metrics).
+///
+/// The task counters always add up:
+/// `spawned == completed + panicked + cancelled + in_flight`.
+///
+/// ```
+/// use tidepool::Pool;
+/// let pool = Pool::builder().build().unwrap();
+/// pool.spawn_fn(|| ()).join().unwrap();
+/// let m = pool.metrics();
+/// assert_eq!(m.spawned, 1);
+/// assert_eq!(m.completed, 1);
+/// assert_eq!(m.spawned, m.completed + m.panicked + m.cancelled + m.in_flight);
+/// ```
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Tasks accepted by `spawn`, `spawn_fn` and friends.
+    pub spawned: u64,
+    /// Tasks that ran to their end.
+    pub completed: u64,
+    /// Tasks that panicked (the panic was caught; the worker carried on).
+    pub panicked: u64,
+    /// Tasks dropped before their end: cancelled by a handle, or by shutdown.
+    pub cancelled: u64,
+    /// Spawns refused because the pool was shut down (not counted in `spawned`).
+    pub rejected: u64,
+    /// Tasks accepted and not yet ended: queued, running, or awaiting.
+    pub in_flight: u64,
+    /// Tasks waiting in a queue now.
+    pub queued: u64,
+    /// Worker threads alive now.
+    pub threads: usize,
+    /// Parked worker threads now.
+    pub idle_threads: usize,
+    /// Workers holding a running slot now.
+    pub running_threads: usize,
+    /// Workers inside a task that gave its slot up (blocked) now.
+    pub blocked_threads: usize,
+    /// The most worker threads alive at once.
+    pub peak_threads: usize,
+    /// Worker threads started.
+    pub threads_started: u64,
+    /// Thread starts that failed (the OS refused); the pool kept running.
+    pub thread_start_failures: u64,
+    /// Threads retired after `idle_timeout` without work.
+    pub threads_retired_idle: u64,
+    /// Threads retired because the pool had more than it needed.
+    pub threads_retired_surplus: u64,
+    /// Times the monitor found a worker blocked and gave its slot away.
+    pub blocked_detections: u64,
+    /// Declared blocking sections entered on workers (`blocking`, `join`,
+    /// `block_on` called on a worker).
+    pub declared_blocking: u64,
+    /// Running slots now.
+    pub concurrency_target: usize,
+    /// Time the monitor thread has spent working (not sleeping).
+    pub monitor_busy: Duration,
+    /// Queue-to-first-poll latency of every task started so far.
+    pub start_latency: LatencySummary,
+    /// Thread counts by state over time, one sample per monitor tick while the
+    /// pool is busy (capped; oldest first).
+    pub thread_series: Vec<ThreadSample>,
+}
+
+impl Metrics {
+    pub(crate) fn add_tasks(&mut self, shard: &TaskCounters) {
+        shard.add_to(self);
+    }
+}

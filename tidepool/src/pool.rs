@@ -1,0 +1,382 @@
+//! [`Pool`]: the handle users spawn on, and [`TaskBuilder`] for per-task
+//! settings.
+
+use crate::builder::{Builder, Config};
+use crate::control::monitor;
+use crate::metrics::Metrics;
+use crate::shared::Shared;
+use crate::task::{JoinHandle, Priority, SpawnError};
+use crate::worker;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A thread pool that runs closures and async tasks on the same workers.
+///
+/// `Pool` is a cheap handle: clone it to share the pool. When the last handle
+/// is dropped the pool stops taking work, finishes what it has in the
+/// background, and its threads exit; the dropping thread does not wait.
+///
+/// ```
+/// use tidepool::Pool;
+///
+/// let pool = Pool::builder().build()?;
+/// let closure = pool.spawn_fn(|| (1..=10).sum::<u32>());
+/// let future = pool.spawn(async { tidepool::sleep(std::time::Duration::from_millis(1)).await; 7 });
+/// assert_eq!(closure.join().unwrap() + future.join().unwrap(), 62);
+/// # Ok::<(), tidepool::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct Pool {
+    handle: Arc<Handle>,
+}
+
+/// Owned by the `Pool` handles: its drop is "the last handle is gone".
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.close();
+    }
+}
+
+impl Pool {
+    /// Starts configuring a pool. See [`Builder`] for the settings and
+    /// their defaults.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().concurrency(4).build().unwrap();
+    /// assert_eq!(pool.concurrency(), 4);
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    pub(crate) fn from_config(config: Config) -> Pool {
+        let shared = Arc::new(Shared::new(config));
+        monitor::start(&shared);
+        Pool {
+            handle: Arc::new(Handle { shared }),
+        }
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
+    /// Runs `future` as a task on the pool. While it awaits (a timer, a
+    /// socket, another task) it holds no thread.
+    ///
+    /// On a shut-down pool the task is dropped and the handle resolves to
+    /// [`JoinError::Cancelled`](crate::JoinError::Cancelled) at once; use
+    /// [`Pool::try_spawn`] to be told instead.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let handle = pool.spawn(async { "hello" });
+    /// assert_eq!(pool.block_on(handle).unwrap(), "hello");
+    /// ```
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.task().spawn(future)
+    }
+
+    /// Runs `work` (a closure) on the pool. If it blocks (sleeps, waits on a
+    /// lock, a socket or a file) the pool notices and lets another worker run.
+    ///
+    /// On a shut-down pool the closure is dropped and the handle resolves to
+    /// [`JoinError::Cancelled`](crate::JoinError::Cancelled) at once.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let handle = pool.spawn_fn(|| std::thread::current().name().map(str::to_owned));
+    /// assert!(handle.join().unwrap().unwrap().starts_with("tidepool-"));
+    /// ```
+    pub fn spawn_fn<F, R>(&self, work: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.task().spawn_fn(work)
+    }
+
+    /// Like [`Pool::spawn`], but says so if the pool is shut down.
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// assert_eq!(pool.try_spawn(async { 1 }).unwrap().join().unwrap(), 1);
+    /// ```
+    pub fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.task().try_spawn(future)
+    }
+
+    /// Like [`Pool::spawn_fn`], but says so if the pool is shut down.
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// assert_eq!(pool.try_spawn_fn(|| 1).unwrap().join().unwrap(), 1);
+    /// ```
+    pub fn try_spawn_fn<F, R>(&self, work: F) -> Result<JoinHandle<R>, SpawnError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.task().try_spawn_fn(work)
+    }
+
+    /// Per-task settings, such as priority.
+    ///
+    /// ```
+    /// use tidepool::{Pool, Priority};
+    /// let pool = Pool::builder().build().unwrap();
+    /// let handle = pool.task().priority(Priority::High).spawn(async { 1 });
+    /// assert_eq!(handle.join().unwrap(), 1);
+    /// ```
+    pub fn task(&self) -> TaskBuilder<'_> {
+        TaskBuilder {
+            pool: self,
+            priority: Priority::Normal,
+        }
+    }
+
+    /// Runs `future` to completion on the calling thread, driving timers and
+    /// sockets while it waits. Tasks it spawns run on the pool.
+    ///
+    /// Called on one of the pool's own workers, the wait counts as declared
+    /// blocking (see [`blocking`](crate::blocking)), so it cannot starve the
+    /// pool.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let answer = pool.block_on(async {
+    ///     let a = tidepool::spawn(async { 40 });
+    ///     a.await.unwrap() + 2
+    /// });
+    /// assert_eq!(answer, 42);
+    /// ```
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        crate::blocking(|| async_io::block_on(future))
+    }
+
+    /// A snapshot of the pool's counters, latencies and thread counts.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// pool.spawn_fn(|| ()).join().unwrap();
+    /// assert_eq!(pool.metrics().completed, 1);
+    /// ```
+    pub fn metrics(&self) -> Metrics {
+        self.shared().metrics()
+    }
+
+    /// The number of running slots the pool was built with.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().concurrency(3).build().unwrap();
+    /// assert_eq!(pool.concurrency(), 3);
+    /// ```
+    pub fn concurrency(&self) -> usize {
+        self.shared().config.concurrency
+    }
+
+    /// Stops taking new work, runs everything already accepted (queued,
+    /// running or awaiting) to its end, and waits for the worker threads to
+    /// exit.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutdownError::OnWorkerThread`] if called from one of this pool's
+    /// own tasks: the pool is closed, but waiting for itself would never end.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let handle = pool.spawn_fn(|| 5);
+    /// pool.shutdown().unwrap();
+    /// assert_eq!(handle.join().unwrap(), 5);
+    /// assert!(pool.spawn_fn(|| 6).join().unwrap_err().is_cancelled());
+    /// ```
+    pub fn shutdown(&self) -> Result<(), ShutdownError> {
+        self.shutdown_until(None)
+    }
+
+    /// Like [`Pool::shutdown`], but gives up after `timeout`: the tasks not
+    /// finished by then are abandoned (queued ones are cancelled; running ones
+    /// are left to finish on their threads, which exit after them).
+    ///
+    /// # Errors
+    ///
+    /// [`ShutdownError::TimedOut`] with the number of tasks abandoned, or
+    /// [`ShutdownError::OnWorkerThread`] as for `shutdown`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tidepool::{Pool, ShutdownError};
+    ///
+    /// let pool = Pool::builder().build().unwrap();
+    /// let _forever = pool.spawn(std::future::pending::<()>());
+    /// let err = pool.shutdown_timeout(Duration::from_millis(50)).unwrap_err();
+    /// assert_eq!(err, ShutdownError::TimedOut { abandoned: 1 });
+    /// ```
+    pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
+        self.shutdown_until(Some(Instant::now() + timeout))
+    }
+
+    fn shutdown_until(&self, deadline: Option<Instant>) -> Result<(), ShutdownError> {
+        let shared = self.shared();
+        shared.close();
+        if worker::current_index(shared).is_some() {
+            return Err(ShutdownError::OnWorkerThread);
+        }
+        if shared.wait_stopped(deadline, 0) {
+            return Ok(());
+        }
+        let abandoned = shared.live();
+        shared.stop();
+        Err(ShutdownError::TimedOut { abandoned })
+    }
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = self.shared();
+        f.debug_struct("Pool")
+            .field("concurrency", &shared.config.concurrency)
+            .field("max_threads", &shared.config.max_threads)
+            .field("controller", &shared.config.controller)
+            .field("closed", &shared.is_closed())
+            .finish()
+    }
+}
+
+/// Why a shutdown did not complete.
+///
+/// ```
+/// use tidepool::ShutdownError;
+/// let err = ShutdownError::TimedOut { abandoned: 3 };
+/// assert_eq!(
+///     err.to_string(),
+///     "shutdown timed out with 3 tasks unfinished; they were abandoned (queued ones cancelled)"
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShutdownError {
+    /// The timeout passed with tasks still unfinished; they were abandoned.
+    TimedOut {
+        /// Tasks accepted and not finished when the timeout passed.
+        abandoned: usize,
+    },
+    /// `shutdown` was called from one of the pool's own tasks. The pool is
+    /// closed and will stop when its tasks end, but the call cannot wait.
+    OnWorkerThread,
+}
+
+impl fmt::Display for ShutdownError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShutdownError::TimedOut { abandoned } => write!(
+                f,
+                "shutdown timed out with {abandoned} tasks unfinished; they were abandoned (queued ones cancelled)"
+            ),
+            ShutdownError::OnWorkerThread => f.write_str(
+                "shutdown called from a task of the same pool: the pool is closed, but cannot wait for itself; call shutdown from outside the pool",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ShutdownError {}
+
+/// Settings for one task, from [`Pool::task`].
+///
+/// ```
+/// use tidepool::{Pool, Priority};
+/// let pool = Pool::builder().build().unwrap();
+/// let low = pool.task().priority(Priority::Low).spawn_fn(|| "later");
+/// assert_eq!(low.join().unwrap(), "later");
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[must_use = "a TaskBuilder does nothing until .spawn() or .spawn_fn()"]
+pub struct TaskBuilder<'a> {
+    pool: &'a Pool,
+    priority: Priority,
+}
+
+impl TaskBuilder<'_> {
+    /// The task's lane. Workers serve `High` before `Normal` before `Low`,
+    /// across stealing too. Lower lanes never starve: with every lane busy,
+    /// each worker takes at least one task from each lower lane in every 61
+    /// picks (a prime, so it does not fall into step with periodic work).
+    ///
+    /// Default: [`Priority::Normal`].
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Spawns an async task with these settings. See [`Pool::spawn`].
+    pub fn spawn<F>(self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.try_spawn(future)
+            .unwrap_or_else(|_| JoinHandle::refused())
+    }
+
+    /// Spawns a closure with these settings. See [`Pool::spawn_fn`].
+    pub fn spawn_fn<F, R>(self, work: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.spawn(async move { work() })
+    }
+
+    /// Like [`TaskBuilder::spawn`], but says so if the pool is shut down.
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    pub fn try_spawn<F>(self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.pool
+            .shared()
+            .spawn(future, self.priority)
+            .ok_or(SpawnError::ShutDown)
+    }
+
+    /// Like [`TaskBuilder::spawn_fn`], but says so if the pool is shut down.
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    pub fn try_spawn_fn<F, R>(self, work: F) -> Result<JoinHandle<R>, SpawnError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.try_spawn(async move { work() })
+    }
+}

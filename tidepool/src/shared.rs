@@ -1,0 +1,464 @@
+//! The state one pool's handles, workers, tasks and monitor share.
+//!
+//! `Shared` owns the queues, the worker slots (`Entry`), the slot counters and
+//! the sleepers, and implements the operations that cut across them: spawning
+//! a task, scheduling a woken task, waking or starting a worker, and the
+//! shutdown latch.
+//!
+//! # Shutdown phases
+//!
+//! ```text
+//! open --close()--> closed (draining) --live reaches 0, or abandon()--> stopped
+//! ```
+//!
+//! * `closed`: `spawn` refuses new tasks; queued and awaiting tasks still run.
+//! * `stopped`: workers leave after their current task; queued runnables are
+//!   dropped (their tasks count as cancelled).
+//!
+//! `live` counts tasks accepted and not yet ended. The move to `stopped` when
+//! the last task ends while closed is a Dekker pair: `spawn` increments `live`
+//! then reads `closed`; `close` sets `closed` then reads `live`; the task end
+//! decrements `live` then reads `closed`. All SeqCst, so at least one side sees
+//! the other and nobody is stranded.
+
+use crate::builder::Config;
+use crate::control::monitor::MonitorSignal;
+use crate::control::slots::{Phase, Slots};
+use crate::metrics::{EndCounter, LatencyRecorder, Metrics, TaskCounters, ThreadCounters};
+use crate::sync::{fence, lock, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::task::{tracked, JoinHandle, Priority, Runnable, TaskMeta};
+use crate::worker::{self, park::Sleepers, Entry};
+use crossbeam_deque::{Injector, Steal};
+use crossbeam_utils::CachePadded;
+use hdrhistogram::Histogram;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Everything one pool shares. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    /// Global queues, one per [`Priority`], indexed by [`lane`].
+    lanes: [Injector<Runnable>; 3],
+    /// One entry per possible worker (`max_threads` of them).
+    pub(crate) entries: Box<[Entry]>,
+    /// Entries at or above this index have never had a worker.
+    pub(crate) high_water: AtomicUsize,
+    /// Entries without a worker thread now, lowest index last.
+    free_entries: Mutex<Vec<usize>>,
+    pub(crate) slots: Slots,
+    pub(crate) sleepers: Sleepers,
+    /// Worker threads alive.
+    pub(crate) threads: AtomicUsize,
+    /// Tasks accepted and not yet ended.
+    live: CachePadded<AtomicUsize>,
+    /// Counters of threads outside the pool (spawns from outside, drops of
+    /// runnables outside a worker).
+    external: CachePadded<TaskCounters>,
+    external_latency: LatencyRecorder,
+    pub(crate) thread_counters: ThreadCounters,
+    closed: AtomicBool,
+    stopped: AtomicBool,
+    /// Signalled when a worker thread exits and when the pool stops.
+    exit_lock: Mutex<()>,
+    exit_cv: Condvar,
+    pub(crate) monitor: MonitorSignal,
+    pub(crate) built_at: Instant,
+}
+
+/// The lane index of a priority: 0 is served first.
+pub(crate) fn lane(priority: Priority) -> usize {
+    match priority {
+        Priority::High => 0,
+        Priority::Normal => 1,
+        Priority::Low => 2,
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config) -> Self {
+        let capacity = config.max_threads;
+        Shared {
+            lanes: [Injector::new(), Injector::new(), Injector::new()],
+            entries: (0..capacity).map(|_| Entry::default()).collect(),
+            high_water: AtomicUsize::new(0),
+            free_entries: Mutex::new((0..capacity).rev().collect()),
+            slots: Slots::new(config.concurrency),
+            sleepers: Sleepers::new(capacity),
+            threads: AtomicUsize::new(0),
+            live: CachePadded::new(AtomicUsize::new(0)),
+            external: CachePadded::new(TaskCounters::default()),
+            external_latency: LatencyRecorder::default(),
+            thread_counters: ThreadCounters::default(),
+            closed: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            exit_lock: Mutex::new(()),
+            exit_cv: Condvar::new(),
+            monitor: MonitorSignal::default(),
+            built_at: Instant::now(),
+            config,
+        }
+    }
+
+    // ----- spawning and scheduling -------------------------------------------------
+
+    /// Accepts `future` as a task, or returns `None` if the pool is closed.
+    pub(crate) fn spawn<F>(
+        self: &Arc<Self>,
+        future: F,
+        priority: Priority,
+    ) -> Option<JoinHandle<F::Output>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        // Increment before reading `closed`: see "Shutdown phases".
+        self.live.fetch_add(1, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            self.thread_counters
+                .rejected
+                .fetch_add(1, Ordering::Relaxed);
+            self.live_decrement();
+            return None;
+        }
+        self.with_counters(TaskCounters::spawned);
+        let scheduler = Arc::clone(self);
+        let (runnable, task) = async_task::Builder::new()
+            .metadata(TaskMeta { priority })
+            .spawn(
+                |_| tracked(Arc::clone(self), future),
+                move |runnable| scheduler.schedule(runnable),
+            );
+        runnable.schedule();
+        Some(JoinHandle::new(task))
+    }
+
+    /// Queues a runnable task: on the current worker's own deque when it is a
+    /// normal-priority task woken on one of this pool's workers (cache-warm,
+    /// no contention), otherwise on its lane's global queue. Then makes sure
+    /// somebody will run it.
+    pub(crate) fn schedule(self: &Arc<Self>, runnable: Runnable) {
+        let lane = lane(runnable.metadata().priority);
+        let runnable = if lane == 1 {
+            match worker::push_local(self, runnable) {
+                None => None,
+                Some(runnable) => Some(runnable),
+            }
+        } else {
+            Some(runnable)
+        };
+        if let Some(runnable) = runnable {
+            self.lanes[lane].push(runnable);
+        }
+        self.notify();
+    }
+
+    /// Called after new work was queued: wakes or starts a worker if nobody is
+    /// searching and a slot is free. See `worker::park` for why the fence.
+    pub(crate) fn notify(self: &Arc<Self>) {
+        fence(Ordering::SeqCst);
+        if self.stopped.load(Ordering::SeqCst) {
+            // Stopped after the push: nobody will run it, so drop it here
+            // (its task counts as cancelled).
+            self.drain_queues();
+            return;
+        }
+        if self.slots.try_reserve_searcher() {
+            self.wake_or_start();
+        }
+    }
+
+    /// Hands a reserved searching slot to a parked worker, or to a new thread.
+    /// Gives the reservation back if neither is possible.
+    pub(crate) fn wake_or_start(self: &Arc<Self>) {
+        // A slot was just taken: a monitor asleep on an idle pool must watch.
+        self.monitor.wake();
+        if self.sleepers.wake_one() {
+            return;
+        }
+        if !self.start_worker() {
+            self.slots.release_searching();
+        }
+    }
+
+    /// Starts a worker thread that begins as a searcher, using the caller's
+    /// reservation. Returns false if `max_threads` are running or the OS
+    /// refused the thread.
+    fn start_worker(self: &Arc<Self>) -> bool {
+        let mut threads = self.threads.load(Ordering::Relaxed);
+        loop {
+            if threads >= self.config.max_threads {
+                return false;
+            }
+            match self.threads.compare_exchange_weak(
+                threads,
+                threads + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => threads = actual,
+            }
+        }
+        let Some(index) = lock(&self.free_entries).pop() else {
+            // Only while a retiring thread (already off the count) has not
+            // handed its entry back yet: treat it like max_threads reached.
+            self.threads.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        };
+        self.high_water.fetch_max(index + 1, Ordering::AcqRel);
+        let mut builder =
+            std::thread::Builder::new().name(format!("{}-{index}", self.config.thread_name));
+        if let Some(size) = self.config.stack_size {
+            builder = builder.stack_size(size);
+        }
+        let shared = Arc::clone(self);
+        match builder.spawn(move || worker::run(shared, index)) {
+            Ok(_) => {
+                ThreadCounters::bump(&self.thread_counters.started);
+                self.thread_counters
+                    .peak_threads
+                    .fetch_max(threads as u64 + 1, Ordering::Relaxed);
+                true
+            }
+            Err(_) => {
+                // EAGAIN or out of memory: keep running on the threads we have.
+                ThreadCounters::bump(&self.thread_counters.start_failures);
+                lock(&self.free_entries).push(index);
+                self.threads.fetch_sub(1, Ordering::AcqRel);
+                false
+            }
+        }
+    }
+
+    /// Called by a worker thread as its last act. `count_down` is false for a
+    /// retiring worker, which took itself off `threads` when it decided.
+    pub(crate) fn worker_exited(&self, index: usize, count_down: bool) {
+        lock(&self.free_entries).push(index);
+        let _guard = lock(&self.exit_lock);
+        if count_down {
+            self.threads.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.exit_cv.notify_all();
+    }
+
+    // ----- queues ------------------------------------------------------------------
+
+    /// Takes one task from lane `lane`'s global queue; for the normal lane,
+    /// moves a batch into `local` too.
+    pub(crate) fn pop_lane(
+        &self,
+        lane: usize,
+        local: &crossbeam_deque::Worker<Runnable>,
+    ) -> Option<Runnable> {
+        loop {
+            let steal = if lane == 1 {
+                self.lanes[lane].steal_batch_and_pop(local)
+            } else {
+                self.lanes[lane].steal()
+            };
+            match steal {
+                Steal::Success(task) => return Some(task),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    /// True if lane `lane`'s global queue has tasks.
+    pub(crate) fn lane_has_work(&self, lane: usize) -> bool {
+        !self.lanes[lane].is_empty()
+    }
+
+    /// True if any queue, global or a worker's, holds a task.
+    pub(crate) fn has_work(&self) -> bool {
+        self.lanes.iter().any(|lane| !lane.is_empty())
+            || self.entries[..self.high_water.load(Ordering::Acquire)]
+                .iter()
+                .any(|entry| entry.stealer().map_or(false, |s| !s.is_empty()))
+    }
+
+    /// Tasks waiting in queues now.
+    pub(crate) fn queued(&self) -> usize {
+        self.lanes.iter().map(Injector::len).sum::<usize>()
+            + self.entries[..self.high_water.load(Ordering::Acquire)]
+                .iter()
+                .filter_map(Entry::stealer)
+                .map(|s| s.len())
+                .sum::<usize>()
+    }
+
+    /// Drops every queued runnable (their tasks count as cancelled).
+    pub(crate) fn drain_queues(&self) {
+        for lane in &self.lanes {
+            loop {
+                match lane.steal() {
+                    Steal::Success(task) => drop(task),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        for entry in &self.entries[..self.high_water.load(Ordering::Acquire)] {
+            if let Some(stealer) = entry.stealer() {
+                loop {
+                    match stealer.steal() {
+                        Steal::Success(task) => drop(task),
+                        Steal::Retry => continue,
+                        Steal::Empty => break,
+                    }
+                }
+            }
+        }
+    }
+
+    // ----- counters ----------------------------------------------------------------
+
+    fn with_counters(&self, f: impl FnOnce(&TaskCounters)) {
+        match worker::current_index(self) {
+            Some(index) => f(&self.entries[index].counters),
+            None => f(&self.external),
+        }
+    }
+
+    /// Tasks ended so far, however they ended.
+    pub(crate) fn task_totals(&self) -> u64 {
+        self.external.ended_total()
+            + self.entries[..self.high_water.load(Ordering::Acquire)]
+                .iter()
+                .map(|e| e.counters.ended_total())
+                .sum::<u64>()
+    }
+
+    /// Records a task's queue-to-first-poll latency.
+    pub(crate) fn record_start(&self, latency: Duration) {
+        match worker::current_index(self) {
+            Some(index) => self.entries[index].latency.record(latency),
+            None => self.external_latency.record(latency),
+        }
+    }
+
+    /// Counts a task's end and, if it was the last task of a closed pool,
+    /// stops the pool.
+    pub(crate) fn task_ended(&self, how: EndCounter) {
+        self.with_counters(|c| c.ended(how));
+        self.live_decrement();
+    }
+
+    fn live_decrement(&self) {
+        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 && self.closed.load(Ordering::SeqCst) {
+            self.stop();
+        }
+    }
+
+    // ----- shutdown ----------------------------------------------------------------
+
+    /// Stops taking new tasks; the pool stops by itself once the last task ends.
+    pub(crate) fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.live.load(Ordering::SeqCst) == 0 {
+            self.stop();
+        }
+        // Parked workers may now retire below `min_threads`.
+        self.monitor.wake();
+    }
+
+    /// True once `close` was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// True once the pool stopped: workers leave after their current task.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Moves to `stopped`: wakes every worker so they leave, and drops what is
+    /// still queued. Idempotent.
+    pub(crate) fn stop(&self) {
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.sleepers.stop_all();
+        self.monitor.stop();
+        self.drain_queues();
+        let _guard = lock(&self.exit_lock);
+        self.exit_cv.notify_all();
+    }
+
+    /// Tasks accepted and not yet ended.
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the pool has stopped and every worker thread has exited, or
+    /// `deadline` passes. Returns true if it got there.
+    pub(crate) fn wait_stopped(&self, deadline: Option<Instant>, allow_threads: usize) -> bool {
+        let mut guard = lock(&self.exit_lock);
+        loop {
+            if self.is_stopped() && self.threads.load(Ordering::Acquire) <= allow_threads {
+                return true;
+            }
+            match deadline {
+                None => {
+                    guard = match self.exit_cv.wait(guard) {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    }
+                }
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return false;
+                    }
+                    guard = match self.exit_cv.wait_timeout(guard, deadline - now) {
+                        Ok((g, _)) => g,
+                        Err(p) => p.into_inner().0,
+                    }
+                }
+            }
+        }
+    }
+
+    // ----- metrics -----------------------------------------------------------------
+
+    /// A snapshot of every counter.
+    pub(crate) fn metrics(&self) -> Metrics {
+        let mut m = Metrics::default();
+        let mut latency = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+        m.add_tasks(&self.external);
+        self.external_latency.add_to(&mut latency);
+        let high_water = self.high_water.load(Ordering::Acquire);
+        let (mut running, mut blocked) = (0, 0);
+        for entry in &self.entries[..high_water] {
+            m.add_tasks(&entry.counters);
+            entry.latency.add_to(&mut latency);
+            match entry.status.load().phase() {
+                Phase::InTask => running += 1,
+                Phase::Blocked => blocked += 1,
+                Phase::Idle => {}
+            }
+        }
+        let c = &self.thread_counters;
+        m.rejected = c.rejected.load(Ordering::Relaxed);
+        m.in_flight = m.spawned - m.completed - m.panicked - m.cancelled;
+        m.queued = self.queued() as u64;
+        m.threads = self.threads.load(Ordering::Acquire);
+        m.idle_threads = self.sleepers.parked();
+        m.running_threads = self.slots.counts().active.max(running);
+        m.blocked_threads = blocked;
+        m.peak_threads = c.peak_threads.load(Ordering::Relaxed) as usize;
+        m.threads_started = c.started.load(Ordering::Relaxed);
+        m.thread_start_failures = c.start_failures.load(Ordering::Relaxed);
+        m.threads_retired_idle = c.retired_idle.load(Ordering::Relaxed);
+        m.threads_retired_surplus = c.retired_surplus.load(Ordering::Relaxed);
+        m.blocked_detections = c.blocked_detections.load(Ordering::Relaxed);
+        m.declared_blocking = c.declared_blocking.load(Ordering::Relaxed);
+        m.concurrency_target = self.slots.target();
+        m.start_latency = crate::metrics::LatencySummary::from_histogram(&latency);
+        self.monitor.fill_metrics(&mut m);
+        m
+    }
+}

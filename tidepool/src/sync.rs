@@ -1,0 +1,30 @@
+//! The one door through which the hand-written protocols reach their
+//! synchronisation primitives.
+//!
+//! Normally these are `std`'s; under `--cfg tidepool_loom` they are loom's, so
+//! the loom models in `tests/loom_*.rs` explore every interleaving of the real
+//! protocol code (slot accounting in `control::slots`, parking in
+//! `worker::park`, the shutdown latch in `shutdown`). Modules that are not a
+//! protocol (queues, metrics) may use `std` directly.
+
+#[cfg(not(tidepool_loom))]
+pub(crate) use std::sync::{
+    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard,
+};
+
+#[cfg(tidepool_loom)]
+pub(crate) use loom::sync::{
+    atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard,
+};
+
+/// Locks a mutex, ignoring poisoning: every critical section in tidepool leaves
+/// its data consistent before anything that can panic, so a poisoned lock still
+/// guards valid data, and a pool must keep serving after a panic.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}

@@ -1,0 +1,392 @@
+//! Worker threads: the run loop, finding work, and the thread-local context.
+//!
+//! Each worker owns a FIFO deque (`crossbeam-deque`). Normal-priority tasks
+//! woken on a worker go to its deque; everything else goes to a global lane.
+//! A worker looks for work in this order:
+//!
+//! 1. the high lane (urgent work is never behind local work);
+//! 2. its own deque;
+//! 3. as a *searcher*: the normal lane (taking a batch), the other workers'
+//!    deques (stealing a batch), the low lane.
+//!
+//! Two rules keep every lane moving: every [`FAIRNESS_INTERVAL`]-th pick
+//! starts with the normal global lane (work from outside the pool is never
+//! starved by local work), and every other such pick starts with the low
+//! lane. So with every lane busy, each lane gets at least one pick in
+//! [`FAIRNESS_INTERVAL`] per worker.
+//!
+//! The run loop does not know about policies or the monitor: it only
+//! publishes its [`TaskStatus`] at task boundaries and obeys the slot it
+//! holds (see `control::slots`).
+
+pub(crate) mod park;
+
+use crate::control::slots::TaskStatus;
+use crate::metrics::{LatencyRecorder, TaskCounters, ThreadCounters};
+use crate::shared::Shared;
+use crate::sync::{lock, Arc, Mutex, Ordering};
+use crate::sys::ThreadProbe;
+use crate::task::Runnable;
+use crossbeam_deque::{Steal, Stealer, Worker};
+use crossbeam_utils::CachePadded;
+use park::Wake;
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+/// One pick in this many starts with a lower lane. 61 is prime, so it does
+/// not fall into step with a program's own periodic patterns, and small
+/// enough that outside work waits behind at most 60 local tasks per worker.
+pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
+
+/// Lane indices (see `shared::lane`).
+const HIGH: usize = 0;
+const NORMAL: usize = 1;
+const LOW: usize = 2;
+
+/// What the pool keeps for each worker index, whether or not a thread has it.
+#[derive(Debug, Default)]
+pub(crate) struct Entry {
+    /// Phase and task tick, read by the monitor.
+    pub(crate) status: TaskStatus,
+    /// The stealing end of this entry's deque, created with the first worker.
+    stealer: OnceLock<Stealer<Runnable>>,
+    /// The owning end, held by the thread while it runs; kept here between
+    /// threads so tasks left behind stay stealable.
+    deque: Mutex<Option<Worker<Runnable>>>,
+    pub(crate) counters: CachePadded<TaskCounters>,
+    pub(crate) latency: LatencyRecorder,
+    /// How the monitor asks the kernel about this worker's thread.
+    pub(crate) probe: Mutex<Option<Arc<ThreadProbe>>>,
+}
+
+impl Entry {
+    /// The stealing end of this entry's deque, if it ever had one.
+    pub(crate) fn stealer(&self) -> Option<&Stealer<Runnable>> {
+        self.stealer.get()
+    }
+
+    fn take_deque(&self) -> Worker<Runnable> {
+        let mut slot = lock(&self.deque);
+        match slot.take() {
+            Some(deque) => deque,
+            None => {
+                let deque = Worker::new_fifo();
+                let _ = self.stealer.set(deque.stealer());
+                deque
+            }
+        }
+    }
+}
+
+/// The thread-local view of the worker running on this thread.
+struct Context {
+    shared: Arc<Shared>,
+    index: usize,
+    local: Worker<Runnable>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Context>>> = const { RefCell::new(None) };
+}
+
+/// Pushes `runnable` on the current thread's deque if it is a worker of
+/// `shared`; gives it back otherwise.
+pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
+    CURRENT
+        .try_with(|current| match &*current.borrow() {
+            Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => {
+                ctx.local.push(runnable);
+                None
+            }
+            _ => Some(runnable),
+        })
+        .unwrap_or_else(|_| panic!("tidepool: task scheduled during thread teardown"))
+}
+
+/// The entry index of the current thread if it is a worker of `shared`.
+pub(crate) fn current_index(shared: &Shared) -> Option<usize> {
+    CURRENT
+        .try_with(|current| match &*current.borrow() {
+            Some(ctx) if std::ptr::eq(Arc::as_ptr(&ctx.shared), shared) => Some(ctx.index),
+            _ => None,
+        })
+        .ok()
+        .flatten()
+}
+
+/// If the current thread is a worker running a task, gives its slot away
+/// (declared blocking) so another worker can run meanwhile. The worker takes a
+/// slot back, or gives way, at the end of its task.
+pub(crate) fn declare_blocking() {
+    let ctx = CURRENT
+        .try_with(|current| current.borrow().clone())
+        .ok()
+        .flatten();
+    let Some(ctx) = ctx else { return };
+    let shared = &ctx.shared;
+    let status = &shared.entries[ctx.index].status;
+    if status.try_mark_blocked(status.load()) {
+        ThreadCounters::bump(&shared.thread_counters.declared_blocking);
+        shared.slots.release();
+        if shared.has_work() {
+            shared.notify();
+        }
+    }
+}
+
+/// The body of a worker thread. It starts holding a searching slot reserved by
+/// whoever started it.
+pub(crate) fn run(shared: Arc<Shared>, index: usize) {
+    let entry = &shared.entries[index];
+    *lock(&entry.probe) = Some(Arc::new(ThreadProbe::for_current_thread()));
+    let ctx = Rc::new(Context {
+        local: entry.take_deque(),
+        shared: Arc::clone(&shared),
+        index,
+    });
+    CURRENT.with(|current| *current.borrow_mut() = Some(Rc::clone(&ctx)));
+
+    let mut worker = RunLoop {
+        ctx: &ctx,
+        tick: entry.status.load().tick(),
+        searching: true,
+    };
+    let exit = worker.run();
+
+    CURRENT.with(|current| *current.borrow_mut() = None);
+    let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
+    let leftover = !ctx.local.is_empty();
+    *lock(&entry.deque) = Some(ctx.local);
+    *lock(&entry.probe) = None;
+    if leftover && !shared.is_stopped() {
+        // Tasks stay stealable in the entry; make sure somebody looks.
+        shared.notify();
+    }
+    if shared.is_stopped() {
+        shared.drain_queues();
+    }
+    // A retiring worker took itself off the thread count already.
+    shared.worker_exited(index, matches!(exit, Exit::Stop));
+}
+
+struct RunLoop<'a> {
+    ctx: &'a Context,
+    /// Tasks started by this entry, ever (continues across threads).
+    tick: u64,
+    /// Whether this worker counts itself in `Slots::searching`.
+    searching: bool,
+}
+
+/// Why the run loop ended.
+enum Exit {
+    Retire,
+    Stop,
+}
+
+impl RunLoop<'_> {
+    fn shared(&self) -> &Arc<Shared> {
+        &self.ctx.shared
+    }
+
+    fn run(&mut self) -> Exit {
+        loop {
+            if self.shared().is_stopped() {
+                break Exit::Stop;
+            }
+            if let Some(task) = self.find_task() {
+                if self.searching {
+                    self.searching = false;
+                    if self.shared().slots.stop_searching() && self.shared().has_work() {
+                        // Last searcher: hand the rest of the burst to one more.
+                        self.shared().notify();
+                    }
+                }
+                if !self.run_task(task) {
+                    // Our slot was given away while the task blocked.
+                    if !self.shared().slots.try_acquire(false) {
+                        if let Some(exit) = self.give_way() {
+                            break exit;
+                        }
+                    }
+                }
+                continue;
+            }
+            if !self.searching {
+                self.shared().slots.start_searching();
+                self.searching = true;
+                continue;
+            }
+            if let Some(exit) = self.go_idle() {
+                break exit;
+            }
+        }
+    }
+
+    /// Picks the next task. Outside the search phase only the high lane and
+    /// the worker's own deque are looked at; a searcher looks everywhere.
+    fn find_task(&mut self) -> Option<Runnable> {
+        let shared = &self.ctx.shared;
+        let local = &self.ctx.local;
+        let pick = self.tick.wrapping_add(1);
+        if pick % FAIRNESS_INTERVAL == 0 {
+            let first = if (pick / FAIRNESS_INTERVAL) % 2 == 0 {
+                LOW
+            } else {
+                NORMAL
+            };
+            if let Some(task) = shared.pop_lane(first, local) {
+                return Some(task);
+            }
+        }
+        if shared.lane_has_work(HIGH) {
+            if let Some(task) = shared.pop_lane(HIGH, local) {
+                return Some(task);
+            }
+        }
+        if let Some(task) = local.pop() {
+            return Some(task);
+        }
+        if !self.searching {
+            return None;
+        }
+        if let Some(task) = shared.pop_lane(NORMAL, local) {
+            return Some(task);
+        }
+        if let Some(task) = self.steal() {
+            return Some(task);
+        }
+        shared.pop_lane(LOW, local)
+    }
+
+    /// Steals a batch from another worker's deque, starting at a different
+    /// victim each time so thieves spread out.
+    fn steal(&self) -> Option<Runnable> {
+        let shared = &self.ctx.shared;
+        let count = shared.high_water.load(Ordering::Acquire);
+        if count <= 1 {
+            return None;
+        }
+        let start = (self.tick as usize).wrapping_mul(0x9E37_79B9) % count;
+        let mut retry = true;
+        while retry {
+            retry = false;
+            for offset in 0..count {
+                let victim = (start + offset) % count;
+                if victim == self.ctx.index {
+                    continue;
+                }
+                let Some(stealer) = shared.entries[victim].stealer() else {
+                    continue;
+                };
+                match stealer.steal_batch_and_pop(&self.ctx.local) {
+                    Steal::Success(task) => return Some(task),
+                    Steal::Retry => retry = true,
+                    Steal::Empty => {}
+                }
+            }
+        }
+        None
+    }
+
+    /// Runs one task. Returns false if the worker's slot was given away while
+    /// it ran (the monitor saw it blocked, or it declared blocking).
+    fn run_task(&mut self, task: Runnable) -> bool {
+        self.tick = self.tick.wrapping_add(1);
+        let status = &self.ctx.shared.entries[self.ctx.index].status;
+        status.begin_task(self.tick);
+        // The task wrapper catches panics of the future; this also covers a
+        // panicking destructor, so a worker never unwinds.
+        let _ = catch_unwind(AssertUnwindSafe(|| task.run()));
+        status.end_task(self.tick)
+    }
+
+    /// A searcher found nothing: park until woken. Returns `Some` to leave.
+    fn go_idle(&mut self) -> Option<Exit> {
+        let shared = Arc::clone(self.shared());
+        let index = self.ctx.index;
+        shared.sleepers.push(index);
+        shared.slots.release_searching();
+        self.searching = false;
+        // Step 3 of the protocol in `park`: look again after releasing.
+        if shared.has_work() || shared.is_stopped() {
+            if !shared.sleepers.remove(index) {
+                self.searching = true; // a notifier handed us its reservation
+                return None;
+            }
+            if shared.slots.try_acquire(true) {
+                self.searching = true;
+                return None;
+            }
+            // No free slot: the workers holding them will find the work.
+            shared.sleepers.push(index);
+        }
+        self.park(&shared)
+    }
+
+    /// A worker whose blocked task ended finds every slot taken: it is
+    /// surplus. It parks without a slot (or retires), and makes sure the work
+    /// in its deque is seen by the others.
+    fn give_way(&mut self) -> Option<Exit> {
+        let shared = Arc::clone(self.shared());
+        shared.sleepers.push(self.ctx.index);
+        if !self.ctx.local.is_empty() {
+            // Our deque stays stealable; wake a searcher if a slot frees up.
+            shared.notify();
+        }
+        let exit = self.park(&shared);
+        if let Some(Exit::Retire) = exit {
+            ThreadCounters::bump(&shared.thread_counters.retired_surplus);
+        }
+        exit
+    }
+
+    /// Waits on the sleeper stack (the worker is on it and holds no slot).
+    fn park(&mut self, shared: &Arc<Shared>) -> Option<Exit> {
+        let index = self.ctx.index;
+        loop {
+            match shared
+                .sleepers
+                .park(index, Some(shared.config.idle_timeout))
+            {
+                Wake::Woken => {
+                    self.searching = true;
+                    return None;
+                }
+                Wake::Stop => return Some(Exit::Stop),
+                Wake::TimedOut => {
+                    if self.try_retire(shared) {
+                        ThreadCounters::bump(&shared.thread_counters.retired_idle);
+                        return Some(Exit::Retire);
+                    }
+                    shared.sleepers.push(index);
+                }
+            }
+        }
+    }
+
+    /// Leaves the pool if it has more than `min_threads` threads (any number
+    /// once it is closed), by taking itself off the thread count. The caller
+    /// holds no slot.
+    fn try_retire(&self, shared: &Shared) -> bool {
+        let floor = if shared.is_closed() {
+            0
+        } else {
+            shared.config.min_threads
+        };
+        let mut threads = shared.threads.load(Ordering::Relaxed);
+        while threads > floor {
+            match shared.threads.compare_exchange_weak(
+                threads,
+                threads - 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => threads = actual,
+            }
+        }
+        false
+    }
+}
