@@ -94,6 +94,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) retired_surplus: AtomicU64,
     pub(crate) blocked_detections: AtomicU64,
     pub(crate) declared_blocking: AtomicU64,
+    pub(crate) oversubscribed: AtomicU64,
     pub(crate) peak_threads: AtomicU64,
     pub(crate) rejected: AtomicU64,
 }
@@ -203,6 +204,10 @@ pub struct Metrics {
     /// Declared blocking sections entered on workers (`blocking`, `join`,
     /// `block_on` called on a worker).
     pub declared_blocking: u64,
+    /// Times the monitor found a long-running worker runnable but waiting for a
+    /// CPU (its scheduler run delay grew): the cores are oversubscribed, by
+    /// this pool or by other processes. tidepool never adds threads for it.
+    pub oversubscribed_observations: u64,
     /// Running slots now.
     pub concurrency_target: usize,
     /// Time the monitor thread has spent working (not sleeping).

@@ -5,7 +5,7 @@ use crate::builder::{Builder, Config};
 use crate::control::monitor;
 use crate::metrics::Metrics;
 use crate::shared::Shared;
-use crate::task::{JoinHandle, Priority, SpawnError};
+use crate::task::{JoinHandle, Priority, SpawnError, TaskMeta};
 use crate::worker;
 use std::fmt;
 use std::future::Future;
@@ -363,7 +363,7 @@ impl TaskBuilder<'_> {
     {
         self.pool
             .shared()
-            .spawn(future, self.priority)
+            .spawn(future, TaskMeta::plain(self.priority))
             .ok_or(SpawnError::ShutDown)
     }
 

@@ -106,7 +106,7 @@ impl Shared {
     pub(crate) fn spawn<F>(
         self: &Arc<Self>,
         future: F,
-        priority: Priority,
+        meta: TaskMeta,
     ) -> Option<JoinHandle<F::Output>>
     where
         F: Future + Send + 'static,
@@ -123,21 +123,32 @@ impl Shared {
         }
         self.with_counters(TaskCounters::spawned);
         let scheduler = Arc::clone(self);
-        let (runnable, task) = async_task::Builder::new()
-            .metadata(TaskMeta { priority })
-            .spawn(
-                |_| tracked(Arc::clone(self), future),
-                move |runnable| scheduler.schedule(runnable),
-            );
+        let (runnable, task) = async_task::Builder::new().metadata(meta).spawn(
+            |_| tracked(Arc::clone(self), future),
+            move |runnable| scheduler.schedule(runnable),
+        );
         runnable.schedule();
         Some(JoinHandle::new(task))
     }
 
-    /// Queues a runnable task: on the current worker's own deque when it is a
+    /// Queues a runnable task, through its admission gate if it has one: on
+    /// the current worker's own deque when it is a
     /// normal-priority task woken on one of this pool's workers (cache-warm,
     /// no contention), otherwise on its lane's global queue. Then makes sure
     /// somebody will run it.
     pub(crate) fn schedule(self: &Arc<Self>, runnable: Runnable) {
+        if let Some(gate) = runnable.metadata().gate.clone() {
+            match gate.admit(runnable) {
+                Some(admitted) => self.push_ready(admitted),
+                None => {}
+            }
+        } else {
+            self.push_ready(runnable);
+        }
+    }
+
+    /// Queues a runnable that needs no (more) admission: see [`Shared::schedule`].
+    pub(crate) fn push_ready(self: &Arc<Self>, runnable: Runnable) {
         let lane = lane(runnable.metadata().priority);
         let runnable = if lane == 1 {
             match worker::push_local(self, runnable) {
@@ -456,6 +467,7 @@ impl Shared {
         m.threads_retired_surplus = c.retired_surplus.load(Ordering::Relaxed);
         m.blocked_detections = c.blocked_detections.load(Ordering::Relaxed);
         m.declared_blocking = c.declared_blocking.load(Ordering::Relaxed);
+        m.oversubscribed_observations = c.oversubscribed.load(Ordering::Relaxed);
         m.concurrency_target = self.slots.target();
         m.start_latency = crate::metrics::LatencySummary::from_histogram(&latency);
         self.monitor.fill_metrics(&mut m);

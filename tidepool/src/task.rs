@@ -50,6 +50,38 @@ pub enum Priority {
 #[derive(Debug)]
 pub(crate) struct TaskMeta {
     pub(crate) priority: Priority,
+    /// An admission gate (a group, a concurrent/exclusive pair) that decides
+    /// when the task may enter the pool's queues. `None` for plain tasks.
+    pub(crate) gate: Option<Arc<dyn Gate>>,
+}
+
+impl TaskMeta {
+    /// A plain task of the given priority.
+    pub(crate) fn plain(priority: Priority) -> Self {
+        TaskMeta {
+            priority,
+            gate: None,
+        }
+    }
+}
+
+/// Admission control between "the task was woken" and "the task is queued in
+/// the pool". Implemented by the fairness module (`fair`).
+///
+/// The contract:
+///
+/// * [`Gate::admit`] is called every time a gated task is scheduled (first
+///   spawn and every wake). It returns the runnable to let it into the pool's
+///   queues now, or keeps it (returns `None`) and hands it to
+///   [`Shared::push_ready`](crate::shared::Shared::push_ready) later.
+/// * [`Gate::after_run`] is called by the worker right after every run (poll)
+///   of a gated task, panicking or not, so the gate can count runs and admit
+///   the next task.
+pub(crate) trait Gate: Send + Sync + std::fmt::Debug {
+    /// See the trait docs.
+    fn admit(&self, runnable: Runnable) -> Option<Runnable>;
+    /// See the trait docs.
+    fn after_run(&self);
 }
 
 /// A runnable task of a tidepool pool.

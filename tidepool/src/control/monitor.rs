@@ -152,6 +152,8 @@ struct Track {
     since: Instant,
     /// The thread's CPU time when first seen in this task.
     cpu_at_since: Option<Duration>,
+    /// The thread's run delay (time runnable but not running) at the last probe.
+    run_delay: Option<Duration>,
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
@@ -257,6 +259,7 @@ impl Monitor {
                     seen,
                     since: now,
                     cpu_at_since: None,
+                    run_delay: None,
                     probe_wait: 0,
                     backoff: 1,
                 });
@@ -286,7 +289,18 @@ impl Monitor {
                             };
                             view.kernel = Some(KernelView { waiting, cpu_share });
                             if !waiting {
-                                // Runnable: look again later, less and less often.
+                                // Runnable: if it waits for a CPU, the cores are
+                                // oversubscribed; more threads would not help.
+                                let delay = probe.run_delay();
+                                if let (Some(before), Some(now)) = (t.run_delay, delay) {
+                                    if now > before {
+                                        ThreadCounters::bump(
+                                            &shared.thread_counters.oversubscribed,
+                                        );
+                                    }
+                                }
+                                t.run_delay = delay;
+                                // Look again later, less and less often.
                                 t.backoff = (t.backoff * 2).min(MAX_PROBE_BACKOFF);
                                 t.probe_wait = t.backoff;
                             }

@@ -296,9 +296,13 @@ impl RunLoop<'_> {
         self.tick = self.tick.wrapping_add(1);
         let status = &self.ctx.shared.entries[self.ctx.index].status;
         status.begin_task(self.tick);
+        let gate = task.metadata().gate.clone();
         // The task wrapper catches panics of the future; this also covers a
         // panicking destructor, so a worker never unwinds.
         let _ = catch_unwind(AssertUnwindSafe(|| task.run()));
+        if let Some(gate) = gate {
+            gate.after_run();
+        }
         status.end_task(self.tick)
     }
 
