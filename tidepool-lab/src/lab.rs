@@ -6,7 +6,7 @@ use std::io::Write;
 use crate::cli::Plan;
 use crate::experiments::{ExperimentResult, Measured, Outcome, RunCtx, RunResult};
 use crate::progress::RunBar;
-use crate::report::table::table;
+use crate::report::table::{ratio_legend, table};
 
 /// Runs the plan, printing each experiment's table to `tables` as it
 /// finishes. Skipped (pending) and failed runs are reported, not fatal.
@@ -48,8 +48,9 @@ pub fn run(plan: &Plan, cores: usize, tables: &mut dyn Write) -> Vec<ExperimentR
         let result = ExperimentResult { kind: *kind, runs };
         let _ = writeln!(
             tables,
-            "\n== {} ==\n{}",
+            "\n== {} ==  ({})\n{}",
             kind.name(),
+            ratio_legend(&result),
             table(&result).to_text()
         );
         let _ = tables.flush();

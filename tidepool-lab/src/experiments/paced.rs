@@ -60,7 +60,7 @@ pub(crate) fn tidepool_report(pool: &Pool) -> SelfReport {
             .iter()
             .map(|p| (p.at_s, (p.running + p.blocked + p.idle) as f64))
             .collect();
-        ("threads (pool metrics)".to_string(), v)
+        ("pool metrics".to_string(), v)
     });
     SelfReport {
         peak_threads: Some(m.peak_threads),
@@ -114,6 +114,7 @@ pub(crate) fn measure<S>(
         }
     };
 
+    let created = Instant::now();
     ctx.bar.phase("submitting");
     let began = Instant::now();
     paced(pace.items, pace.interval, |i| {
@@ -129,6 +130,7 @@ pub(crate) fn measure<S>(
     let all_done = latch.wait_timeout(pace.limit);
     let wall = began.elapsed();
     ctx.bar.phase("shutting down");
+    let lifetime = created.elapsed().as_secs_f64();
     let report = finish(system);
     let observed = sampler.finish();
     settle(baseline);
@@ -155,11 +157,39 @@ pub(crate) fn measure<S>(
         .unwrap_or_else(|| probe::peak_threads(&observed));
     m.put("peak_threads", peak as f64);
     m.per_item = lat;
-    m.threads = report.series.or_else(|| {
-        Some((
-            "threads (sampled from /proc)".to_string(),
-            sampled_threads(&observed),
-        ))
+    m.threads = Some(match report.series {
+        Some((label, pts)) => (label, steps(&pts, lifetime)),
+        None => ("sampled from /proc".to_string(), sampled_threads(&observed)),
     });
     Ok(m)
+}
+
+/// Turns change points into a step line (each value holds until the next
+/// change) that runs on to `until` seconds.
+pub(crate) fn steps(points: &[(f64, f64)], until: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2 + 1);
+    for (i, &(t, v)) in points.iter().enumerate() {
+        if i > 0 {
+            out.push((t, points[i - 1].1));
+        }
+        out.push((t, v));
+    }
+    if let Some(&(t, v)) = points.last() {
+        if until > t {
+            out.push((until, v));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::steps;
+
+    #[test]
+    fn steps_hold_values() {
+        let s = steps(&[(0.0, 1.0), (1.0, 3.0)], 2.0);
+        assert_eq!(s, vec![(0.0, 1.0), (1.0, 1.0), (1.0, 3.0), (2.0, 3.0)]);
+        assert!(steps(&[], 1.0).is_empty());
+    }
 }

@@ -233,20 +233,27 @@ pub fn plots(runs: &[RunResult]) -> Vec<Plot> {
             true,
         ));
     }
-    let threads: Vec<Series> = done(runs)
+    let with_threads: Vec<&RunResult> = done(runs)
         .filter(|r| matches!(r.spec.id, "adaptive-sleep" | "gradual500-sleep"))
-        .filter_map(|r| {
-            let (label, pts) = r.measured.threads.as_ref()?;
-            Some(Series::new(&format!("{} {label}", r.spec.id), pts.clone()))
-        })
+        .filter(|r| r.measured.threads.is_some())
         .collect();
-    if !threads.is_empty() {
+    if !with_threads.is_empty() {
+        let mut sources: Vec<&str> = Vec::new();
+        let mut series = Vec::new();
+        for r in with_threads {
+            if let Some((source, pts)) = &r.measured.threads {
+                if !sources.contains(&source.as_str()) {
+                    sources.push(source);
+                }
+                series.push(Series::new(r.spec.id, pts.clone()));
+            }
+        }
         out.push(Plot::line(
             "waiting-threads",
             "Threads over time: adaptive and gradual",
-            "seconds since the run began",
-            "threads",
-            threads,
+            "seconds since the pool was built",
+            &format!("threads ({})", sources.join("; ")),
+            series,
             false,
         ));
     }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::table::{table, Table};
+use super::table::{ratio_legend, table, Table};
 use super::Rendered;
 
 /// Escapes text for HTML.
@@ -90,6 +90,7 @@ pub fn render(r: &Rendered<'_>) -> String {
             "<h2 id=\"{n}\">{n}</h2>\n<p>{}</p>",
             escape(exp.kind.about())
         );
+        let _ = writeln!(s, "<p><em>{}</em></p>", escape(&ratio_legend(exp)));
         s.push_str(&table_html(&table(exp)));
         s.push_str("<ul>");
         for run in &exp.runs {

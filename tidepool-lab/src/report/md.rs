@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::table::table;
+use super::table::{ratio_legend, table};
 use super::Rendered;
 
 /// Renders the Markdown report.
@@ -29,6 +29,7 @@ pub fn render(r: &Rendered<'_>) -> String {
     for (exp, plots) in r.results.iter().zip(&r.plots) {
         let _ = writeln!(s, "## {}\n", exp.kind.name());
         let _ = writeln!(s, "{}\n", exp.kind.about());
+        let _ = writeln!(s, "{}\n", ratio_legend(exp));
         let _ = writeln!(s, "{}", table(exp).to_markdown());
         for run in &exp.runs {
             let _ = writeln!(s, "- `{}`: {}", run.spec.id, run.description());

@@ -1,12 +1,15 @@
 //! Plots as SVG text (plotters' SVG backend), ready to inline in HTML or
 //! to save next to the Markdown report.
 
-use plotters::coord::ranged1d::{AsRangedCoord, SegmentValue, ValueFormatter};
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Plot size in pixels.
-const SIZE: (u32, u32) = (860, 460);
+const SIZE: (u32, u32) = (960, 460);
+/// Width of the legend column beside line charts.
+const LEGEND_WIDTH: u32 = 230;
 /// Smallest value drawn on a log axis (values at or below zero are lifted
 /// to it, so a measured zero still shows, at the bottom).
 const LOG_FLOOR: f64 = 1e-3;
@@ -134,13 +137,22 @@ impl Plot {
         if x1 <= x0 {
             x1 = x0 + 1.0;
         }
+        let (chart_area, legend_area) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        draw_legend(&legend_area, series)?;
         if log_y {
             let lo = y0.max(LOG_FLOOR) / 2.0;
             let hi = (y1 * 2.0).max(lo * 10.0);
-            draw_xy(self, root, series, x0..x1, (lo..hi).log_scale(), &lift)
+            draw_xy(
+                self,
+                &chart_area,
+                series,
+                x0..x1,
+                (lo..hi).log_scale(),
+                &lift,
+            )
         } else {
             let hi = if y1 <= 0.0 { 1.0 } else { y1 * 1.1 };
-            draw_xy(self, root, series, x0..x1, 0.0..hi, &lift)
+            draw_xy(self, &chart_area, series, x0..x1, 0.0..hi, &lift)
         }
     }
 
@@ -149,49 +161,48 @@ impl Plot {
         root: &DrawingArea<DB, plotters::coord::Shift>,
         bars: &[(String, f64)],
     ) -> Result<(), String> {
-        let n = u32::try_from(bars.len().max(1)).unwrap_or(u32::MAX);
+        // Bar i spans [i + 0.1, i + 0.9] on a plain numeric x axis; its name
+        // is drawn under its centre by hand, so the labels always line up
+        // with the bars whatever their number.
+        let n = bars.len().max(1) as f64;
         let hi = bars.iter().map(|b| b.1).fold(0.0_f64, f64::max);
         let hi = if hi <= 0.0 { 1.0 } else { hi * 1.15 };
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, ("sans-serif", 20))
             .margin(12)
-            .x_label_area_size(60)
+            .x_label_area_size(40)
             .y_label_area_size(80)
-            .build_cartesian_2d((0u32..n).into_segmented(), 0.0..hi)
+            .build_cartesian_2d(0.0..n, 0.0..hi)
             .map_err(|e| e.to_string())?;
-        let label = |v: &SegmentValue<u32>| match v {
-            SegmentValue::CenterOf(i) => bars
-                .get(*i as usize)
-                .map(|b| b.0.clone())
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(bars.len().max(1))
-            .x_label_formatter(&label)
+            .x_labels(0)
             .y_desc(&self.y_label)
             .draw()
             .map_err(|e| e.to_string())?;
-        for (i, (_, v)) in bars.iter().enumerate() {
-            let i = u32::try_from(i).unwrap_or(u32::MAX);
-            let color = Palette99::pick(i as usize).mix(0.85);
+        let below =
+            TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        let above = TextStyle::from(("sans-serif", 13).into_font())
+            .pos(Pos::new(HPos::Center, VPos::Bottom));
+        for (i, (name, v)) in bars.iter().enumerate() {
+            let x = i as f64;
+            let color = Palette99::pick(i).mix(0.85);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), *v),
-                    ],
+                    [(x + 0.1, 0.0), (x + 0.9, *v)],
                     color.filled(),
                 )))
                 .map_err(|e| e.to_string())?;
             chart
                 .draw_series(std::iter::once(Text::new(
                     format_value(*v),
-                    (SegmentValue::CenterOf(i), *v + hi * 0.01),
-                    ("sans-serif", 13),
+                    (x + 0.5, *v + hi * 0.01),
+                    above.clone(),
                 )))
+                .map_err(|e| e.to_string())?;
+            let (px, py) = chart.backend_coord(&(x + 0.5, 0.0));
+            root.draw(&Text::new(name.clone(), (px, py + 8), below.clone()))
                 .map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -231,25 +242,33 @@ where
         let markers = pts.len() <= 60;
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| e.to_string())?
-            .label(s.name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-            });
+            .map_err(|e| e.to_string())?;
         if markers {
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
                 .map_err(|e| e.to_string())?;
         }
     }
-    if !series.is_empty() {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
+    Ok(())
+}
+
+/// Draws the legend (a colour swatch and a name per series) in its own
+/// area beside the chart, so it never hides data.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &[Series],
+) -> Result<(), String> {
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let y = 50 + 20 * i32::try_from(i).unwrap_or(i32::MAX / 40);
+        area.draw(&Rectangle::new([(4, y - 4), (22, y + 4)], color.filled()))
             .map_err(|e| e.to_string())?;
+        area.draw(&Text::new(
+            s.name.clone(),
+            (28, y),
+            TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -259,6 +278,9 @@ pub fn format_value(v: f64) -> String {
     let a = v.abs();
     if v == 0.0 {
         "0".into()
+    } else if v.fract() == 0.0 && a < 1e15 {
+        // Counts (and whole numbers generally) print without decimals.
+        format!("{v:.0}")
     } else if a >= 1000.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
@@ -311,6 +333,8 @@ mod tests {
     fn value_format() {
         assert_eq!(format_value(0.0), "0");
         assert_eq!(format_value(12345.6), "12346");
+        assert_eq!(format_value(16.0), "16");
+        assert_eq!(format_value(2.0), "2");
         assert_eq!(format_value(12.34), "12.3");
         assert_eq!(format_value(1.234), "1.23");
         assert_eq!(format_value(0.1234), "0.123");

@@ -14,6 +14,15 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+/// What the ratio column of `exp`'s table means, in one line.
+pub fn ratio_legend(exp: &ExperimentResult) -> String {
+    format!(
+        "ratio: {} relative to run {} (tidepool's default)",
+        exp.kind.headline(),
+        exp.kind.baseline()
+    )
+}
+
 /// Builds the table of `exp`. Metric columns appear in the order the runs
 /// report them; the ratio column divides each run's headline metric by the
 /// baseline run's (`-` when the baseline did not run or is zero).
@@ -36,7 +45,7 @@ pub fn table(exp: &ExperimentResult) -> Table {
 
     let mut header = vec!["run".to_string(), "system".to_string()];
     header.extend(metrics.iter().map(|m| m.to_string()));
-    header.push(format!("{headline} vs {baseline_id}"));
+    header.push("ratio".to_string());
     header.push("status".to_string());
 
     let rows = exp
@@ -52,7 +61,7 @@ pub fn table(exp: &ExperimentResult) -> Table {
                 .get(headline)
                 .zip(base)
                 .and_then(|(v, b)| ratio(v, b));
-            row.push(x.map_or("-".into(), |x| format!("{}x", format_value(x))));
+            row.push(x.map_or("-".into(), format_ratio));
             row.push(match &r.outcome {
                 Outcome::Done => "ok".into(),
                 Outcome::Pending(f) => format!("pending: {f}"),
@@ -62,6 +71,19 @@ pub fn table(exp: &ExperimentResult) -> Table {
         })
         .collect();
     Table { header, rows }
+}
+
+/// A ratio with precision to match its size: `0.018x`, `1.00x`, `12.3x`, `6020x`.
+pub fn format_ratio(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}x")
+    } else if x >= 10.0 {
+        format!("{x:.1}x")
+    } else if x >= 0.01 {
+        format!("{x:.2}x")
+    } else {
+        format!("{x:.4}x")
+    }
 }
 
 impl Table {
@@ -176,11 +198,15 @@ mod tests {
                 "system",
                 "mean_start_ms",
                 "wall_s",
-                "mean_start_ms vs adaptive-sleep",
+                "ratio",
                 "status"
             ]
         );
         assert_eq!(t.rows[0][4], "10000x");
+        assert_eq!(
+            ratio_legend(&sample()),
+            "ratio: mean_start_ms relative to run adaptive-sleep (tidepool's default)"
+        );
         assert_eq!(t.rows[1][4], "1.00x");
         assert_eq!(t.rows[2][2], "-");
         assert_eq!(t.rows[2][4], "-");
