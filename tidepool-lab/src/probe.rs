@@ -111,14 +111,15 @@ fn own_tid() -> Option<String> {
     Some(link.file_name()?.to_string_lossy().into_owned())
 }
 
-/// Number of runnable (state `R`) threads in this process, not counting
-/// `except` (the caller's own thread id).
-fn runnable_threads(except: Option<&str>) -> Option<usize> {
-    let mut n = 0;
+/// Ids of the runnable (state `R`) threads in this process, not counting
+/// `except` (the caller's own thread id), sorted.
+fn runnable_threads(except: Option<&str>) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
     for entry in fs::read_dir("/proc/self/task").ok()? {
         let Ok(entry) = entry else { continue };
         let name = entry.file_name();
-        if Some(name.to_string_lossy().as_ref()) == except {
+        let name = name.to_string_lossy();
+        if Some(name.as_ref()) == except {
             continue;
         }
         // A thread may exit between listing and reading: skip it.
@@ -126,21 +127,25 @@ fn runnable_threads(except: Option<&str>) -> Option<usize> {
             continue;
         };
         if parse_stat_state(&stat) == Some('R') {
-            n += 1;
+            if let Ok(tid) = name.parse() {
+                out.push(tid);
+            }
         }
     }
-    Some(n)
+    out.sort_unstable();
+    Some(out)
 }
 
 /// One observation of the process's threads.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ThreadObservation {
     /// Time since the sampler started, in seconds.
     pub at_s: f64,
     /// Threads above the count when the sampler started.
     pub threads: usize,
-    /// Runnable threads, not counting the sampler (when asked for).
-    pub runnable: Option<usize>,
+    /// Ids of the runnable threads, not counting the sampler (when asked
+    /// for), sorted.
+    pub runnable: Option<Vec<u32>>,
 }
 
 /// A background thread that samples the process's thread count (and, on
@@ -197,15 +202,23 @@ pub fn peak_threads(obs: &[ThreadObservation]) -> usize {
     obs.iter().map(|o| o.threads).max().unwrap_or(0)
 }
 
-/// The highest number of runnable threads that held for two consecutive
-/// samples: a thread that is runnable for a single instant (a progress
-/// tick, a wake-up) does not count, one running for a whole interval does.
+/// The highest number of threads that were runnable in two consecutive
+/// samples (the same threads in both): a thread that is runnable for an
+/// instant (a progress tick, a wake-up) does not count, one running or
+/// waiting for a CPU for a whole interval does.
 pub fn sustained_peak_runnable(obs: &[ThreadObservation]) -> Option<usize> {
-    let r: Vec<usize> = obs.iter().filter_map(|o| o.runnable).collect();
+    let r: Vec<&Vec<u32>> = obs.iter().filter_map(|o| o.runnable.as_ref()).collect();
     match r.len() {
         0 => None,
-        1 => Some(r[0]),
-        _ => r.windows(2).map(|w| w[0].min(w[1])).max(),
+        1 => Some(r[0].len()),
+        _ => r
+            .windows(2)
+            .map(|w| {
+                w[0].iter()
+                    .filter(|t| w[1].binary_search(t).is_ok())
+                    .count()
+            })
+            .max(),
     }
 }
 
@@ -276,12 +289,20 @@ mod tests {
 
     #[test]
     fn sustained_peak_ignores_blips() {
-        let o = |r| ThreadObservation {
+        let o = |r: &[u32]| ThreadObservation {
             at_s: 0.0,
             threads: 0,
-            runnable: Some(r),
+            runnable: Some(r.to_vec()),
         };
-        let obs = [o(2), o(9), o(2), o(3), o(3), o(1)];
+        // 9 threads at once for one sample; 3 (other) threads in a row once.
+        let obs = [
+            o(&[1, 2]),
+            o(&[1, 2, 3, 4, 5, 6, 7, 8, 9]),
+            o(&[1]),
+            o(&[10, 11, 12]),
+            o(&[10, 11, 12]),
+            o(&[1, 2, 3, 4]),
+        ];
         assert_eq!(sustained_peak_runnable(&obs), Some(3));
         assert_eq!(sustained_peak_runnable(&obs[..1]), Some(2));
         assert_eq!(sustained_peak_runnable(&[]), None);

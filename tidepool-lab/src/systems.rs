@@ -133,8 +133,13 @@ impl System {
 
     /// Peak thread count the system reports about itself, if it keeps one.
     pub fn own_peak_threads(&self) -> Option<usize> {
+        self.tidepool_metrics().map(|m| m.peak_threads)
+    }
+
+    /// tidepool's own metrics, for a tidepool system.
+    pub fn tidepool_metrics(&self) -> Option<tidepool::Metrics> {
         match self {
-            System::Tidepool(p) => Some(p.metrics().peak_threads),
+            System::Tidepool(p) => Some(p.metrics()),
             _ => None,
         }
     }

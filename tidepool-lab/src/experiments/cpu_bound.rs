@@ -55,6 +55,10 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
     black_box(fib_rounds(rounds));
     let single = t.elapsed();
 
+    // The progress follower starts before the baseline, so it is not
+    // counted as one of the system's threads.
+    let latch = Arc::new(Latch::new(jobs));
+    let follow = ctx.follow(&latch);
     let baseline = thread_baseline();
     let sampler = ThreadSampler::start(Duration::from_millis(10), baseline, true);
     let system = match spec.id {
@@ -73,8 +77,6 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
         }
     };
     let timeline = Arc::new(Timeline::new(jobs));
-    let latch = Arc::new(Latch::new(jobs));
-    let follow = ctx.follow(&latch);
     ctx.bar.phase("running jobs");
     let t0 = Instant::now();
     for i in 0..jobs {
@@ -92,6 +94,7 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
     let wall = t0.elapsed();
     drop(follow);
     let observed = sampler.finish();
+    let detections = system.tidepool_metrics().map(|m| m.blocked_detections);
     ctx.bar.phase("shutting down");
     system.finish();
     settle(baseline);
@@ -109,6 +112,10 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
     m.put("single_job_s", single.as_secs_f64());
     if let Some(p) = sustained_peak_runnable(&observed) {
         m.put("peak_running", p as f64);
+    }
+    if let Some(d) = detections {
+        // A CPU-bound job is runnable, never blocked: this should stay 0.
+        m.put("blocked_detections", d as f64);
     }
     m.per_item = durations;
     m.note = Some(format!(

@@ -50,6 +50,8 @@ pub(crate) struct SelfReport {
     pub(crate) peak_threads: Option<usize>,
     /// The system's own thread series: (seconds, threads), and its label.
     pub(crate) series: Option<(String, Vec<(f64, f64)>)>,
+    /// Counters only this system keeps (tidepool's blocking detections).
+    pub(crate) extra: Vec<(&'static str, f64)>,
 }
 
 /// Reads what a tidepool pool knows about its threads.
@@ -65,6 +67,7 @@ pub(crate) fn tidepool_report(pool: &Pool) -> SelfReport {
     SelfReport {
         peak_threads: Some(m.peak_threads),
         series,
+        extra: vec![("blocked_detections", m.blocked_detections as f64)],
     }
 }
 
@@ -156,6 +159,9 @@ pub(crate) fn measure<S>(
         .peak_threads
         .unwrap_or_else(|| probe::peak_threads(&observed));
     m.put("peak_threads", peak as f64);
+    for (name, v) in report.extra {
+        m.put(name, v);
+    }
     m.per_item = lat;
     m.threads = Some(match report.series {
         Some((label, pts)) => (label, steps(&pts, lifetime)),
