@@ -15,11 +15,14 @@
 //! * `stopped`: workers leave after their current task; queued runnables are
 //!   dropped (their tasks count as cancelled).
 //!
-//! `live` counts tasks accepted and not yet ended. The move to `stopped` when
-//! the last task ends while closed is a Dekker pair: `spawn` increments `live`
-//! then reads `closed`; `close` sets `closed` then reads `live`; the task end
-//! decrements `live` then reads `closed`. All SeqCst, so at least one side sees
-//! the other and nobody is stranded.
+//! `live` (tasks accepted and not yet ended) is not a counter of its own: it
+//! is the sum over the sharded task counters of spawned − refused − ended, so
+//! the hot path touches no cache line another core writes. The move to
+//! `stopped` when the last task ends while closed is a Dekker pair: `spawn`
+//! counts itself then reads `closed`; `close` sets `closed` then sums `live`;
+//! every end (and every refusal) counts itself then reads `closed`, and if
+//! set, sums `live`. All SeqCst, so the last of these operations in the total
+//! order sees `live == 0` and stops the pool; nobody is stranded.
 
 use crate::builder::Config;
 use crate::control::monitor::MonitorSignal;
@@ -30,7 +33,6 @@ use crate::task::{tracked, JoinHandle, Priority, Runnable, TaskMeta};
 use crate::worker::{self, park::Sleepers, Entry};
 use crossbeam_deque::{Injector, Steal};
 use crossbeam_utils::CachePadded;
-use hdrhistogram::Histogram;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -50,8 +52,6 @@ pub(crate) struct Shared {
     pub(crate) sleepers: Sleepers,
     /// Worker threads alive.
     pub(crate) threads: AtomicUsize,
-    /// Tasks accepted and not yet ended.
-    live: CachePadded<AtomicUsize>,
     /// Counters of threads outside the pool (spawns from outside, drops of
     /// runnables outside a worker).
     external: CachePadded<TaskCounters>,
@@ -86,7 +86,6 @@ impl Shared {
             slots: Slots::new(config.concurrency),
             sleepers: Sleepers::new(capacity),
             threads: AtomicUsize::new(0),
-            live: CachePadded::new(AtomicUsize::new(0)),
             external: CachePadded::new(TaskCounters::default()),
             external_latency: LatencyRecorder::default(),
             thread_counters: ThreadCounters::default(),
@@ -112,19 +111,17 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        // Increment before reading `closed`: see "Shutdown phases".
-        self.live.fetch_add(1, Ordering::SeqCst);
+        // Count before reading `closed`: see "Shutdown phases".
+        let counters = self.counters(worker::current_index(self));
+        counters.spawned();
         if self.closed.load(Ordering::SeqCst) {
-            self.thread_counters
-                .rejected
-                .fetch_add(1, Ordering::Relaxed);
-            self.live_decrement();
+            counters.refused();
+            self.check_drained();
             return None;
         }
-        self.with_counters(TaskCounters::spawned);
         let scheduler = Arc::clone(self);
         let (runnable, task) = async_task::Builder::new().metadata(meta).spawn(
-            |_| tracked(Arc::clone(self), future),
+            |_| tracked(future),
             move |runnable| scheduler.schedule(runnable),
         );
         runnable.schedule();
@@ -300,7 +297,11 @@ impl Shared {
     }
 
     /// Drops every queued runnable (their tasks count as cancelled).
-    pub(crate) fn drain_queues(&self) {
+    pub(crate) fn drain_queues(self: &Arc<Self>) {
+        worker::draining(self, || self.drop_queued());
+    }
+
+    fn drop_queued(&self) {
         for lane in &self.lanes {
             loop {
                 match lane.steal() {
@@ -325,10 +326,11 @@ impl Shared {
 
     // ----- counters ----------------------------------------------------------------
 
-    fn with_counters(&self, f: impl FnOnce(&TaskCounters)) {
-        match worker::current_index(self) {
-            Some(index) => f(&self.entries[index].counters),
-            None => f(&self.external),
+    /// The counter shard of worker `index`, or the outside threads' shard.
+    fn counters(&self, index: Option<usize>) -> &TaskCounters {
+        match index {
+            Some(index) => &self.entries[index].counters,
+            None => &self.external,
         }
     }
 
@@ -341,23 +343,23 @@ impl Shared {
                 .sum::<u64>()
     }
 
-    /// Records a task's queue-to-first-poll latency.
-    pub(crate) fn record_start(&self, latency: Duration) {
-        match worker::current_index(self) {
-            Some(index) => self.entries[index].latency.record(latency),
-            None => self.external_latency.record(latency),
-        }
+    /// Records a task's queue-to-first-poll latency from outside a worker
+    /// (workers batch theirs: see `worker::record_start`).
+    pub(crate) fn record_start_outside(&self, latency: Duration) {
+        self.external_latency.record(latency);
     }
 
-    /// Counts a task's end and, if it was the last task of a closed pool,
-    /// stops the pool.
-    pub(crate) fn task_ended(&self, how: EndCounter) {
-        self.with_counters(|c| c.ended(how));
-        self.live_decrement();
+    /// Counts a task's end (on worker `index`, or outside the pool) and, if it
+    /// was the last task of a closed pool, stops the pool.
+    pub(crate) fn task_ended(self: &Arc<Self>, index: Option<usize>, how: EndCounter) {
+        self.counters(index).ended(how);
+        self.check_drained();
     }
 
-    fn live_decrement(&self) {
-        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 && self.closed.load(Ordering::SeqCst) {
+    /// After a count that lowers `live`: if the pool is closed and nothing is
+    /// live any more, stop it. See "Shutdown phases".
+    fn check_drained(self: &Arc<Self>) {
+        if self.closed.load(Ordering::SeqCst) && self.live() == 0 {
             self.stop();
         }
     }
@@ -365,13 +367,11 @@ impl Shared {
     // ----- shutdown ----------------------------------------------------------------
 
     /// Stops taking new tasks; the pool stops by itself once the last task ends.
-    pub(crate) fn close(&self) {
+    pub(crate) fn close(self: &Arc<Self>) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        if self.live.load(Ordering::SeqCst) == 0 {
-            self.stop();
-        }
+        self.check_drained();
         // Parked workers may now retire below `min_threads`.
         self.monitor.wake();
     }
@@ -388,7 +388,7 @@ impl Shared {
 
     /// Moves to `stopped`: wakes every worker so they leave, and drops what is
     /// still queued. Idempotent.
-    pub(crate) fn stop(&self) {
+    pub(crate) fn stop(self: &Arc<Self>) {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -399,9 +399,15 @@ impl Shared {
         self.exit_cv.notify_all();
     }
 
-    /// Tasks accepted and not yet ended.
+    /// Tasks accepted and not yet ended: the sum over the counter shards.
     pub(crate) fn live(&self) -> usize {
-        self.live.load(Ordering::SeqCst)
+        let high_water = self.high_water.load(Ordering::SeqCst);
+        let live = self.external.live_part()
+            + self.entries[..high_water]
+                .iter()
+                .map(|e| e.counters.live_part())
+                .sum::<i64>();
+        usize::try_from(live).unwrap_or(0)
     }
 
     /// Waits until the pool has stopped and every worker thread has exited, or
@@ -438,7 +444,7 @@ impl Shared {
     /// A snapshot of every counter.
     pub(crate) fn metrics(&self) -> Metrics {
         let mut m = Metrics::default();
-        let mut latency = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+        let mut latency = crate::metrics::new_histogram();
         m.add_tasks(&self.external);
         self.external_latency.add_to(&mut latency);
         let high_water = self.high_water.load(Ordering::Acquire);
@@ -453,8 +459,10 @@ impl Shared {
             }
         }
         let c = &self.thread_counters;
-        m.rejected = c.rejected.load(Ordering::Relaxed);
-        m.in_flight = m.spawned - m.completed - m.panicked - m.cancelled;
+        // Saturating: shards are read one by one while tasks move between them.
+        m.in_flight = m
+            .spawned
+            .saturating_sub(m.completed + m.panicked + m.cancelled);
         m.queued = self.queued() as u64;
         m.threads = self.threads.load(Ordering::Acquire);
         m.idle_threads = self.sleepers.parked();

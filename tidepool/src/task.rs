@@ -9,7 +9,6 @@
 //! counts as cancelled, so spawned = completed + panicked + cancelled + live.
 
 use crate::metrics::EndCounter;
-use crate::shared::Shared;
 use crate::sync::Arc;
 use futures_lite::FutureExt;
 use std::any::Any;
@@ -89,24 +88,26 @@ pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
 
 type TaskOutput<T> = Result<T, PanicPayload>;
 
-/// Wraps `future` for a task of `shared`: panics are caught, the first poll
-/// records its start latency, and the end of the task (or its drop before the
-/// end) is counted exactly once.
-pub(crate) fn tracked<F>(
-    shared: Arc<Shared>,
-    future: F,
-) -> impl Future<Output = TaskOutput<F::Output>> + Send + 'static
+/// Wraps `future` for a task: panics are caught, the first poll records its
+/// start latency, and the end of the task (or its drop before the end) is
+/// counted exactly once.
+///
+/// The wrapper holds no reference to the pool (one shared reference count
+/// touched by two cores per task costs more than the rest of the wrapper): a
+/// task's future is only ever polled or dropped by its own pool's workers, or
+/// by its pool draining its queues, and both tell `worker::with_task_pool`
+/// which pool that is.
+pub(crate) fn tracked<F>(future: F) -> impl Future<Output = TaskOutput<F::Output>> + Send + 'static
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let queued_at = Instant::now();
     let mut guard = EndGuard {
-        shared,
         outcome: EndCounter::Cancelled,
     };
     async move {
-        guard.shared.record_start(queued_at.elapsed());
+        crate::worker::record_start(queued_at.elapsed());
         let output = AssertUnwindSafe(future).catch_unwind().await;
         guard.outcome = match output {
             Ok(_) => EndCounter::Completed,
@@ -122,13 +123,13 @@ where
 /// outcome first. Dropping the future early (a cancelled handle, shutdown)
 /// therefore still counts it.
 struct EndGuard {
-    shared: Arc<Shared>,
     outcome: EndCounter,
 }
 
 impl Drop for EndGuard {
     fn drop(&mut self) {
-        self.shared.task_ended(self.outcome);
+        let outcome = self.outcome;
+        crate::worker::with_task_pool(|shared, index| shared.task_ended(index, outcome));
     }
 }
 

@@ -22,13 +22,13 @@
 pub(crate) mod park;
 
 use crate::control::slots::TaskStatus;
-use crate::metrics::{LatencyRecorder, TaskCounters, ThreadCounters};
+use crate::metrics::{LatencyRecorder, LocalLatency, TaskCounters, ThreadCounters};
 use crate::shared::Shared;
 use crate::sync::{lock, Arc, Mutex, Ordering};
 use crate::sys::ThreadProbe;
 use crate::task::Runnable;
 use crossbeam_deque::{Steal, Stealer, Worker};
-use crossbeam_utils::CachePadded;
+use crossbeam_utils::{Backoff, CachePadded};
 use park::Wake;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -85,10 +85,66 @@ struct Context {
     shared: Arc<Shared>,
     index: usize,
     local: Worker<Runnable>,
+    latency: RefCell<LocalLatency>,
+}
+
+impl Context {
+    fn publish_latency(&self) {
+        self.latency
+            .borrow_mut()
+            .publish(&self.shared.entries[self.index].latency);
+    }
 }
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Context>>> = const { RefCell::new(None) };
+    /// The pool dropping its queued runnables on this thread, if any.
+    static DRAINING: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the pool a task belongs to, when that task's future is being
+/// polled or dropped on this thread: the pool draining its queues here, or
+/// else the pool whose worker this is (a runnable only ever runs on its own
+/// pool's workers). `f` also gets the worker's entry index, if any.
+pub(crate) fn with_task_pool(f: impl FnOnce(&Arc<Shared>, Option<usize>)) {
+    let draining = DRAINING.try_with(|d| d.borrow().clone()).ok().flatten();
+    if let Some(shared) = draining {
+        return f(&shared, current_index(&shared));
+    }
+    let ctx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
+    match ctx {
+        Some(ctx) => f(&ctx.shared, Some(ctx.index)),
+        // Unreachable by the above; if it ever happens a count is lost, which
+        // is better than a panic in a destructor.
+        None => debug_assert!(false, "a task ended outside its pool"),
+    }
+}
+
+/// Runs `f` (which drops runnables of `shared`) with `shared` marked as the
+/// pool draining on this thread, for [`with_task_pool`].
+pub(crate) fn draining<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
+    let previous = DRAINING.with(|d| d.borrow_mut().replace(Arc::clone(shared)));
+    let result = f();
+    DRAINING.with(|d| *d.borrow_mut() = previous);
+    result
+}
+
+/// Records a task's queue-to-first-poll latency: in the worker's local batch
+/// (no lock), or directly for a first poll outside a worker.
+pub(crate) fn record_start(latency: std::time::Duration) {
+    let recorded = CURRENT
+        .try_with(|current| match &*current.borrow() {
+            Some(ctx) => {
+                let entry = &ctx.shared.entries[ctx.index];
+                ctx.latency.borrow_mut().record(latency, &entry.latency);
+                true
+            }
+            None => false,
+        })
+        .unwrap_or(false);
+    if !recorded {
+        with_task_pool(|shared, _| shared.record_start_outside(latency));
+    }
 }
 
 /// Pushes `runnable` on the current thread's deque if it is a worker of
@@ -145,6 +201,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
         local: entry.take_deque(),
         shared: Arc::clone(&shared),
         index,
+        latency: RefCell::new(LocalLatency::default()),
     });
     CURRENT.with(|current| *current.borrow_mut() = Some(Rc::clone(&ctx)));
 
@@ -155,6 +212,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     };
     let exit = worker.run();
 
+    ctx.publish_latency();
     CURRENT.with(|current| *current.borrow_mut() = None);
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
     let leftover = !ctx.local.is_empty();
@@ -216,6 +274,11 @@ impl RunLoop<'_> {
             if !self.searching {
                 self.shared().slots.start_searching();
                 self.searching = true;
+                continue;
+            }
+            if let Some(task) = self.search_a_little() {
+                // Same as the found-task path above, via the loop's next turn.
+                self.ctx.local.push(task);
                 continue;
             }
             if let Some(exit) = self.go_idle() {
@@ -306,6 +369,24 @@ impl RunLoop<'_> {
         status.end_task(self.tick)
     }
 
+    /// Before parking, keeps looking for a short, bounded while: spinning,
+    /// then yielding the CPU ([`Backoff::snooze`]). Parking and being woken
+    /// cost two futex calls and a context switch (~5-10 µs); work that arrives
+    /// in a steady stream usually shows up sooner than that.
+    fn search_a_little(&mut self) -> Option<Runnable> {
+        let backoff = Backoff::new();
+        while !backoff.is_completed() {
+            backoff.snooze();
+            if self.shared().is_stopped() {
+                return None;
+            }
+            if let Some(task) = self.find_task() {
+                return Some(task);
+            }
+        }
+        None
+    }
+
     /// A searcher found nothing: park until woken. Returns `Some` to leave.
     fn go_idle(&mut self) -> Option<Exit> {
         let shared = Arc::clone(self.shared());
@@ -349,6 +430,7 @@ impl RunLoop<'_> {
     /// Waits on the sleeper stack (the worker is on it and holds no slot).
     fn park(&mut self, shared: &Arc<Shared>) -> Option<Exit> {
         let index = self.ctx.index;
+        self.ctx.publish_latency();
         loop {
             match shared
                 .sleepers

@@ -1,0 +1,518 @@
+//! The admission state machine shared by groups and concurrent/exclusive
+//! pairs: who may enter the pool's queues now, and who waits in which FIFO.
+//!
+//! It knows nothing about runnables or pools: items are any `T: Ticketed`,
+//! and every operation returns the items it admitted ([`Admitted`]) for the
+//! caller to queue in the pool *after* the lock is released. That keeps it
+//! small enough for the loom model in `tests/loom_group.rs`, which drives this
+//! very code. See the module docs of `fair` for the protocol it implements.
+//!
+//! All state sits behind one mutex per pool. The per-task [`Ticket`] flags
+//! are atomics only to be `Sync`: they are read and written under that mutex,
+//! which orders them, so `Relaxed` is enough for every access.
+
+// Public (not `pub(crate)`) so the loom model can drive it through the
+// `#[doc(hidden)]` re-export that exists only under `--cfg tidepool_loom`.
+#![cfg_attr(not(tidepool_loom), allow(unreachable_pub))]
+
+use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
+use std::collections::VecDeque;
+use std::fmt;
+
+/// Which permits an item needs: see the `fair` module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// An item of a group: a run permit, plus an in-flight permit the first
+    /// time it is admitted.
+    Group,
+    /// A concurrent item of a pair: a run permit, and no exclusive item
+    /// running or waiting.
+    Concurrent,
+    /// An exclusive item of a pair: the pair's whole run capacity.
+    Exclusive,
+}
+
+/// The item holds an in-flight permit (it was admitted once and has not ended).
+const STARTED: usize = 1;
+/// The item holds one of its lane's queue tokens (admitted, not yet polled).
+const TOKEN: usize = 2;
+/// The item ended; it holds nothing and is never admitted again.
+const ENDED: usize = 4;
+
+/// Per-task admission state: which side the task is on and which permits it
+/// holds. Only touched under the arbiter's lock.
+pub struct Ticket {
+    side: Side,
+    flags: AtomicUsize,
+}
+
+impl Ticket {
+    /// A ticket for a new task on `side`, holding nothing.
+    pub fn new(side: Side) -> Self {
+        Ticket {
+            side,
+            flags: AtomicUsize::new(0),
+        }
+    }
+
+    /// The side this ticket's task is on.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    // Relaxed: every access happens under the arbiter's lock (module docs).
+    fn has(&self, flag: usize) -> bool {
+        self.flags.load(Ordering::Relaxed) & flag != 0
+    }
+
+    fn set(&self, flag: usize) {
+        self.flags.fetch_or(flag, Ordering::Relaxed);
+    }
+
+    fn clear(&self, flag: usize) {
+        self.flags.fetch_and(!flag, Ordering::Relaxed);
+    }
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("side", &self.side)
+            .field("flags", &self.flags.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// An item the arbiter can queue: it carries its task's ticket.
+pub trait Ticketed {
+    /// The ticket of the item's task.
+    fn ticket(&self) -> &Ticket;
+}
+
+/// The limits of one unit (a group or a pair). `usize::MAX` is "no limit".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnitConfig {
+    /// Run permits: items admitted and not yet through their run. For a pair,
+    /// the concurrent side's limit (an exclusive item takes all of them).
+    pub max_running: usize,
+    /// In-flight permits: tasks admitted at least once and not ended.
+    pub max_in_flight: usize,
+    /// Consecutive admissions the unit gets when its lane's turn comes.
+    pub weight: u32,
+    /// The pool lane (0 = high, 1 = normal, 2 = low) whose budget it uses.
+    pub lane: usize,
+}
+
+/// A unit's handle inside its arbiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnitId(usize);
+
+/// A unit's counters, read under the lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnitCounts {
+    /// Items waiting in the unit's FIFOs.
+    pub queued: usize,
+    /// Run permits held (items admitted and not yet through their run); an
+    /// exclusive item counts as one.
+    pub admitted: usize,
+    /// Whether an exclusive item holds the pair.
+    pub exclusive: bool,
+    /// In-flight permits held.
+    pub in_flight: usize,
+}
+
+/// Items an operation admitted, in admission order, to be queued in the pool
+/// once the arbiter's lock is released. Usually zero or one, so the first is
+/// kept inline.
+#[must_use = "admitted items must be queued in the pool, or they are lost"]
+pub struct Admitted<T> {
+    first: Option<T>,
+    rest: Vec<T>,
+}
+
+impl<T> Admitted<T> {
+    fn new() -> Self {
+        Admitted {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(item);
+        } else {
+            self.rest.push(item);
+        }
+    }
+
+    /// True if nothing was admitted.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none() && self.rest.is_empty()
+    }
+
+    /// How many items were admitted.
+    pub fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+}
+
+impl<T> IntoIterator for Admitted<T> {
+    type Item = T;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<T>, std::vec::IntoIter<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
+}
+
+impl<T> fmt::Debug for Admitted<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admitted")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Which of a unit's FIFOs an item waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Queue {
+    /// Wakes of started group tasks: need a run permit only.
+    Resumed,
+    /// Group tasks not yet started, and every concurrent item of a pair.
+    Fresh,
+    /// Exclusive items of a pair.
+    Exclusive,
+}
+
+struct Unit<T> {
+    config: UnitConfig,
+    /// Run permits held by group and concurrent items.
+    running: usize,
+    /// An exclusive item holds the pair.
+    exclusive_running: bool,
+    in_flight: usize,
+    resumed: VecDeque<T>,
+    fresh: VecDeque<T>,
+    exclusive: VecDeque<T>,
+    /// Whether the unit is in its lane's ring.
+    in_ring: bool,
+    /// Admissions left in the unit's current turn at the ring's head.
+    credit: u32,
+}
+
+impl<T> Unit<T> {
+    fn new(config: UnitConfig) -> Self {
+        Unit {
+            config,
+            running: 0,
+            exclusive_running: false,
+            in_flight: 0,
+            resumed: VecDeque::new(),
+            fresh: VecDeque::new(),
+            exclusive: VecDeque::new(),
+            in_ring: false,
+            credit: config.weight,
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.resumed.len() + self.fresh.len() + self.exclusive.len()
+    }
+
+    /// The FIFO whose head the unit's own limits admit now, if any. The
+    /// order of the checks is the admission policy:
+    ///
+    /// * a waiting exclusive item blocks every concurrent item behind it, and
+    ///   runs once nothing else of the pair holds a permit;
+    /// * wakes of started tasks go before tasks that have not started (this
+    ///   is what keeps `max_in_flight` from deadlocking: a started task never
+    ///   waits behind one that needs its in-flight permit).
+    fn next(&self) -> Option<Queue> {
+        if self.exclusive_running {
+            return None;
+        }
+        if !self.exclusive.is_empty() {
+            return (self.running == 0).then_some(Queue::Exclusive);
+        }
+        if self.running >= self.config.max_running {
+            return None;
+        }
+        if !self.resumed.is_empty() {
+            return Some(Queue::Resumed);
+        }
+        if !self.fresh.is_empty() && self.in_flight < self.config.max_in_flight {
+            return Some(Queue::Fresh);
+        }
+        None
+    }
+}
+
+impl<T: Ticketed> Unit<T> {
+    /// Takes the head of `queue` and the permits it needs (not the token).
+    fn take(&mut self, queue: Queue) -> T {
+        let item = match queue {
+            Queue::Resumed => self.resumed.pop_front(),
+            Queue::Fresh => self.fresh.pop_front(),
+            Queue::Exclusive => self.exclusive.pop_front(),
+        }
+        .expect("Unit::next named a non-empty queue");
+        let ticket = item.ticket();
+        if ticket.side == Side::Exclusive {
+            self.exclusive_running = true;
+        } else {
+            self.running += 1;
+        }
+        if !ticket.has(STARTED) {
+            ticket.set(STARTED);
+            self.in_flight += 1;
+        }
+        item
+    }
+
+    fn enqueue(&mut self, item: T) {
+        let ticket = item.ticket();
+        match ticket.side {
+            Side::Exclusive => self.exclusive.push_back(item),
+            Side::Group if ticket.has(STARTED) => self.resumed.push_back(item),
+            Side::Group | Side::Concurrent => self.fresh.push_back(item),
+        }
+    }
+}
+
+/// A pool lane's share of the admission budget.
+#[derive(Debug)]
+struct Lane {
+    /// Queue tokens free: how many more gated items may wait in this lane of
+    /// the pool's queues.
+    tokens: usize,
+    /// Units whose own limits admit their head item but that wait for a
+    /// token, in turn order. Lazily cleaned: a unit that lost its eligibility
+    /// while in the ring leaves when it reaches the head.
+    ring: VecDeque<usize>,
+}
+
+struct State<T> {
+    lanes: [Lane; 3],
+    units: Vec<Option<Unit<T>>>,
+    free_ids: Vec<usize>,
+}
+
+/// One pool's admission state: every unit's permits and FIFOs, and the
+/// lanes' queue budgets. See the `fair` module docs.
+pub struct Arbiter<T> {
+    state: Mutex<State<T>>,
+}
+
+impl<T> fmt::Debug for Arbiter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = lock(&self.state);
+        f.debug_struct("Arbiter")
+            .field("tokens", &[0, 1, 2].map(|lane| state.lanes[lane].tokens))
+            .field("units", &state.units.iter().flatten().count())
+            .finish()
+    }
+}
+
+impl<T: Ticketed> Arbiter<T> {
+    /// An arbiter whose lanes each let `budget` gated items wait in the
+    /// pool's queues at a time.
+    ///
+    /// # Panics
+    ///
+    /// If `budget` is zero: nothing could ever be admitted.
+    pub fn new(budget: usize) -> Self {
+        assert!(budget > 0, "an admission budget of 0 would admit nothing");
+        let lane = || Lane {
+            tokens: budget,
+            ring: VecDeque::new(),
+        };
+        Arbiter {
+            state: Mutex::new(State {
+                lanes: [lane(), lane(), lane()],
+                units: Vec::new(),
+                free_ids: Vec::new(),
+            }),
+        }
+    }
+
+    /// Registers a unit.
+    ///
+    /// # Panics
+    ///
+    /// If a limit or the weight is zero, or the lane is not 0, 1 or 2.
+    pub fn add_unit(&self, config: UnitConfig) -> UnitId {
+        assert!(config.max_running > 0 && config.max_in_flight > 0 && config.weight > 0);
+        assert!(config.lane < 3);
+        let mut state = lock(&self.state);
+        let unit = Some(Unit::new(config));
+        match state.free_ids.pop() {
+            Some(id) => {
+                state.units[id] = unit;
+                UnitId(id)
+            }
+            None => {
+                state.units.push(unit);
+                UnitId(state.units.len() - 1)
+            }
+        }
+    }
+
+    /// Forgets a unit whose tasks have all ended. Returns what it still had
+    /// queued (nothing, unless the pool stopped), for the caller to drop
+    /// outside the lock.
+    pub fn remove_unit(&self, id: UnitId) -> Vec<T> {
+        let mut state = lock(&self.state);
+        let unit = state.units[id.0].take().expect("unit removed twice");
+        state.free_ids.push(id.0);
+        let lane = unit.config.lane;
+        state.lanes[lane].ring.retain(|&u| u != id.0);
+        unit.resumed
+            .into_iter()
+            .chain(unit.fresh)
+            .chain(unit.exclusive)
+            .collect()
+    }
+
+    /// A task of unit `id` was scheduled (spawned or woken): admits it, or
+    /// queues it in the unit's FIFO. Returns what was admitted.
+    pub fn schedule(&self, id: UnitId, item: T) -> Admitted<T> {
+        let mut state = lock(&self.state);
+        debug_assert!(!item.ticket().has(ENDED), "an ended task was scheduled");
+        state.unit(id).enqueue(item);
+        state.settle(id)
+    }
+
+    /// The item's task is being polled: its queue token is free again.
+    pub fn poll_started(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
+        let mut state = lock(&self.state);
+        if !state.release_token(id, ticket) {
+            return Admitted::new();
+        }
+        state.settle(id)
+    }
+
+    /// One run of the item's task is over (polled, or dropped because the
+    /// task was cancelled): its run permit is free again.
+    pub fn after_run(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
+        let mut state = lock(&self.state);
+        // A run that never polled (a cancelled task) still holds its token,
+        // unless `ended` gave it back already.
+        state.release_token(id, ticket);
+        let unit = state.unit(id);
+        if ticket.side == Side::Exclusive {
+            debug_assert!(unit.exclusive_running, "exclusive permit released twice");
+            unit.exclusive_running = false;
+        } else {
+            debug_assert!(unit.running > 0, "run permit released twice");
+            unit.running -= 1;
+        }
+        state.settle(id)
+    }
+
+    /// The item's task ended (completed, panicked, or its future was dropped):
+    /// its in-flight permit and any token are free.
+    pub fn ended(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
+        let mut state = lock(&self.state);
+        debug_assert!(!ticket.has(ENDED), "a task ended twice");
+        state.release_token(id, ticket);
+        if ticket.has(STARTED) {
+            ticket.clear(STARTED);
+            let unit = state.unit(id);
+            debug_assert!(unit.in_flight > 0);
+            unit.in_flight -= 1;
+        }
+        ticket.set(ENDED);
+        state.settle(id)
+    }
+
+    /// Empties every unit's FIFOs (the pool stopped): the caller drops the
+    /// items outside the lock, which cancels their tasks.
+    pub fn drain(&self) -> Vec<T> {
+        let mut state = lock(&self.state);
+        let mut out = Vec::new();
+        for unit in state.units.iter_mut().flatten() {
+            out.extend(unit.resumed.drain(..));
+            out.extend(unit.fresh.drain(..));
+            out.extend(unit.exclusive.drain(..));
+        }
+        out
+    }
+
+    /// Unit `id`'s counters now.
+    pub fn counts(&self, id: UnitId) -> UnitCounts {
+        let mut state = lock(&self.state);
+        let unit = state.unit(id);
+        UnitCounts {
+            queued: unit.queued(),
+            admitted: unit.running + usize::from(unit.exclusive_running),
+            exclusive: unit.exclusive_running,
+            in_flight: unit.in_flight,
+        }
+    }
+
+    /// Free queue tokens of each lane (for tests and invariant checks).
+    pub fn free_tokens(&self) -> [usize; 3] {
+        let state = lock(&self.state);
+        [0, 1, 2].map(|lane| state.lanes[lane].tokens)
+    }
+}
+
+impl<T: Ticketed> State<T> {
+    fn unit(&mut self, id: UnitId) -> &mut Unit<T> {
+        self.units[id.0].as_mut().expect("unit used after removal")
+    }
+
+    /// Gives the ticket's token back to its lane; false if it held none.
+    fn release_token(&mut self, id: UnitId, ticket: &Ticket) -> bool {
+        if !ticket.has(TOKEN) {
+            return false;
+        }
+        ticket.clear(TOKEN);
+        let lane = self.unit(id).config.lane;
+        self.lanes[lane].tokens += 1;
+        true
+    }
+
+    /// Restores the lane invariant after unit `id` changed: a unit its own
+    /// limits admit is in the ring, and a lane has free tokens only if its
+    /// ring is empty. Admits from the ring head while tokens are free,
+    /// `weight` consecutive items per turn (weighted round robin).
+    fn settle(&mut self, id: UnitId) -> Admitted<T> {
+        let mut out = Admitted::new();
+        let lane = {
+            let unit = self.unit(id);
+            if !unit.in_ring && unit.next().is_some() {
+                unit.in_ring = true;
+                unit.credit = unit.config.weight;
+                let lane = unit.config.lane;
+                self.lanes[lane].ring.push_back(id.0);
+            }
+            self.unit(id).config.lane
+        };
+        while self.lanes[lane].tokens > 0 {
+            let Some(&head) = self.lanes[lane].ring.front() else {
+                break;
+            };
+            let unit = self.units[head]
+                .as_mut()
+                .expect("removed units leave the ring");
+            let Some(queue) = unit.next() else {
+                unit.in_ring = false;
+                self.lanes[lane].ring.pop_front();
+                continue;
+            };
+            let item = unit.take(queue);
+            item.ticket().set(TOKEN);
+            unit.credit -= 1;
+            if unit.credit == 0 {
+                unit.credit = unit.config.weight;
+                let ring = &mut self.lanes[lane].ring;
+                ring.rotate_left(1);
+            }
+            self.lanes[lane].tokens -= 1;
+            out.push(item);
+        }
+        out
+    }
+}
