@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 
 /// Computes the largest Fibonacci number below 100 `rounds` times and
 /// returns a checksum (so the optimiser cannot drop the work).
+///
+/// Never inlined: every caller (calibration, the lone job, each system's
+/// closure) then runs the very same machine code, so a job costs the same
+/// everywhere and only scheduling differs.
+#[inline(never)]
 pub fn fib_rounds(rounds: u64) -> u64 {
     let mut acc = 0_u64;
     for _ in 0..rounds {
