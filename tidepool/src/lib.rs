@@ -38,6 +38,7 @@
 
 mod builder;
 mod control;
+mod fair;
 mod global;
 mod metrics;
 mod pool;
@@ -50,10 +51,22 @@ mod worker;
 pub use async_io::{Async, Timer};
 pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
 pub use control::Controller;
+pub use fair::{
+    ConcurrentSpawner, ExclusiveSpawner, Group, GroupBuilder, GroupError, GroupMetrics,
+    QUEUE_BUDGET_PER_SLOT,
+};
 pub use global::{block_on, global, spawn, spawn_fn};
 pub use metrics::{LatencySummary, Metrics, ThreadSample};
 pub use pool::{Pool, ShutdownError, TaskBuilder};
 pub use task::{JoinError, JoinHandle, PanicPayload, Priority, SpawnError};
+
+/// The admission state machine of groups and pairs, for the loom model in
+/// `tests/loom_group.rs` only.
+#[cfg(tidepool_loom)]
+#[doc(hidden)]
+pub mod loom_fair {
+    pub use crate::fair::admission::*;
+}
 
 use std::time::{Duration, Instant};
 

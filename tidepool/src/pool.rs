@@ -142,6 +142,47 @@ impl Pool {
         self.task().try_spawn_fn(work)
     }
 
+    /// Starts configuring a [`Group`](crate::Group): a throttled share of
+    /// this pool with its own FIFO, limits, weight and priority. See
+    /// [`GroupBuilder`](crate::GroupBuilder) for the settings and defaults.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let flood = pool.group().max_concurrency(2).build().unwrap();
+    /// assert_eq!(flood.spawn_fn(|| 1).join().unwrap(), 1);
+    /// ```
+    pub fn group(&self) -> crate::GroupBuilder {
+        crate::fair::GroupBuilder::new(self.clone(), Arc::clone(self.shared()))
+    }
+
+    /// A concurrent/exclusive pair: items spawned on the
+    /// [`ConcurrentSpawner`](crate::ConcurrentSpawner) run up to
+    /// `max_concurrency` at once; items spawned on the
+    /// [`ExclusiveSpawner`](crate::ExclusiveSpawner) run alone with respect
+    /// to the pair. Both sides are FIFO, and a waiting exclusive item is never
+    /// starved by a stream of concurrent ones. For async tasks each poll is
+    /// a run.
+    ///
+    /// # Errors
+    ///
+    /// [`GroupError::ZeroMaxConcurrency`](crate::GroupError::ZeroMaxConcurrency)
+    /// if `max_concurrency` is 0.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let (readers, writer) = pool.concurrent_exclusive(4)?;
+    /// let read = readers.spawn_fn(|| "read");
+    /// let write = writer.spawn_fn(|| "written");
+    /// assert_eq!((read.join().unwrap(), write.join().unwrap()), ("read", "written"));
+    /// # Ok::<(), tidepool::GroupError>(())
+    /// ```
+    pub fn concurrent_exclusive(
+        &self,
+        max_concurrency: usize,
+    ) -> Result<(crate::ConcurrentSpawner, crate::ExclusiveSpawner), crate::GroupError> {
+        crate::fair::pair(self.clone(), self.shared(), max_concurrency)
+    }
+
     /// Per-task settings, such as priority.
     ///
     /// ```

@@ -108,6 +108,7 @@ mod pair;
 mod wrap;
 
 pub use group::{Group, GroupBuilder, GroupError, GroupMetrics};
+pub(crate) use pair::pair;
 pub use pair::{ConcurrentSpawner, ExclusiveSpawner};
 
 use crate::shared::Shared;
@@ -124,7 +125,7 @@ use std::sync::{Arc as StdArc, Mutex as StdMutex, Weak as StdWeak};
 pub const QUEUE_BUDGET_PER_SLOT: usize = 2;
 
 /// A runnable waiting in (or leaving) a unit's FIFO, with its task's gate.
-struct Queued {
+pub(crate) struct Queued {
     gate: StdArc<wrap::TaskGate>,
     runnable: Runnable,
 }
