@@ -402,7 +402,9 @@ pub struct GroupMetrics {
     /// of started ones).
     pub queued: usize,
     /// Runs admitted to the pool and not yet through: queued in the pool or
-    /// being polled. Never above `max_concurrency`.
+    /// being polled. Never above `max_concurrency`. A run's permit comes back
+    /// just after the run, so right after a `join` the joined task may still
+    /// be counted here for a moment.
     pub admitted: usize,
     /// Tasks being polled right now.
     pub running: usize,
