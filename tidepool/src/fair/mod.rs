@@ -63,9 +63,9 @@
 //! # Admission order
 //!
 //! Inside a unit (see `admission::Unit::next`): a waiting exclusive item
-//! blocks every concurrent item queued after it and is admitted as soon as the
-//! pair's run permits are all back, so a stream of concurrent work cannot
-//! starve it. Wakes of started group tasks go before tasks that have not
+//! blocks every waiting concurrent item (exclusive work has precedence, as in
+//! a scheduler pair) and is admitted as soon as the pair's run permits are all
+//! back, so a stream of concurrent work cannot starve it. Wakes of started group tasks go before tasks that have not
 //! started yet (each kind FIFO): a started task never waits behind a task that
 //! needs the in-flight permit it holds, so `max_in_flight` cannot deadlock a
 //! group by itself.

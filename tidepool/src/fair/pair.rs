@@ -192,7 +192,10 @@ impl ConcurrentSpawner {
 /// The exclusive side of a pair: each of its runs happens alone with respect
 /// to the pair — no concurrent item and no other exclusive item of the pair
 /// runs meanwhile. Items are admitted in FIFO order; once one waits, no new
-/// concurrent item is admitted until it has run. Cheap to clone.
+/// concurrent item is admitted until it has run. Waiting exclusive items
+/// thus go before concurrent items that are still waiting, even ones queued
+/// earlier (as in a scheduler pair: exclusive work has precedence). Cheap to
+/// clone.
 ///
 /// For an async task, *each poll* is an exclusive run: while it awaits, the
 /// pair's concurrent items may run. Keep state that must not be seen half

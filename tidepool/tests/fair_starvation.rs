@@ -1,0 +1,234 @@
+//! Starvation bounds and fair share: lower lanes are served under a flood
+//! of higher work, an exclusive item is served under a stream of concurrent
+//! work, and two flooding groups share admissions. Assertions are on counts
+//! and order, never on durations; timeouts only catch hangs.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+use tidepool::{Pool, Priority};
+
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("hung (or panicked) past the hang timeout")
+}
+
+/// Keeps `lane` flooded: a feeder thread tops the pool up with short tasks
+/// of that priority (at least `depth` queued) until `stop` is set. Returns how
+/// many flood tasks it spawned.
+fn flood(
+    pool: &Pool,
+    lane: Priority,
+    depth: usize,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    let pool = pool.clone();
+    std::thread::spawn(move || {
+        let queued = Arc::new(AtomicUsize::new(0));
+        let mut spawned = 0;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+            while queued.load(Ordering::SeqCst) < depth {
+                queued.fetch_add(1, Ordering::SeqCst);
+                let queued = Arc::clone(&queued);
+                let _ = pool.task().priority(lane).spawn_fn(move || {
+                    queued.fetch_sub(1, Ordering::SeqCst);
+                    std::hint::black_box((0..2_000u64).sum::<u64>());
+                });
+                spawned += 1;
+            }
+            std::thread::yield_now();
+        }
+        spawned
+    })
+}
+
+fn lower_lane_is_served_under_flood(high: Priority, low: Priority) {
+    within(60, move || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let feeder = flood(&pool, high, 64, Arc::clone(&stop));
+        // Let the flood build up first.
+        while pool.metrics().completed < 1_000 {
+            std::thread::yield_now();
+        }
+        let flood_done_before = pool.metrics().completed;
+        let low_task = pool.task().priority(low).spawn_fn(|| "served");
+        // The low task finishes while the flood is still coming.
+        assert_eq!(low_task.join().unwrap(), "served");
+        let still_flooding = !stop.swap(true, Ordering::SeqCst);
+        let spawned = feeder.join().unwrap();
+        assert!(still_flooding);
+        assert!(
+            spawned > flood_done_before as usize,
+            "the flood kept coming"
+        );
+    });
+}
+
+#[test]
+fn low_lane_is_served_while_high_lane_is_flooded() {
+    lower_lane_is_served_under_flood(Priority::High, Priority::Low);
+}
+
+#[test]
+fn normal_lane_is_served_while_high_lane_is_flooded() {
+    lower_lane_is_served_under_flood(Priority::High, Priority::Normal);
+}
+
+#[test]
+fn low_lane_is_served_while_normal_lane_is_flooded() {
+    lower_lane_is_served_under_flood(Priority::Normal, Priority::Low);
+}
+
+#[test]
+fn a_waiting_exclusive_item_is_not_starved_by_a_concurrent_stream() {
+    within(60, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let (concurrent, exclusive) = pool.concurrent_exclusive(4).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let overlaps = Arc::new(AtomicUsize::new(0));
+        let active = Arc::new(AtomicUsize::new(0)); // concurrent items running
+                                                    // A stream that always keeps more concurrent work queued than the
+                                                    // pair admits, so there is never a natural gap.
+        let feeder = {
+            let (concurrent, stop, active) =
+                (concurrent.clone(), Arc::clone(&stop), Arc::clone(&active));
+            std::thread::spawn(move || {
+                let mut handles = std::collections::VecDeque::new();
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    while handles.len() < 32 {
+                        let active = Arc::clone(&active);
+                        handles.push_back(concurrent.spawn_fn(move || {
+                            active.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_micros(200));
+                            active.fetch_sub(1, Ordering::SeqCst);
+                        }));
+                    }
+                    let _ = handles.pop_front().unwrap().join();
+                }
+                for handle in handles {
+                    let _ = handle.join();
+                }
+            })
+        };
+        while concurrent.metrics().completed < 100 {
+            std::thread::yield_now();
+        }
+        let o = Arc::clone(&overlaps);
+        let a = Arc::clone(&active);
+        let ran = exclusive.spawn_fn(move || {
+            if a.load(Ordering::SeqCst) != 0 {
+                o.fetch_add(1, Ordering::SeqCst);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            if a.load(Ordering::SeqCst) != 0 {
+                o.fetch_add(1, Ordering::SeqCst);
+            }
+            "exclusive ran"
+        });
+        assert_eq!(ran.join().unwrap(), "exclusive ran");
+        assert!(
+            !stop.swap(true, Ordering::SeqCst),
+            "served while the stream was still coming"
+        );
+        feeder.join().unwrap();
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    });
+}
+
+/// Both sides of a pair admit in FIFO order.
+#[test]
+fn pair_sides_are_fifo() {
+    within(30, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let (concurrent, exclusive) = pool.concurrent_exclusive(1).unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut handles = Vec::new();
+        for i in 0..40 {
+            let order = Arc::clone(&order);
+            handles.push(if i % 3 == 0 {
+                exclusive.spawn_fn(move || order.lock().unwrap().push(('e', i)))
+            } else {
+                concurrent.spawn_fn(move || order.lock().unwrap().push(('c', i)))
+            });
+        }
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        let order = order.lock().unwrap();
+        for side in ['e', 'c'] {
+            let seen: Vec<_> = order
+                .iter()
+                .filter(|(s, _)| *s == side)
+                .map(|(_, i)| *i)
+                .collect();
+            let mut sorted = seen.clone();
+            sorted.sort_unstable();
+            assert_eq!(seen, sorted, "side {side} out of order");
+        }
+        // Waiting exclusive items have precedence over waiting concurrent
+        // ones, so the last exclusive item runs before the last concurrent.
+        let last = |side| order.iter().rposition(|(s, _)| *s == side).unwrap();
+        assert!(last('e') < last('c'), "{order:?}");
+    });
+}
+
+/// Completions of two flooding groups, in order, until either runs dry.
+fn race(weights: (u32, u32), per_group: usize) -> (usize, usize) {
+    let pool = Pool::builder().concurrency(2).build().unwrap();
+    let a = pool.group().name("a").weight(weights.0).build().unwrap();
+    let b = pool.group().name("b").weight(weights.1).build().unwrap();
+    let log = Arc::new(Mutex::new(Vec::with_capacity(2 * per_group)));
+    let mut handles = Vec::new();
+    // All of `a` first, then all of `b`: without fair share `a` would finish
+    // before `b` starts.
+    for (name, group) in [('a', &a), ('b', &b)] {
+        for _ in 0..per_group {
+            let log = Arc::clone(&log);
+            handles.push(group.spawn_fn(move || {
+                std::hint::black_box((0..5_000u64).sum::<u64>());
+                log.lock().unwrap().push(name);
+            }));
+        }
+    }
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let log = log.lock().unwrap();
+    // The period both have work: up to the first point where one is done.
+    let (mut na, mut nb) = (0, 0);
+    for &name in log.iter() {
+        if name == 'a' {
+            na += 1;
+        } else {
+            nb += 1;
+        }
+        if na == per_group || nb == per_group {
+            break;
+        }
+    }
+    (na, nb)
+}
+
+#[test]
+fn two_flooding_groups_of_equal_weight_share_admissions() {
+    let (na, nb) = within(60, || race((1, 1), 1_000));
+    let share = na as f64 / (na + nb) as f64;
+    eprintln!("weights 1:1 -> a {na}, b {nb} while both had work");
+    assert!((0.35..=0.65).contains(&share), "a got {na}, b got {nb}");
+}
+
+#[test]
+fn weights_skew_the_share() {
+    let (na, nb) = within(60, || race((3, 1), 1_000));
+    let share = na as f64 / (na + nb) as f64;
+    eprintln!("weights 3:1 -> a {na}, b {nb} while both had work");
+    // Ideal 0.75; generous bounds.
+    assert!((0.6..=0.9).contains(&share), "a got {na}, b got {nb}");
+}
