@@ -17,56 +17,46 @@ fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) 
         .expect("hung (or panicked) past the hang timeout")
 }
 
-/// Keeps `lane` flooded: a feeder thread tops the pool up with short tasks
-/// of that priority (at least `depth` queued) until `stop` is set. Returns how
-/// many flood tasks it spawned.
-fn flood(
-    pool: &Pool,
-    lane: Priority,
-    depth: usize,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<usize> {
-    let pool = pool.clone();
-    std::thread::spawn(move || {
-        let queued = Arc::new(AtomicUsize::new(0));
-        let mut spawned = 0;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
-            while queued.load(Ordering::SeqCst) < depth {
-                queued.fetch_add(1, Ordering::SeqCst);
-                let queued = Arc::clone(&queued);
-                let _ = pool.task().priority(lane).spawn_fn(move || {
-                    queued.fetch_sub(1, Ordering::SeqCst);
-                    std::hint::black_box((0..2_000u64).sum::<u64>());
-                });
-                spawned += 1;
-            }
-            std::thread::yield_now();
+/// A flood that keeps itself going: each task of `lane` spawns its own
+/// replacement until `stop` is set, so the lane never drains. `pending`
+/// counts flood tasks spawned and not yet started.
+fn flood_task(pool: Pool, lane: Priority, pending: Arc<AtomicUsize>, stop: Arc<AtomicBool>) {
+    pending.fetch_add(1, Ordering::SeqCst);
+    let p = pool.clone();
+    let _ = pool.task().priority(lane).spawn_fn(move || {
+        pending.fetch_sub(1, Ordering::SeqCst);
+        std::hint::black_box((0..2_000u64).sum::<u64>());
+        if !stop.load(Ordering::SeqCst) {
+            flood_task(p, lane, pending, stop);
         }
-        spawned
-    })
+    });
 }
 
 fn lower_lane_is_served_under_flood(high: Priority, low: Priority) {
     within(60, move || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let feeder = flood(&pool, high, 64, Arc::clone(&stop));
-        // Let the flood build up first.
-        while pool.metrics().completed < 1_000 {
+        let pending = Arc::new(AtomicUsize::new(0));
+        for _ in 0..500 {
+            flood_task(pool.clone(), high, Arc::clone(&pending), Arc::clone(&stop));
+        }
+        while pool.metrics().completed < 2_000 {
             std::thread::yield_now();
         }
-        let flood_done_before = pool.metrics().completed;
-        let low_task = pool.task().priority(low).spawn_fn(|| "served");
-        // The low task finishes while the flood is still coming.
-        assert_eq!(low_task.join().unwrap(), "served");
-        let still_flooding = !stop.swap(true, Ordering::SeqCst);
-        let spawned = feeder.join().unwrap();
-        assert!(still_flooding);
+        let p = Arc::clone(&pending);
+        let low_task = pool
+            .task()
+            .priority(low)
+            .spawn_fn(move || p.load(Ordering::SeqCst));
+        // The low task is served while the flood still has hundreds queued.
+        let flood_waiting = low_task.join().unwrap();
+        stop.store(true, Ordering::SeqCst);
         assert!(
-            spawned > flood_done_before as usize,
-            "the flood kept coming"
+            flood_waiting > 100,
+            "only {flood_waiting} flood tasks waited"
         );
+        pool.shutdown().unwrap();
+        assert_eq!(pending.load(Ordering::SeqCst), 0);
     });
 }
 
