@@ -43,6 +43,7 @@ mod global;
 mod metrics;
 mod pool;
 mod shared;
+mod shutdown;
 mod sync;
 mod sys;
 mod task;

@@ -7,9 +7,8 @@
 //! workers.
 
 use crate::sync::lock;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use hdrhistogram::Histogram;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// One shard of the task counters. Only one thread at a time writes a

@@ -5,30 +5,15 @@
 //! a task, scheduling a woken task, waking or starting a worker, and the
 //! shutdown latch.
 //!
-//! # Shutdown phases
-//!
-//! ```text
-//! open --close()--> closed (draining) --live reaches 0, or abandon()--> stopped
-//! ```
-//!
-//! * `closed`: `spawn` refuses new tasks; queued and awaiting tasks still run.
-//! * `stopped`: workers leave after their current task; queued runnables are
-//!   dropped (their tasks count as cancelled).
-//!
-//! `live` (tasks accepted and not yet ended) is not a counter of its own: it
-//! is the sum over the sharded task counters of spawned − refused − ended, so
-//! the hot path touches no cache line another core writes. The move to
-//! `stopped` when the last task ends while closed is a Dekker pair: `spawn`
-//! counts itself then reads `closed`; `close` sets `closed` then sums `live`;
-//! every end (and every refusal) counts itself then reads `closed`, and if
-//! set, sums `live`. All SeqCst, so the last of these operations in the total
-//! order sees `live == 0` and stops the pool; nobody is stranded.
+//! Shutdown goes `open → closed → stopped`; the states and the argument that
+//! nobody is stranded are in `shutdown`.
 
 use crate::builder::Config;
 use crate::control::monitor::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
 use crate::metrics::{EndCounter, LatencyRecorder, Metrics, TaskCounters, ThreadCounters};
-use crate::sync::{fence, lock, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::shutdown::Latch;
+use crate::sync::{fence, lock, Arc, AtomicUsize, Condvar, Mutex, Ordering};
 use crate::task::{tracked, JoinHandle, Priority, Runnable, TaskMeta};
 use crate::worker::{self, park::Sleepers, Entry};
 use crossbeam_deque::{Injector, Steal};
@@ -57,8 +42,7 @@ pub(crate) struct Shared {
     external: CachePadded<TaskCounters>,
     external_latency: LatencyRecorder,
     pub(crate) thread_counters: ThreadCounters,
-    closed: AtomicBool,
-    stopped: AtomicBool,
+    latch: Latch,
     /// Signalled when a worker thread exits and when the pool stops.
     exit_lock: Mutex<()>,
     exit_cv: Condvar,
@@ -89,8 +73,7 @@ impl Shared {
             external: CachePadded::new(TaskCounters::default()),
             external_latency: LatencyRecorder::default(),
             thread_counters: ThreadCounters::default(),
-            closed: AtomicBool::new(false),
-            stopped: AtomicBool::new(false),
+            latch: Latch::default(),
             exit_lock: Mutex::new(()),
             exit_cv: Condvar::new(),
             monitor: MonitorSignal::default(),
@@ -111,10 +94,10 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        // Count before reading `closed`: see "Shutdown phases".
+        // Count before asking the latch: see `shutdown`.
         let counters = self.counters(worker::current_index(self));
         counters.spawned();
-        if self.closed.load(Ordering::SeqCst) {
+        if !self.latch.accepts() {
             counters.refused();
             self.check_drained();
             return None;
@@ -165,7 +148,7 @@ impl Shared {
     /// searching and a slot is free. See `worker::park` for why the fence.
     pub(crate) fn notify(self: &Arc<Self>) {
         fence(Ordering::SeqCst);
-        if self.stopped.load(Ordering::SeqCst) {
+        if self.latch.is_stopped() {
             // Stopped after the push: nobody will run it, so drop it here
             // (its task counts as cancelled).
             self.drain_queues();
@@ -359,8 +342,8 @@ impl Shared {
     /// After a count that lowers `live`: if the pool is closed and nothing is
     /// live any more, stop it. See "Shutdown phases".
     fn check_drained(self: &Arc<Self>) {
-        if self.closed.load(Ordering::SeqCst) && self.live() == 0 {
-            self.stop();
+        if self.latch.stop_if_drained(|| self.live()) {
+            self.on_stop();
         }
     }
 
@@ -368,7 +351,7 @@ impl Shared {
 
     /// Stops taking new tasks; the pool stops by itself once the last task ends.
     pub(crate) fn close(self: &Arc<Self>) {
-        if self.closed.swap(true, Ordering::SeqCst) {
+        if !self.latch.close() {
             return;
         }
         self.check_drained();
@@ -378,20 +361,24 @@ impl Shared {
 
     /// True once `close` was called.
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+        self.latch.is_closed()
     }
 
     /// True once the pool stopped: workers leave after their current task.
     pub(crate) fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst)
+        self.latch.is_stopped()
     }
 
     /// Moves to `stopped`: wakes every worker so they leave, and drops what is
     /// still queued. Idempotent.
     pub(crate) fn stop(self: &Arc<Self>) {
-        if self.stopped.swap(true, Ordering::SeqCst) {
-            return;
+        if self.latch.stop() {
+            self.on_stop();
         }
+    }
+
+    /// What the one call that stopped the pool does next.
+    fn on_stop(self: &Arc<Self>) {
         self.sleepers.stop_all();
         self.monitor.stop();
         self.drain_queues();

@@ -10,14 +10,18 @@
 #[cfg(not(tidepool_loom))]
 pub(crate) use std::sync::{
     atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
-    Arc, Condvar, Mutex, MutexGuard,
+    Condvar, Mutex, MutexGuard,
 };
 
 #[cfg(tidepool_loom)]
 pub(crate) use loom::sync::{
     atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering},
-    Arc, Condvar, Mutex, MutexGuard,
+    Condvar, Mutex, MutexGuard,
 };
+
+/// Reference counting is not part of any protocol a model checks; `std`'s
+/// `Arc` in both builds keeps `self: &Arc<Self>` methods available.
+pub(crate) use std::sync::Arc;
 
 /// Locks a mutex, ignoring poisoning: every critical section in tidepool leaves
 /// its data consistent before anything that can panic, so a poisoned lock still

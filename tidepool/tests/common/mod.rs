@@ -1,0 +1,44 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A generous bound that only catches hangs; no test asserts on speed.
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// Runs `f` on its own thread and panics if it has not returned within
+/// `limit` (a hang), returning its value otherwise.
+pub fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(value) => value,
+        Err(_) => panic!("did not finish within {limit:?}: hung"),
+    }
+}
+
+/// Polls `condition` every millisecond until it holds or `limit` passes.
+/// Returns whether it held.
+pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    condition()
+}
+
+/// Asserts that a pool's task counters add up.
+pub fn assert_counters_add_up(m: &tidepool::Metrics) {
+    assert_eq!(
+        m.spawned,
+        m.completed + m.panicked + m.cancelled + m.in_flight,
+        "counters do not add up: {m:?}"
+    );
+}

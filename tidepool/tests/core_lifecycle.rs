@@ -1,0 +1,328 @@
+//! Panics, cancellation, shutdown and build errors.
+
+mod common;
+
+use common::{assert_counters_add_up, eventually, within, HANG};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Barrier};
+use std::time::Duration;
+use tidepool::{BuildError, Controller, JoinError, Pool, ShutdownError, SpawnError};
+
+#[test]
+fn a_panic_is_reported_and_the_pool_keeps_serving() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .max_threads(1)
+            .build()
+            .unwrap();
+        let err = pool
+            .spawn_fn(|| -> u32 { panic!("boom") })
+            .join()
+            .unwrap_err();
+        assert!(err.is_panic());
+        assert_eq!(err.to_string(), "task panicked: boom");
+        let payload = err.into_panic().unwrap();
+        assert_eq!(*payload.downcast_ref::<&str>().unwrap(), "boom");
+
+        let async_err = pool
+            .spawn(async { panic!("{}", String::from("async boom")) })
+            .join()
+            .unwrap_err();
+        assert!(matches!(&async_err, JoinError::Panicked(_)));
+        assert_eq!(async_err.to_string(), "task panicked: async boom");
+
+        // The single worker survived both panics.
+        let results: Vec<_> = (0..100).map(|i| pool.spawn_fn(move || i)).collect();
+        for (i, h) in results.into_iter().enumerate() {
+            assert_eq!(h.join().unwrap(), i);
+        }
+        let m = pool.metrics();
+        assert_eq!(m.panicked, 2);
+        assert_eq!(m.completed, 100);
+        assert_eq!(
+            m.threads, 1,
+            "the panicking worker was not replaced: it never died"
+        );
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn cancel_before_start_means_it_never_runs() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .max_threads(1)
+            .build()
+            .unwrap();
+        let gate = Arc::new(Barrier::new(2));
+        let g = gate.clone();
+        // Occupy the only worker so the next task stays queued.
+        let blocker = pool.spawn_fn(move || {
+            g.wait();
+        });
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        let mut queued = pool.spawn_fn(move || r.store(true, Ordering::SeqCst));
+        assert!(queued.cancel(), "not started, so cancelled");
+        assert!(queued.is_finished());
+        gate.wait();
+        blocker.join().unwrap();
+        assert!(matches!(queued.join(), Err(JoinError::Cancelled)));
+        pool.shutdown().unwrap();
+        assert!(!ran.load(Ordering::SeqCst), "a cancelled task ran");
+        let m = pool.metrics();
+        assert_eq!(m.cancelled, 1);
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn cancel_during_an_await_drops_the_future() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let (started_tx, started_rx) = mpsc::channel();
+        let dropped = Arc::new(AtomicBool::new(false));
+        struct SetOnDrop(Arc<AtomicBool>);
+        impl Drop for SetOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let guard = SetOnDrop(dropped.clone());
+        let mut handle = pool.spawn(async move {
+            let _guard = guard;
+            started_tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+        started_rx.recv().unwrap();
+        assert!(handle.cancel());
+        assert!(eventually(HANG, || dropped.load(Ordering::SeqCst)));
+        assert!(handle.join().unwrap_err().is_cancelled());
+        let m = pool.metrics();
+        assert_eq!(m.cancelled, 1);
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn cancel_after_finishing_keeps_the_output() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let mut handle = pool.spawn_fn(|| 7);
+        assert!(eventually(HANG, || handle.is_finished()));
+        assert!(!handle.cancel(), "already finished");
+        assert_eq!(handle.join().unwrap(), 7);
+    });
+}
+
+#[test]
+fn detached_tasks_still_run() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        for _ in 0..1000 {
+            let c = count.clone();
+            drop(pool.spawn(async move {
+                tidepool::sleep(Duration::from_millis(1)).await;
+                c.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        pool.shutdown().unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 1000);
+    });
+}
+
+#[test]
+fn shutdown_runs_everything_queued() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .max_threads(1)
+            .build()
+            .unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        for _ in 0..10_000 {
+            let c = count.clone();
+            drop(pool.spawn_fn(move || {
+                c.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        pool.shutdown().unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 10_000);
+        let m = pool.metrics();
+        assert_eq!(m.threads, 0, "shutdown waits for the threads");
+        assert_eq!(m.completed, 10_000);
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn spawn_after_shutdown_is_refused() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        pool.shutdown().unwrap();
+        assert!(pool.spawn_fn(|| 1).join().unwrap_err().is_cancelled());
+        assert!(pool.spawn(async { 1 }).join().unwrap_err().is_cancelled());
+        assert_eq!(pool.try_spawn_fn(|| 1).unwrap_err(), SpawnError::ShutDown);
+        assert_eq!(
+            pool.try_spawn(async { 1 }).unwrap_err(),
+            SpawnError::ShutDown
+        );
+        let m = pool.metrics();
+        assert_eq!(m.rejected, 4);
+        assert_eq!(m.spawned, 0);
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn shutdown_timeout_reports_a_task_that_never_ends() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let done = pool.spawn_fn(|| 1);
+        let mut never = pool.spawn(std::future::pending::<()>());
+        assert_eq!(done.join().unwrap(), 1);
+        let err = pool
+            .shutdown_timeout(Duration::from_millis(100))
+            .unwrap_err();
+        assert_eq!(err, ShutdownError::TimedOut { abandoned: 1 });
+        assert!(err.to_string().contains("1 tasks unfinished"));
+        // The abandoned task is dropped, not leaked: its handle says so.
+        assert!(!never.cancel() || never.is_finished());
+        assert!(never.join().unwrap_err().is_cancelled());
+    });
+}
+
+#[test]
+fn dropping_the_last_handle_drains_in_the_background() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let (tx, rx) = mpsc::channel();
+        for i in 0..100 {
+            let tx = tx.clone();
+            drop(pool.spawn(async move {
+                tidepool::sleep(Duration::from_millis(20)).await;
+                tx.send(i).unwrap();
+            }));
+        }
+        drop(tx);
+        drop(pool); // does not block, does not lose the tasks
+        let mut got: Vec<i32> = rx.iter().collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..100).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn shutdown_from_inside_the_pool_is_an_error_not_a_deadlock() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let inner = pool.clone();
+        let result = pool.spawn_fn(move || inner.shutdown()).join().unwrap();
+        assert_eq!(result, Err(ShutdownError::OnWorkerThread));
+        pool.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn build_errors_name_the_field_the_value_and_the_fix() {
+    let cases: Vec<(tidepool::Builder, BuildError, &str)> = vec![
+        (
+            Pool::builder().concurrency(0),
+            BuildError::ZeroConcurrency,
+            "concurrency (0) must be at least 1",
+        ),
+        (
+            Pool::builder().concurrency(2).min_threads(8).max_threads(4),
+            BuildError::MinAboveMax {
+                min_threads: 8,
+                max_threads: 4,
+            },
+            "max_threads (4) must be >= min_threads (8)",
+        ),
+        (
+            Pool::builder().concurrency(8).max_threads(4),
+            BuildError::MaxBelowConcurrency {
+                max_threads: 4,
+                concurrency: 8,
+            },
+            "max_threads (4) must be >= concurrency (8)",
+        ),
+        (
+            Pool::builder().max_threads(1 << 20),
+            BuildError::TooManyThreads {
+                max_threads: 1 << 20,
+            },
+            "max_threads (1048576) must be <= 32768",
+        ),
+        (
+            Pool::builder().stack_size(1024),
+            BuildError::StackTooSmall { bytes: 1024 },
+            "stack_size (1024 bytes) is too small",
+        ),
+        (
+            Pool::builder().monitor_interval(Duration::from_micros(10)),
+            BuildError::MonitorInterval {
+                interval: Duration::from_micros(10),
+            },
+            "monitor_interval (10µs) must be between 100µs and 10s",
+        ),
+        (
+            Pool::builder().controller(Controller::Gradual {
+                interval: Duration::ZERO,
+            }),
+            BuildError::ZeroGradualInterval,
+            "Controller::Gradual interval (0ns) must be positive",
+        ),
+    ];
+    for (builder, expected, message) in cases {
+        let err = builder.build().unwrap_err();
+        assert_eq!(err, expected);
+        assert!(
+            err.to_string().starts_with(message),
+            "{err} should start with {message}"
+        );
+    }
+    // And the settings that are fine build.
+    assert!(Pool::builder()
+        .concurrency(1)
+        .stack_size(tidepool::MIN_STACK_SIZE)
+        .build()
+        .is_ok());
+    let fixed = Pool::builder()
+        .concurrency(3)
+        .controller(Controller::Fixed)
+        .build()
+        .unwrap();
+    assert_eq!(fixed.concurrency(), 3);
+}
+
+#[test]
+fn idle_threads_retire_down_to_min_threads() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(2)
+            .min_threads(1)
+            .idle_timeout(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let handles: Vec<_> = (0..8)
+            .map(|_| pool.spawn_fn(|| std::thread::sleep(Duration::from_millis(30))))
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert!(pool.metrics().peak_threads >= 2);
+        assert!(
+            eventually(HANG, || pool.metrics().threads == 1),
+            "{:?}",
+            pool.metrics()
+        );
+        let m = pool.metrics();
+        assert!(m.threads_retired_idle >= 1);
+        // The survivor still serves.
+        assert_eq!(pool.spawn_fn(|| 5).join().unwrap(), 5);
+    });
+}

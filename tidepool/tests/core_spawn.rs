@@ -1,0 +1,195 @@
+//! Spawning: every task runs exactly once, from outside or inside the pool,
+//! as a closure or a future; awaits hold no thread; sockets work.
+
+mod common;
+
+use common::{assert_counters_add_up, within, HANG};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tidepool::{Async, Pool};
+
+const MILLION: usize = 1_000_000;
+
+/// One flag per task: a task that ran twice, or not at all, is caught.
+struct Flags {
+    ran: Vec<AtomicBool>,
+    count: AtomicUsize,
+}
+
+impl Flags {
+    fn new(n: usize) -> Arc<Self> {
+        Arc::new(Flags {
+            ran: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            count: AtomicUsize::new(0),
+        })
+    }
+
+    fn run(&self, i: usize) {
+        assert!(
+            !self.ran[i].swap(true, Ordering::Relaxed),
+            "task {i} ran twice"
+        );
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn assert_all_ran(&self) {
+        assert_eq!(self.count.load(Ordering::Relaxed), self.ran.len());
+        assert!(self.ran.iter().all(|f| f.load(Ordering::Relaxed)));
+    }
+}
+
+#[test]
+fn a_million_tasks_from_outside_each_run_once() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let flags = Flags::new(MILLION);
+        for i in 0..MILLION {
+            let flags = flags.clone();
+            // Dropped handles detach: the tasks must still run.
+            drop(pool.spawn_fn(move || flags.run(i)));
+        }
+        pool.shutdown().unwrap();
+        flags.assert_all_ran();
+        let m = pool.metrics();
+        assert_eq!(m.spawned, MILLION as u64);
+        assert_eq!(m.completed, MILLION as u64);
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn a_million_tasks_from_inside_each_run_once() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let flags = Flags::new(MILLION);
+        let inner_pool = pool.clone();
+        let inner_flags = flags.clone();
+        // Half closures, half futures, spawned by a task on the pool.
+        pool.spawn(async move {
+            for i in 0..MILLION {
+                let flags = inner_flags.clone();
+                if i % 2 == 0 {
+                    drop(inner_pool.spawn_fn(move || flags.run(i)));
+                } else {
+                    drop(inner_pool.spawn(async move { flags.run(i) }));
+                }
+            }
+        })
+        .join()
+        .unwrap();
+        pool.shutdown().unwrap();
+        flags.assert_all_ran();
+        assert_eq!(pool.metrics().completed, MILLION as u64 + 1);
+    });
+}
+
+#[test]
+fn a_thousand_sleeping_tasks_share_one_slot() {
+    // 1,000 x 500 ms would take 500 s on a pool that blocks a thread per wait;
+    // awaiting a timer holds no thread, so they all overlap.
+    let threads = within(Duration::from_secs(5), || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .max_threads(1)
+            .build()
+            .unwrap();
+        let handles: Vec<_> = (0..1000)
+            .map(|i| {
+                pool.spawn(async move {
+                    tidepool::sleep(Duration::from_millis(500)).await;
+                    i
+                })
+            })
+            .collect();
+        let sum: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(sum, 999 * 1000 / 2);
+        pool.metrics().peak_threads
+    });
+    assert_eq!(threads, 1, "awaits must not need more threads");
+}
+
+#[test]
+fn tcp_echo_over_async_sockets() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
+        let addr = listener.get_ref().local_addr().unwrap();
+        let server = pool.spawn(async move {
+            use futures_lite::{AsyncReadExt, AsyncWriteExt};
+            for _ in 0..10 {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 64];
+                let n = stream.read(&mut buf).await.unwrap();
+                stream.write_all(&buf[..n]).await.unwrap();
+            }
+        });
+        let clients: Vec<_> = (0..10)
+            .map(|i| {
+                pool.spawn(async move {
+                    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+                    let mut stream = Async::<TcpStream>::connect(addr).await.unwrap();
+                    let message = format!("hello {i}");
+                    stream.write_all(message.as_bytes()).await.unwrap();
+                    let mut reply = vec![0u8; message.len()];
+                    stream.read_exact(&mut reply).await.unwrap();
+                    assert_eq!(reply, message.as_bytes());
+                    i
+                })
+            })
+            .collect();
+        for (i, client) in clients.into_iter().enumerate() {
+            assert_eq!(client.join().unwrap(), i);
+        }
+        server.join().unwrap();
+    });
+}
+
+#[test]
+fn blocking_std_client_inside_a_work_item() {
+    within(HANG, || {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 5];
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+        });
+        let pool = Pool::builder().build().unwrap();
+        let reply = pool
+            .spawn_fn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"hello").unwrap();
+                let mut buf = [0u8; 5];
+                s.read_exact(&mut buf).unwrap();
+                buf
+            })
+            .join()
+            .unwrap();
+        assert_eq!(&reply, b"hello");
+        server.join().unwrap();
+    });
+}
+
+#[test]
+fn join_handle_is_a_future_and_tasks_spawn_tasks() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let inner = pool.clone();
+        let total = pool.block_on(async move {
+            let mut handles = Vec::new();
+            for i in 0..100u64 {
+                handles.push(inner.spawn(async move { i * 2 }));
+            }
+            let mut total = 0;
+            for h in handles {
+                total += h.await.unwrap();
+            }
+            total
+        });
+        assert_eq!(total, 9900);
+    });
+}

@@ -1,0 +1,87 @@
+//! Loom model of slot accounting (`control::slots`): a worker runs a task
+//! while the monitor may mark it blocked and give its slot away, another
+//! worker may take that slot, and the first takes a slot back or gives way.
+//! Slots are never lost or duplicated.
+//!
+//! Run: `RUSTFLAGS="--cfg tidepool_loom" cargo test -p tidepool --test loom_slots --release`
+
+#![cfg(tidepool_loom)]
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+#[path = "loom_support/mod.rs"]
+mod loom_support;
+use loom_support::sync;
+
+#[path = "../src/control/slots.rs"]
+mod slots;
+
+use loom::sync::Arc;
+use slots::{Slots, TaskStatus};
+
+#[test]
+fn blocked_slot_is_given_away_exactly_once() {
+    loom::model(|| {
+        let slots = Arc::new(Slots::new(1));
+        let status = Arc::new(TaskStatus::default());
+        // Worker A holds the only slot and starts task 1.
+        assert!(slots.try_acquire(false));
+        status.begin_task(1);
+
+        let monitor = {
+            let (slots, status) = (slots.clone(), status.clone());
+            loom::thread::spawn(move || {
+                let seen = status.load();
+                if status.try_mark_blocked(seen) {
+                    slots.release();
+                    true
+                } else {
+                    false
+                }
+            })
+        };
+        let worker_b = {
+            let slots = slots.clone();
+            loom::thread::spawn(move || slots.try_acquire(false))
+        };
+        // Worker A finishes its task and takes a slot back if it lost it.
+        let kept = status.end_task(1);
+        let a_holds = kept || slots.try_acquire(false);
+
+        let marked = monitor.join().unwrap();
+        let b_holds = worker_b.join().unwrap();
+        assert_eq!(marked, !kept, "the mark and the task end have one winner");
+        let holders = usize::from(a_holds) + usize::from(b_holds);
+        assert_eq!(slots.counts().active, holders, "slots match their holders");
+        assert!(holders <= 1, "never more holders than slots");
+    });
+}
+
+#[test]
+fn retire_and_reacquire_keep_the_count() {
+    loom::model(|| {
+        let slots = Arc::new(Slots::new(2));
+        assert!(slots.try_reserve_searcher()); // worker A searching
+        assert!(slots.try_acquire(false)); // worker B running
+        let a = {
+            let slots = slots.clone();
+            loom::thread::spawn(move || {
+                // A finds nothing and parks (gives its slot and mark back).
+                slots.release_searching();
+            })
+        };
+        let b = {
+            let slots = slots.clone();
+            loom::thread::spawn(move || {
+                // B declares blocking, then takes a slot back.
+                slots.release();
+                slots.try_acquire(false)
+            })
+        };
+        a.join().unwrap();
+        let b_back = b.join().unwrap();
+        assert!(b_back, "a slot was free for B");
+        let counts = slots.counts();
+        assert_eq!(counts.active, 1);
+        assert_eq!(counts.searching, 0);
+    });
+}
