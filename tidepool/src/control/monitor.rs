@@ -338,10 +338,13 @@ impl Monitor {
             shared.wake_or_start();
         }
 
+        // Idle also needs the policy at rest: a raised target must first be
+        // given back, which takes ticks.
         let idle = sample.in_task.is_empty()
             && sample.blocked == 0
             && sample.queued == 0
-            && sample.slots.active == 0;
+            && sample.slots.active == 0
+            && shared.slots.target() == config.concurrency;
         let point = (!idle).then(|| ThreadSample {
             at: sample.now,
             running: sample.slots.active,

@@ -1,0 +1,256 @@
+//! Concurrency control on real threads: workers blocked in a sleep, on a
+//! lock or on a pipe are detected and replaced; CPU-bound workers never are.
+//!
+//! Each blocking test uses a pool with one running slot: a task `A` blocks
+//! until a task `B`, spawned after it, has run. Without compensation `B`
+//! could only run after `A` — which waits for `B` — so the test would hang
+//! (caught by the generous `within` bound, never by a tight timing).
+
+mod common;
+
+use common::{within, HANG};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+use tidepool::{Controller, Pool};
+
+fn one_slot_pool() -> Pool {
+    Pool::builder().concurrency(1).build().unwrap()
+}
+
+/// Spawns `B`, which tells `ran_b`, and waits for it.
+fn b_runs_while_a_blocks(pool: &Pool) -> mpsc::Receiver<()> {
+    let (tx, rx) = mpsc::channel();
+    drop(pool.spawn_fn(move || tx.send(()).unwrap()));
+    rx
+}
+
+#[test]
+fn a_worker_asleep_is_replaced() {
+    within(HANG, || {
+        let pool = one_slot_pool();
+        let release = Arc::new(AtomicBool::new(false));
+        let r = release.clone();
+        let a = pool.spawn_fn(move || {
+            let start = Instant::now();
+            while !r.load(Ordering::SeqCst) && start.elapsed() < HANG {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        b_runs_while_a_blocks(&pool).recv().unwrap();
+        release.store(true, Ordering::SeqCst);
+        a.join().unwrap();
+        let m = pool.metrics();
+        assert!(m.blocked_detections >= 1, "{m:?}");
+        assert!(m.peak_threads >= 2, "{m:?}");
+    });
+}
+
+#[test]
+fn a_worker_waiting_on_a_mutex_is_replaced() {
+    within(HANG, || {
+        let pool = one_slot_pool();
+        let lock = Arc::new(Mutex::new(0u32));
+        let held = lock.lock().unwrap();
+        let l = lock.clone();
+        let a = pool.spawn_fn(move || *l.lock().unwrap() += 1);
+        b_runs_while_a_blocks(&pool).recv().unwrap();
+        drop(held);
+        a.join().unwrap();
+        assert_eq!(*lock.lock().unwrap(), 1);
+        assert!(pool.metrics().blocked_detections >= 1);
+    });
+}
+
+#[test]
+fn a_worker_reading_a_pipe_is_replaced() {
+    within(HANG, || {
+        let pool = one_slot_pool();
+        let (mut writer, mut reader) = UnixStream::pair().unwrap();
+        let a = pool.spawn_fn(move || {
+            let mut byte = [0u8; 1];
+            reader.read_exact(&mut byte).unwrap();
+            byte[0]
+        });
+        b_runs_while_a_blocks(&pool).recv().unwrap();
+        writer.write_all(&[42]).unwrap();
+        assert_eq!(a.join().unwrap(), 42);
+        assert!(pool.metrics().blocked_detections >= 1);
+    });
+}
+
+#[test]
+fn declared_blocking_frees_the_slot_at_once() {
+    within(HANG, || {
+        // A long monitor interval: only the declaration can free the slot soon.
+        let pool = Pool::builder()
+            .concurrency(1)
+            .monitor_interval(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let a = pool.spawn_fn(move || tidepool::blocking(|| go_rx.recv().unwrap()));
+        b_runs_while_a_blocks(&pool).recv().unwrap();
+        go_tx.send(()).unwrap();
+        a.join().unwrap();
+        let m = pool.metrics();
+        assert!(m.declared_blocking >= 1, "{m:?}");
+        assert_eq!(
+            m.blocked_detections, 0,
+            "the monitor had no time to see it: {m:?}"
+        );
+    });
+}
+
+#[test]
+fn nested_joins_do_not_deadlock_a_small_pool() {
+    // Each of 200 tasks joins a task spawned after it. On a fixed pool of two
+    // threads this deadlocks; here each join gives its slot up.
+    fn chain(pool: Pool, depth: usize) -> usize {
+        if depth == 0 {
+            return 0;
+        }
+        let inner = pool.clone();
+        pool.spawn_fn(move || chain(inner, depth - 1))
+            .join()
+            .unwrap()
+            + 1
+    }
+    let depth = within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let p = pool.clone();
+        pool.spawn_fn(move || chain(p, 200)).join().unwrap()
+    });
+    assert_eq!(depth, 200);
+}
+
+#[test]
+fn a_cpu_bound_worker_is_never_counted_blocked() {
+    within(HANG, || {
+        let pool = one_slot_pool();
+        let spins = Arc::new(AtomicUsize::new(0));
+        let s = spins.clone();
+        let spinner = pool.spawn_fn(move || {
+            // ~200 ms of pure computation: hundreds of monitor intervals.
+            let start = Instant::now();
+            let mut x = 1u64;
+            while start.elapsed() < Duration::from_millis(200) {
+                for _ in 0..10_000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                s.fetch_add(1, Ordering::Relaxed);
+            }
+            x
+        });
+        // Work is queued the whole time, so a false "blocked" would add a thread.
+        let queued = pool.spawn_fn(|| ());
+        spinner.join().unwrap();
+        queued.join().unwrap();
+        let m = pool.metrics();
+        assert!(spins.load(Ordering::Relaxed) > 0);
+        assert_eq!(m.blocked_detections, 0, "{m:?}");
+        assert_eq!(m.peak_threads, 1, "{m:?}");
+    });
+}
+
+#[test]
+fn running_workers_never_exceed_the_slots_under_cpu_load() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let jobs: Vec<_> = (0..6)
+            .map(|_| {
+                let (running, most) = (running.clone(), most.clone());
+                pool.spawn_fn(move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    let start = Instant::now();
+                    let mut x = 0u64;
+                    while start.elapsed() < Duration::from_millis(50) {
+                        x = x.wrapping_add(1);
+                    }
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    x
+                })
+            })
+            .collect();
+        for job in jobs {
+            job.join().unwrap();
+        }
+        let m = pool.metrics();
+        assert!(most.load(Ordering::SeqCst) <= 2);
+        assert_eq!(m.blocked_detections, 0, "{m:?}");
+        assert!(m.peak_threads <= 2, "{m:?}");
+        assert!(
+            m.thread_series.iter().all(|s| s.running <= 2),
+            "{:?}",
+            m.thread_series
+        );
+    });
+}
+
+#[test]
+fn a_fixed_pool_never_adds_a_thread() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .controller(Controller::Fixed)
+            .build()
+            .unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let o = order.clone();
+        let a = pool.spawn_fn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            o.lock().unwrap().push("a");
+        });
+        let o = order.clone();
+        let b = pool.spawn_fn(move || o.lock().unwrap().push("b"));
+        a.join().unwrap();
+        b.join().unwrap();
+        // B had to wait for A: nobody replaced the sleeping worker.
+        assert_eq!(*order.lock().unwrap(), vec!["a", "b"]);
+        let m = pool.metrics();
+        assert_eq!(m.peak_threads, 1);
+        assert_eq!(m.blocked_detections, 0);
+    });
+}
+
+#[test]
+fn a_returning_blocked_worker_gives_way_when_slots_are_full() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .idle_timeout(Duration::from_millis(20))
+            .min_threads(1)
+            .build()
+            .unwrap();
+        // Block several workers at once, with work queued, then release them:
+        // the pool is over its one slot and must shrink back.
+        let release = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let r = release.clone();
+                pool.spawn_fn(move || {
+                    while !r.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                })
+            })
+            .collect();
+        assert!(common::eventually(HANG, || pool.metrics().peak_threads >= 4));
+        release.store(true, Ordering::SeqCst);
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert!(
+            common::eventually(HANG, || pool.metrics().threads == 1),
+            "{:?}",
+            pool.metrics()
+        );
+        let m = pool.metrics();
+        assert!(m.running_threads <= 1, "{m:?}");
+    });
+}
