@@ -23,13 +23,14 @@ fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) 
 fn flood_task(pool: Pool, lane: Priority, pending: Arc<AtomicUsize>, stop: Arc<AtomicBool>) {
     pending.fetch_add(1, Ordering::SeqCst);
     let p = pool.clone();
-    let _ = pool.task().priority(lane).spawn_fn(move || {
+    // Detached: the flood is awaited through `pending` and shutdown.
+    drop(pool.task().priority(lane).spawn_fn(move || {
         pending.fetch_sub(1, Ordering::SeqCst);
         std::hint::black_box((0..2_000u64).sum::<u64>());
         if !stop.load(Ordering::SeqCst) {
             flood_task(p, lane, pending, stop);
         }
-    });
+    }));
 }
 
 fn lower_lane_is_served_under_flood(high: Priority, low: Priority) {

@@ -74,14 +74,7 @@ impl TaskGate {
 
     /// This gate as the core's task metadata wants it.
     pub(crate) fn as_dyn(this: &StdArc<TaskGate>) -> Arc<dyn Gate> {
-        #[cfg(not(tidepool_loom))]
-        {
-            StdArc::clone(this) as Arc<dyn Gate>
-        }
-        #[cfg(tidepool_loom)]
-        {
-            Arc::from_std(StdArc::clone(this) as StdArc<dyn Gate>)
-        }
+        StdArc::clone(this) as Arc<dyn Gate>
     }
 
     fn fair(&self) -> &Fair {
