@@ -57,7 +57,7 @@ pub const PRIORITY: Feature = Feature {
 pub const GROUPS: Feature = Feature {
     api: "Pool::group().max_concurrency(n)",
     issue: 4,
-    landed: false,
+    landed: true,
 };
 
 /// `Metrics::thread_series`, the pool's own thread counts by state over time.
@@ -90,13 +90,19 @@ where
 pub type GroupSpawner = Box<dyn Fn(Box<dyn FnOnce() + Send + 'static>)>;
 
 /// Builds a group of `pool` limited to `max_concurrency` running items.
-pub fn throttled_group(pool: &Pool, max_concurrency: usize) -> Result<GroupSpawner, Feature> {
-    // Landed:
-    // let group = pool.group().max_concurrency(max_concurrency).build()
-    //     .expect("group settings are valid");
-    // Ok(Box::new(move |job| { group.spawn_fn(job); }))
-    let _ = (pool, max_concurrency);
-    Err(GROUPS)
+///
+/// # Errors
+///
+/// The pending feature, or the library's refusal to build the group, as
+/// text (a refusal is a failure of the run, not a pending feature).
+pub fn throttled_group(pool: &Pool, max_concurrency: usize) -> Result<GroupSpawner, String> {
+    GROUPS.check().map_err(|f| format!("waits for {f}"))?;
+    let group = pool
+        .group()
+        .max_concurrency(max_concurrency)
+        .build()
+        .map_err(|e| format!("group with max_concurrency({max_concurrency}): {e}"))?;
+    Ok(Box::new(move |job| drop(group.spawn_fn(job))))
 }
 
 /// One sample of the pool's thread counts by state.

@@ -22,10 +22,15 @@ finishes in its single-thread time and the total is the same.";
 
 /// The runs.
 pub const RUNS: &[RunSpec] = &RUNS_ARRAY;
-const RUNS_ARRAY: [RunSpec; 5] = [
+const RUNS_ARRAY: [RunSpec; 6] = [
     RunSpec::new("threads10", "std::thread", "One OS thread per job."),
     RunSpec::new("fixed10", "tidepool", "Controller::Fixed with 10 threads."),
     RunSpec::new("adaptive", "tidepool", "The default pool (Adaptive)."),
+    RunSpec::new(
+        "hill-climbing",
+        "tidepool",
+        "Controller::HillClimbing: the running target moves to maximise completions per second.",
+    ),
     RunSpec::new(
         "tokio",
         "tokio",
@@ -65,6 +70,12 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
         "threads10" => Ok(System::ThreadPerItem),
         "fixed10" => TidepoolConfig::fixed(10).build().map(System::Tidepool),
         "adaptive" => TidepoolConfig::default_pool().build().map(System::Tidepool),
+        "hill-climbing" => TidepoolConfig {
+            controller: Some(tidepool::Controller::HillClimbing),
+            ..TidepoolConfig::default_pool()
+        }
+        .build()
+        .map(System::Tidepool),
         "tokio" => tokio_runtime().map(System::Tokio),
         "rayon" => rayon_pool(None).map(System::Rayon),
         other => Err(format!("cpu-bound has no run '{other}'")),

@@ -64,8 +64,7 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
         }
         "group-throttled" => {
             let pool = default_pool()?;
-            let group =
-                features::throttled_group(&pool, 2 * ctx.cores).map_err(|f| f.to_string())?;
+            let group = features::throttled_group(&pool, 2 * ctx.cores)?;
             Route::Group(pool, group)
         }
         "tokio-unthrottled" => Route::Plain(System::Tokio(tokio_runtime()?)),

@@ -20,7 +20,7 @@ keeps the running threads at the number of cores avoids it without being told a 
 
 /// The runs.
 pub const RUNS: &[RunSpec] = &RUNS_ARRAY;
-const RUNS_ARRAY: [RunSpec; 7] = [
+const RUNS_ARRAY: [RunSpec; 8] = [
     RunSpec::new("fixed2", "tidepool", "Controller::Fixed with 2 threads."),
     RunSpec::new("fixed25", "tidepool", "Controller::Fixed with 25 threads."),
     RunSpec::new(
@@ -29,6 +29,11 @@ const RUNS_ARRAY: [RunSpec; 7] = [
         "Controller::Fixed with 200 threads (tidepool starts threads on demand, so peak_threads shows how many it used).",
     ),
     RunSpec::new("adaptive", "tidepool", "The default pool (Adaptive)."),
+    RunSpec::new(
+        "hill-climbing",
+        "tidepool",
+        "Controller::HillClimbing: the running target moves to maximise completions per second.",
+    ),
     RunSpec::new(
         "tokio",
         "tokio",
@@ -66,6 +71,12 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
         "fixed25" => TidepoolConfig::fixed(25).build().map(System::Tidepool),
         "fixed200" => TidepoolConfig::fixed(200).build().map(System::Tidepool),
         "adaptive" => TidepoolConfig::default_pool().build().map(System::Tidepool),
+        "hill-climbing" => TidepoolConfig {
+            controller: Some(tidepool::Controller::HillClimbing),
+            ..TidepoolConfig::default_pool()
+        }
+        .build()
+        .map(System::Tidepool),
         "tokio" => tokio_runtime().map(System::Tokio),
         "rayon" => rayon_pool(None).map(System::Rayon),
         "threadpool200" => Ok(System::ThreadPool(threadpool::ThreadPool::new(200))),

@@ -73,9 +73,13 @@ pub fn table(exp: &ExperimentResult) -> Table {
     Table { header, rows }
 }
 
-/// A ratio with precision to match its size: `0.018x`, `1.00x`, `12.3x`, `6020x`.
+/// A ratio with precision to match its size: `0.018x`, `1.00x`, `12.3x`,
+/// `6020x`, `1.2e6x`.
 pub fn format_ratio(x: f64) -> String {
-    if x >= 100.0 {
+    if x >= 10_000.0 {
+        // Past five digits the exact figure is noise: 1.2e6x reads better.
+        format!("{x:.1e}x")
+    } else if x >= 100.0 {
         format!("{x:.0}x")
     } else if x >= 10.0 {
         format!("{x:.1}x")
@@ -202,7 +206,10 @@ mod tests {
                 "status"
             ]
         );
-        assert_eq!(t.rows[0][4], "10000x");
+        assert_eq!(t.rows[0][4], "1.0e4x");
+        assert_eq!(format_ratio(6020.4), "6020x");
+        assert_eq!(format_ratio(1_207_303.0), "1.2e6x");
+        assert_eq!(format_ratio(0.0002), "0.0002x");
         assert_eq!(
             ratio_legend(&sample()),
             "ratio: mean_start_ms relative to run adaptive-sleep (tidepool's default)"
