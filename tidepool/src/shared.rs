@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     exit_cv: Condvar,
     pub(crate) monitor: MonitorSignal,
     pub(crate) built_at: Instant,
+    /// The groups' and pairs' shared state, while any exist (see `fair`).
+    pub(crate) fair: std::sync::Mutex<std::sync::Weak<crate::fair::Fair>>,
 }
 
 /// The lane index of a priority: 0 is served first.
@@ -78,6 +80,7 @@ impl Shared {
             exit_cv: Condvar::new(),
             monitor: MonitorSignal::default(),
             built_at: Instant::now(),
+            fair: std::sync::Mutex::new(std::sync::Weak::new()),
             config,
         }
     }
@@ -118,23 +121,27 @@ impl Shared {
     /// somebody will run it.
     pub(crate) fn schedule(self: &Arc<Self>, runnable: Runnable) {
         if let Some(gate) = runnable.metadata().gate.clone() {
-            match gate.admit(runnable) {
-                Some(admitted) => self.push_ready(admitted),
-                None => {}
+            if let Some(admitted) = gate.admit(runnable) {
+                self.push_ready(admitted);
             }
         } else {
             self.push_ready(runnable);
         }
     }
 
+    /// Queues a runnable on its lane's global queue (never a worker's own
+    /// deque), then makes sure somebody will run it.
+    pub(crate) fn push_global(self: &Arc<Self>, runnable: Runnable) {
+        let lane = lane(runnable.metadata().priority);
+        self.lanes[lane].push(runnable);
+        self.notify();
+    }
+
     /// Queues a runnable that needs no (more) admission: see [`Shared::schedule`].
     pub(crate) fn push_ready(self: &Arc<Self>, runnable: Runnable) {
         let lane = lane(runnable.metadata().priority);
         let runnable = if lane == 1 {
-            match worker::push_local(self, runnable) {
-                None => None,
-                Some(runnable) => Some(runnable),
-            }
+            worker::push_local(self, runnable)
         } else {
             Some(runnable)
         };
@@ -266,7 +273,7 @@ impl Shared {
         self.lanes.iter().any(|lane| !lane.is_empty())
             || self.entries[..self.high_water.load(Ordering::Acquire)]
                 .iter()
-                .any(|entry| entry.stealer().map_or(false, |s| !s.is_empty()))
+                .any(|entry| entry.stealer().is_some_and(|s| !s.is_empty()))
     }
 
     /// Tasks waiting in queues now.
@@ -379,6 +386,13 @@ impl Shared {
 
     /// What the one call that stopped the pool does next.
     fn on_stop(self: &Arc<Self>) {
+        let fair = match self.fair.lock() {
+            Ok(weak) => weak.upgrade(),
+            Err(poisoned) => poisoned.into_inner().upgrade(),
+        };
+        if let Some(fair) = fair {
+            fair.drain_if_stopped();
+        }
         self.sleepers.stop_all();
         self.monitor.stop();
         self.drain_queues();

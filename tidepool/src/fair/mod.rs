@@ -115,7 +115,7 @@ use crate::shared::Shared;
 use crate::sync::Arc;
 use crate::task::Runnable;
 use admission::{Admitted, Arbiter, Ticket, Ticketed};
-use std::sync::{Arc as StdArc, Mutex as StdMutex, Weak as StdWeak};
+use std::sync::Arc as StdArc;
 
 /// Each lane lets this many gated items per running slot wait in the pool's
 /// queues. Two: one item per slot about to start and one behind it, so a
@@ -151,26 +151,16 @@ impl std::fmt::Debug for Queued {
     }
 }
 
-/// Per-pool `Fair` instances, found by the pool's `Shared`. The core's
-/// `Shared` has no field for it, so this small registry keeps one weak
-/// reference per pool that has live groups. Not a protocol (a plain mutex
-/// around a list, touched only when a group or pair is built), so it uses
-/// `std` directly rather than the `sync` facade.
-static REGISTRY: StdMutex<Vec<StdWeak<Fair>>> = StdMutex::new(Vec::new());
-
 impl Fair {
-    /// The fairness state of `shared`'s pool, created on first use.
+    /// The fairness state of `shared`'s pool, created on first use. The pool
+    /// keeps only a weak reference (`Shared::fair`), since `Fair` holds the
+    /// pool: the groups and pairs that use it keep it alive.
     pub(crate) fn of(shared: &Arc<Shared>) -> StdArc<Fair> {
-        let mut registry = match REGISTRY.lock() {
+        let mut slot = match shared.fair.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        registry.retain(|weak| weak.strong_count() > 0);
-        let found = registry
-            .iter()
-            .filter_map(StdWeak::upgrade)
-            .find(|fair| Arc::ptr_eq(&fair.shared, shared));
-        if let Some(fair) = found {
+        if let Some(fair) = slot.upgrade() {
             return fair;
         }
         let budget = QUEUE_BUDGET_PER_SLOT * shared.config.concurrency.max(1);
@@ -178,7 +168,7 @@ impl Fair {
             shared: Arc::clone(shared),
             arbiter: Arbiter::new(budget),
         });
-        registry.push(StdArc::downgrade(&fair));
+        *slot = StdArc::downgrade(&fair);
         fair
     }
 
@@ -195,16 +185,23 @@ impl Fair {
     /// ever admit those tasks, so they are cancelled (dropped) here.
     fn release(&self, admitted: Admitted<Queued>) {
         for queued in admitted {
-            // The core drops it if the pool stopped meanwhile.
-            self.shared.push_ready(queued.runnable);
+            // Straight to the lane's global queue, even when admitted on a
+            // worker: a worker serves its own deque before the global lane,
+            // so admitted flood items there would jump ahead of an urgent
+            // task queued from outside. The core drops the runnable if the
+            // pool stopped meanwhile.
+            self.shared.push_global(queued.runnable);
         }
         self.drain_if_stopped();
     }
 
     /// If the pool has stopped, cancels (drops) every task waiting in a FIFO.
-    fn drain_if_stopped(&self) {
+    /// Also called by the pool itself when it stops (`Shared::on_stop`), so
+    /// queued group tasks are cancelled even if no group operation follows.
+    pub(crate) fn drain_if_stopped(&self) {
         if self.shared.is_stopped() {
-            drop(self.arbiter.drain());
+            // Dropping runnables counts their tasks as cancelled in this pool.
+            crate::worker::draining(&self.shared, || drop(self.arbiter.drain()));
         }
     }
 }
