@@ -250,10 +250,7 @@ impl Monitor {
                 }
                 Phase::InTask => {}
             }
-            let fresh = match track {
-                Some(t) if t.seen == seen => false,
-                _ => true,
-            };
+            let fresh = !matches!(track, Some(t) if t.seen == seen);
             if fresh {
                 *track = Some(Track {
                     seen,

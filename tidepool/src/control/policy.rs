@@ -1,5 +1,12 @@
 //! Pure decision functions, one per [`Controller`].
 //!
+//! `Gradual` reproduces the starvation rule of runtime pools that delay
+//! thread creation on purpose: one more thread per interval, but only while
+//! work waits and *no* task ended during the interval. Work that blocks for
+//! about as long as the interval keeps ending now and then, so the pool
+//! barely grows and the queue backs up for minutes: exactly the failure the
+//! lab shows. It is a baseline, not a recommendation.
+//!
 //! The monitor samples the pool (phases of the workers, what the kernel says
 //! about suspects, queue lengths, counters) into a [`Sample`], calls
 //! [`Policy::decide`], and applies the [`Decision`]. Nothing here touches a
@@ -33,8 +40,14 @@ use std::time::Duration;
 /// CPU-bound one ~1 (or less when preempted, hence a low bar).
 pub(crate) const BUSY_CPU_SHARE: f64 = 0.25;
 
-/// How many hill-climbing windows of no improvement before a step back.
+/// How long the hill climber measures completions per second before each
+/// step: long enough to average over a few hundred short tasks or a few long
+/// ones, short enough to react within a couple of seconds.
 const HILL_WINDOW: Duration = Duration::from_millis(250);
+
+/// A step up must raise throughput by more than this share to be kept (and
+/// a step down may lower it by up to this share).
+const HILL_MARGIN: f64 = 0.05;
 
 /// One worker that is inside a task.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -115,9 +128,9 @@ pub(crate) enum Policy {
     /// See [`Controller::Gradual`].
     Gradual {
         interval: Duration,
-        /// When the last check ran, and the backlog it saw.
+        /// When the last check ran, and how many tasks had ended by then.
         last_check: Duration,
-        last_queued: usize,
+        last_ended: u64,
     },
     /// See [`Controller::HillClimbing`].
     HillClimbing(HillClimb),
@@ -142,7 +155,7 @@ impl Policy {
             Controller::Gradual { interval } => Policy::Gradual {
                 interval,
                 last_check: Duration::ZERO,
-                last_queued: 0,
+                last_ended: 0,
             },
             Controller::HillClimbing => Policy::HillClimbing(HillClimb {
                 window_start: Duration::ZERO,
@@ -181,12 +194,13 @@ impl Policy {
             Policy::Gradual {
                 interval,
                 last_check,
-                last_queued,
+                last_ended,
             } => {
                 if sample.now >= *last_check + *interval {
                     let target = sample.target;
-                    if sample.queued > 0 && sample.queued >= *last_queued {
-                        // The backlog did not shrink for a whole interval: one more.
+                    if sample.queued > 0 && sample.ended == *last_ended {
+                        // Work waited a whole interval and not one task
+                        // ended: starvation. One more slot.
                         if target < limits.max_threads {
                             decision.set_target = Some(target + 1);
                         }
@@ -194,7 +208,7 @@ impl Policy {
                         decision.set_target = Some(target - 1);
                     }
                     *last_check = sample.now;
-                    *last_queued = sample.queued;
+                    *last_ended = sample.ended;
                 }
             }
             Policy::HillClimbing(hill) => {
@@ -257,7 +271,16 @@ impl HillClimb {
             return (sample.target > limits.concurrency).then(|| sample.target - 1);
         }
         if let Some(last) = self.last_rate {
-            if rate < last {
+            // Biased towards fewer threads: going up must pay for itself by
+            // a clear margin, going down only must not cost much. Without the
+            // bias, measurement noise walks the target up on CPU-bound work,
+            // where extra threads only add switching.
+            let keep_going = if self.direction > 0 {
+                rate > last * (1.0 + HILL_MARGIN)
+            } else {
+                rate >= last * (1.0 - HILL_MARGIN)
+            };
+            if !keep_going {
                 self.direction = -self.direction;
             }
         }
@@ -420,13 +443,13 @@ mod tests {
     }
 
     #[test]
-    fn gradual_adds_one_slot_per_interval_while_the_backlog_does_not_shrink() {
+    fn gradual_adds_one_slot_per_interval_while_nothing_ends() {
         let interval = Duration::from_millis(500);
         let mut policy = Policy::new(Controller::Gradual { interval });
         let mut target = 2;
         let mut added_at = Vec::new();
         for t in 0..=40u32 {
-            let mut s = sample(vec![], 100 + t as usize);
+            let mut s = sample(vec![], 100);
             s.now = Duration::from_millis(100) * t;
             s.target = target;
             if let Some(new) = policy.decide(&limits(), &s).set_target {
@@ -435,7 +458,7 @@ mod tests {
                 added_at.push(s.now);
             }
         }
-        // max_threads is 4: two additions, 500 ms apart.
+        // max_threads is 4: two additions, one interval apart.
         assert_eq!(
             added_at,
             vec![Duration::from_millis(500), Duration::from_millis(1000)]
@@ -449,14 +472,38 @@ mod tests {
     }
 
     #[test]
-    fn gradual_holds_while_the_backlog_shrinks() {
+    fn gradual_holds_while_tasks_keep_ending() {
         let mut policy = Policy::new(Controller::Gradual { interval: MS * 500 });
-        for (t, queued) in [(500, 100), (1000, 90), (1500, 80)] {
-            let mut s = sample(vec![], queued);
+        for (t, ended) in [(500, 0), (1000, 2), (1500, 4), (2000, 4)] {
+            let mut s = sample(vec![], 100);
             s.now = MS * t;
+            s.ended = ended;
             let d = policy.decide(&limits(), &s);
-            assert_eq!(d.set_target, if t == 500 { Some(3) } else { None });
+            // Grows only in the intervals in which nothing ended.
+            let expected = matches!(t, 500 | 2000).then_some(3);
+            assert_eq!(d.set_target, expected, "at {t} ms");
         }
+    }
+
+    #[test]
+    fn hill_climbing_does_not_climb_on_flat_throughput() {
+        let mut policy = Policy::new(Controller::HillClimbing);
+        let mut target = 2;
+        let mut ended = 0;
+        let mut most = 2;
+        // CPU-bound: throughput is the same at every target, give or take 1%.
+        for window in 1..=40u32 {
+            ended += if window % 2 == 0 { 101 } else { 99 };
+            let mut s = sample(vec![], 50);
+            s.now = HILL_WINDOW * window;
+            s.ended = ended;
+            s.target = target;
+            if let Some(new) = policy.decide(&limits(), &s).set_target {
+                target = new;
+            }
+            most = most.max(target);
+        }
+        assert!(most <= 3, "wandered up to {most}");
     }
 
     #[test]
