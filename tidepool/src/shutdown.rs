@@ -23,7 +23,7 @@
 //! check, so the close sees it live and does not stop. The loom model in
 //! `tests/loom_shutdown.rs` checks this with the real counters.
 
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{seqcst_pair, AtomicBool, Ordering};
 
 /// The shutdown states of one pool. See the module docs.
 #[derive(Debug, Default)]
@@ -37,18 +37,22 @@ impl Latch {
     /// accepts tasks. If false, the caller counts a refusal and calls
     /// [`Latch::stop_if_drained`].
     pub(crate) fn accepts(&self) -> bool {
+        seqcst_pair();
         !self.closed.load(Ordering::SeqCst)
     }
 
     /// Closes the latch. Returns true for the call that closed it; that
     /// caller then calls [`Latch::stop_if_drained`].
     pub(crate) fn close(&self) -> bool {
-        !self.closed.swap(true, Ordering::SeqCst)
+        let first = !self.closed.swap(true, Ordering::SeqCst);
+        seqcst_pair();
+        first
     }
 
     /// After a count that lowers `live` (or after closing): stops if closed
     /// and nothing is live. Returns true for the one call that stopped it.
     pub(crate) fn stop_if_drained(&self, live: impl FnOnce() -> usize) -> bool {
+        seqcst_pair();
         self.is_closed() && live() == 0 && self.stop()
     }
 

@@ -32,3 +32,17 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         Err(poisoned) => poisoned.into_inner(),
     }
 }
+
+/// Marks the middle of one side of a Dekker pair built from SeqCst accesses
+/// only (a SeqCst write, then a SeqCst read of another location).
+///
+/// In the real build this is nothing: SeqCst operations already form a single
+/// total order consistent with program order (C++20 [atomics.order]), which is
+/// all the pair needs, and it sits on the spawn path. Loom models SeqCst
+/// *accesses* as AcqRel (its documented limitation) and would report such a
+/// pair as broken; it does model SeqCst *fences*, so under loom this is one.
+#[inline(always)]
+pub(crate) fn seqcst_pair() {
+    #[cfg(tidepool_loom)]
+    fence(Ordering::SeqCst);
+}

@@ -73,8 +73,14 @@ fn no_lost_wakeup() {
             loom::thread::spawn(move || go_idle(&pool))
         };
         let started_thread = notify(&pool);
-        // If the worker parked, only the notifier can wake it: a lost wake-up
-        // shows up as a loom deadlock here.
+        if started_thread {
+            // The notifier found nobody parked and would start a new thread
+            // with its reservation; that thread takes the work, so the old
+            // worker may rightly sleep. Release it to end the model.
+            pool.sleepers.stop_all();
+        }
+        // Otherwise, if the worker parked, only the notifier can have woken
+        // it: a lost wake-up shows up as a loom deadlock here.
         let worker_searches = worker.join().unwrap();
 
         // Somebody with a slot goes after the work: the old worker, or a new

@@ -189,7 +189,10 @@ impl Monitor {
             let interval = shared.config.monitor_interval;
             let timeout = if idle {
                 shared.monitor.idle_sleep.store(true, Ordering::SeqCst);
-                // Re-check after announcing the idle sleep (Dekker pair).
+                // Re-check after announcing the idle sleep (Dekker pair with
+                // `MonitorSignal::wake`; the fence because `has_work` reads
+                // the queues with weaker loads).
+                std::sync::atomic::fence(Ordering::SeqCst);
                 if shared.slots.counts().active == 0 && !shared.has_work() {
                     None
                 } else {

@@ -34,7 +34,7 @@
 //!
 //! A slot is never held by a parked worker, so parked threads cost no slot.
 
-use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
 const ONE_ACTIVE: u64 = 1;
@@ -156,13 +156,17 @@ impl Slots {
     /// A searching worker found nothing and is going to park: gives up its slot
     /// and its searching mark in one step.
     ///
-    /// SeqCst pairs with the notifier's fence-then-[`Slots::counts`]; the
-    /// caller must look at the queues again *after* this call.
+    /// The caller must look at the queues again *after* this call. The
+    /// fence at the end pairs with the notifier's fence between pushing a task
+    /// and [`Slots::counts`]: the queue reads that follow are not SeqCst
+    /// accesses, so both sides need a fence (the Dekker pattern in
+    /// `worker::park`). This is the slow path (a worker going to sleep).
     pub(crate) fn release_searching(&self) {
         let previous = self
             .state
             .fetch_sub(ONE_ACTIVE + ONE_SEARCHING, Ordering::SeqCst);
         debug_assert!(unpack(previous).searching > 0 && unpack(previous).active > 0);
+        fence(Ordering::SeqCst);
     }
 
     /// A worker with a slot begins to look for work outside its own queue.

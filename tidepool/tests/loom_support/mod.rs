@@ -11,6 +11,12 @@ pub mod sync {
     };
     pub use std::sync::Arc;
 
+    /// Same as the library's (`tidepool/src/sync.rs`): a SeqCst fence under
+    /// loom, which models SeqCst accesses only as AcqRel.
+    pub fn seqcst_pair() {
+        fence(Ordering::SeqCst);
+    }
+
     /// Same as the library's: ignore poisoning.
     pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         match mutex.lock() {
