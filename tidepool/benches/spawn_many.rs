@@ -8,7 +8,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Tasks per iteration. Override with `SPAWN_MANY_TASKS` for a quick look.
@@ -19,29 +19,52 @@ fn task_count() -> usize {
         .unwrap_or(1_000_000)
 }
 
-/// Counts tasks and tells the waiter when the last one ran.
-#[derive(Clone)]
+/// Counts tasks down and tells the waiter when the last one ran.
+///
+/// Each task captures a `&'static Countdown`: one pointer, as a real task
+/// captures a reference to its data. So every pool has a closure of the same
+/// size to store (threadpool and rayon box it; a zero-sized closure would let
+/// them skip the allocation that no real task skips), and no harness
+/// reference count is bumped per task (an `Arc` clone per task would measure
+/// cache-line contention of the harness, not the pools).
 struct Countdown {
-    left: Arc<AtomicUsize>,
-    done: mpsc::SyncSender<()>,
+    left: AtomicUsize,
+    done: Mutex<bool>,
+    done_cv: Condvar,
 }
 
+static COUNTDOWN: Countdown = Countdown {
+    left: AtomicUsize::new(0),
+    done: Mutex::new(false),
+    done_cv: Condvar::new(),
+};
+
+/// What a task captures: a reference to the round's countdown.
+type Counter = &'static Countdown;
+
 impl Countdown {
-    fn new(n: usize) -> (Self, mpsc::Receiver<()>) {
-        let (done, rx) = mpsc::sync_channel(1);
-        (
-            Countdown {
-                left: Arc::new(AtomicUsize::new(n)),
-                done,
-            },
-            rx,
-        )
+    /// Arms the countdown for one round of `n` tasks (one round at a time).
+    fn start(n: usize) -> Counter {
+        *COUNTDOWN.done.lock().unwrap() = false;
+        COUNTDOWN.left.store(n, Ordering::SeqCst);
+        &COUNTDOWN
     }
 
+    /// The task body: one atomic decrement; the last one signals.
     fn tick(&self) {
         if self.left.fetch_sub(1, Ordering::Relaxed) == 1 {
-            let _ = self.done.send(());
+            *self.done.lock().unwrap() = true;
+            self.done_cv.notify_one();
         }
+    }
+
+    fn wait(&self, limit: Duration) {
+        let guard = self.done.lock().unwrap();
+        let (guard, timeout) = self
+            .done_cv
+            .wait_timeout_while(guard, limit, |done| !*done)
+            .unwrap();
+        assert!(*guard && !timeout.timed_out(), "every task ran");
     }
 }
 
@@ -50,28 +73,27 @@ impl Countdown {
 trait System: Sync {
     fn name(&self) -> &'static str;
     /// Spawns `n` jobs from the calling (outside) thread.
-    fn outside(&self, n: usize, c: &Countdown);
+    fn outside(&self, n: usize, c: Counter);
     /// Spawns one job that spawns the `n` jobs.
-    fn inside(&self, n: usize, c: &Countdown);
+    fn inside(&self, n: usize, c: Counter);
 }
 
-struct Tidepool(tidepool::Pool);
+/// tidepool with a name: the default (`Adaptive`) pool, and `Fixed(cores)`
+/// to show what the monitor costs on tiny tasks.
+struct Tidepool(&'static str, tidepool::Pool);
 impl System for Tidepool {
     fn name(&self) -> &'static str {
-        "tidepool"
+        self.0
     }
-    fn outside(&self, n: usize, c: &Countdown) {
+    fn outside(&self, n: usize, c: Counter) {
         for _ in 0..n {
-            let c = c.clone();
-            drop(self.0.spawn_fn(move || c.tick()));
+            drop(self.1.spawn_fn(move || c.tick()));
         }
     }
-    fn inside(&self, n: usize, c: &Countdown) {
-        let pool = self.0.clone();
-        let c = c.clone();
-        drop(self.0.spawn_fn(move || {
+    fn inside(&self, n: usize, c: Counter) {
+        let pool = self.1.clone();
+        drop(self.1.spawn_fn(move || {
             for _ in 0..n {
-                let c = c.clone();
                 drop(pool.spawn_fn(move || c.tick()));
             }
         }));
@@ -83,17 +105,14 @@ impl System for Tokio {
     fn name(&self) -> &'static str {
         "tokio"
     }
-    fn outside(&self, n: usize, c: &Countdown) {
+    fn outside(&self, n: usize, c: Counter) {
         for _ in 0..n {
-            let c = c.clone();
             drop(self.0.spawn(async move { c.tick() }));
         }
     }
-    fn inside(&self, n: usize, c: &Countdown) {
-        let c = c.clone();
+    fn inside(&self, n: usize, c: Counter) {
         drop(self.0.spawn(async move {
             for _ in 0..n {
-                let c = c.clone();
                 drop(tokio::spawn(async move { c.tick() }));
             }
         }));
@@ -140,19 +159,16 @@ impl System for AsyncExecutor {
     fn name(&self) -> &'static str {
         "async-executor"
     }
-    fn outside(&self, n: usize, c: &Countdown) {
+    fn outside(&self, n: usize, c: Counter) {
         for _ in 0..n {
-            let c = c.clone();
             self.ex.spawn(async move { c.tick() }).detach();
         }
     }
-    fn inside(&self, n: usize, c: &Countdown) {
+    fn inside(&self, n: usize, c: Counter) {
         let ex = self.ex.clone();
-        let c = c.clone();
         self.ex
             .spawn(async move {
                 for _ in 0..n {
-                    let c = c.clone();
                     ex.spawn(async move { c.tick() }).detach();
                 }
             })
@@ -165,17 +181,14 @@ impl System for Rayon {
     fn name(&self) -> &'static str {
         "rayon"
     }
-    fn outside(&self, n: usize, c: &Countdown) {
+    fn outside(&self, n: usize, c: Counter) {
         for _ in 0..n {
-            let c = c.clone();
             self.0.spawn(move || c.tick());
         }
     }
-    fn inside(&self, n: usize, c: &Countdown) {
-        let c = c.clone();
+    fn inside(&self, n: usize, c: Counter) {
         self.0.spawn(move || {
             for _ in 0..n {
-                let c = c.clone();
                 rayon::spawn(move || c.tick());
             }
         });
@@ -187,18 +200,15 @@ impl System for ThreadPoolCrate {
     fn name(&self) -> &'static str {
         "threadpool"
     }
-    fn outside(&self, n: usize, c: &Countdown) {
+    fn outside(&self, n: usize, c: Counter) {
         for _ in 0..n {
-            let c = c.clone();
             self.0.execute(move || c.tick());
         }
     }
-    fn inside(&self, n: usize, c: &Countdown) {
+    fn inside(&self, n: usize, c: Counter) {
         let pool = self.0.clone();
-        let c = c.clone();
         self.0.execute(move || {
             for _ in 0..n {
-                let c = c.clone();
                 pool.execute(move || c.tick());
             }
         });
@@ -212,7 +222,16 @@ fn systems(cores: usize) -> Vec<Box<dyn System>> {
         .expect("rayon pool");
     vec![
         Box::new(Tidepool(
+            "tidepool",
             tidepool::Pool::builder().build().expect("tidepool pool"),
+        )),
+        Box::new(Tidepool(
+            "tidepool-fixed",
+            tidepool::Pool::builder()
+                .concurrency(cores)
+                .controller(tidepool::Controller::Fixed)
+                .build()
+                .expect("tidepool fixed pool"),
         )),
         Box::new(Tokio(
             tokio::runtime::Builder::new_multi_thread()
@@ -227,14 +246,13 @@ fn systems(cores: usize) -> Vec<Box<dyn System>> {
 }
 
 /// Times `iters` rounds of `n` jobs spawned by `spawn`.
-fn time_rounds(iters: u64, n: usize, spawn: impl Fn(usize, &Countdown)) -> Duration {
+fn time_rounds(iters: u64, n: usize, spawn: impl Fn(usize, Counter)) -> Duration {
     let mut total = Duration::ZERO;
     for _ in 0..iters {
-        let (countdown, done) = Countdown::new(n);
+        let countdown = Countdown::start(n);
         let start = Instant::now();
-        spawn(n, &countdown);
-        done.recv_timeout(Duration::from_secs(120))
-            .expect("every task ran");
+        spawn(n, countdown);
+        countdown.wait(Duration::from_secs(120));
         total += start.elapsed();
     }
     total

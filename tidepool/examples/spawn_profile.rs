@@ -1,10 +1,32 @@
 //! Spawns batches of tiny tasks from outside the pool (or inside with
 //! `inside` as the first argument) for profiling under `perf` or callgrind:
 //! `cargo run --release --example spawn_profile -- outside 1000000 5`.
+//! Each task decrements a static counter, as in `benches/spawn_many.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Condvar, Mutex};
 use std::time::Instant;
+
+static LEFT: AtomicUsize = AtomicUsize::new(0);
+static DONE: Mutex<bool> = Mutex::new(false);
+static DONE_CV: Condvar = Condvar::new();
+
+/// The task body: one decrement; the last task wakes the waiter. Nobody reads
+/// the counter meanwhile, so its cache line stays with the workers.
+fn tick() {
+    if LEFT.fetch_sub(1, Ordering::Relaxed) == 1 {
+        *DONE.lock().unwrap() = true;
+        DONE_CV.notify_one();
+    }
+}
+
+fn wait_done() {
+    let mut done = DONE.lock().unwrap();
+    while !*done {
+        done = DONE_CV.wait(done).unwrap();
+    }
+    *done = false;
+}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -14,22 +36,23 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
-    let pool = tidepool::Pool::builder().build().expect("default pool");
+    let slots: usize = std::env::var("SLOTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    let pool = tidepool::Pool::builder()
+        .concurrency(slots)
+        .build()
+        .expect("pool");
     for _ in 0..rounds {
-        let left = Arc::new(AtomicUsize::new(n));
-        let (tx, rx) = mpsc::sync_channel(1);
+        LEFT.store(n, Ordering::SeqCst);
+        let (tx, rx) = mpsc::sync_channel::<()>(1);
         let start = Instant::now();
         let spawn_all = {
             let pool = pool.clone();
             move || {
                 for _ in 0..n {
-                    let left = left.clone();
-                    let tx = tx.clone();
-                    drop(pool.spawn_fn(move || {
-                        if left.fetch_sub(1, Ordering::Relaxed) == 1 {
-                            let _ = tx.send(());
-                        }
-                    }));
+                    drop(pool.spawn_fn(tick));
                 }
             }
         };
@@ -38,7 +61,8 @@ fn main() {
         } else {
             spawn_all();
         }
-        rx.recv().expect("all tasks ran");
+        wait_done();
+        drop((tx, rx));
         let elapsed = start.elapsed();
         println!(
             "{n} tasks: {elapsed:?} ({:.0} ns/task)",

@@ -36,6 +36,11 @@
 //! # Ok::<(), tidepool::BuildError>(())
 //! ```
 
+/// The README's examples, compiled and run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
+
 mod builder;
 mod control;
 mod fair;

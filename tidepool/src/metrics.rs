@@ -82,7 +82,7 @@ impl TaskCounters {
     }
 }
 
-/// A new latency histogram: nanoseconds, 2 significant figures (1%
+/// A new latency histogram: `sys::ticks`, 2 significant figures (1%
 /// resolution: plenty for means and percentiles, and 16x smaller than 3
 /// figures, which keeps merging batches cheap), auto-resizing (small while
 /// latencies are small).
@@ -91,7 +91,7 @@ pub(crate) fn new_histogram() -> Histogram<u64> {
 }
 
 /// Queue-to-first-poll latencies published by one worker entry, in
-/// nanoseconds. The worker records into a thread-local [`LocalLatency`] and
+/// `sys::ticks` (converted to time only when a snapshot is taken). The worker records into a thread-local [`LocalLatency`] and
 /// publishes here in batches, so the hot path takes no lock.
 #[derive(Debug, Default)]
 pub(crate) struct LatencyRecorder {
@@ -100,11 +100,11 @@ pub(crate) struct LatencyRecorder {
 
 impl LatencyRecorder {
     /// Records one latency directly (threads outside the pool).
-    pub(crate) fn record(&self, latency: Duration) {
+    pub(crate) fn record(&self, latency: u64) {
         let mut slot = lock(&self.histogram);
         let _ = slot
             .get_or_insert_with(new_histogram)
-            .record(nanos(latency));
+            .record(latency.max(1));
     }
 
     /// Adds a worker's batch and empties it.
@@ -146,8 +146,8 @@ impl Default for LocalLatency {
 impl LocalLatency {
     /// Records one latency; publishes the batch to `to` every
     /// [`PUBLISH_EVERY`] records.
-    pub(crate) fn record(&mut self, latency: Duration, to: &LatencyRecorder) {
-        let _ = self.batch.record(nanos(latency));
+    pub(crate) fn record(&mut self, latency: u64, to: &LatencyRecorder) {
+        let _ = self.batch.record(latency.max(1));
         self.pending += 1;
         if self.pending >= PUBLISH_EVERY {
             self.publish(to);
@@ -161,10 +161,6 @@ impl LocalLatency {
             self.pending = 0;
         }
     }
-}
-
-fn nanos(latency: Duration) -> u64 {
-    u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1)
 }
 
 /// Pool-wide counters of thread lifecycle and blocking, written rarely.
@@ -186,11 +182,16 @@ impl ThreadCounters {
     }
 }
 
-/// A summary of queue-to-start latencies: from `spawn` (or a group admitting
-/// the task) to the task's first poll.
+/// A summary of queue-to-start latencies: from `spawn` to the task's first
+/// poll.
+///
+/// Every start is measured while a thread spawns at a trickle; during a burst
+/// (spawns less than ~10 µs apart) one in eight is, because reading the clock
+/// twice per task would cost a tiny task a quarter of its time. `count` says
+/// how many starts were measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LatencySummary {
-    /// How many starts were recorded.
+    /// How many starts were measured (see the sampling note above).
     pub count: u64,
     /// Mean latency.
     pub mean: Duration,
@@ -203,16 +204,18 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    pub(crate) fn from_histogram(h: &Histogram<u64>) -> Self {
+    /// Summarises a histogram of `sys::ticks`, `nanos_per_tick` apart.
+    pub(crate) fn from_ticks(h: &Histogram<u64>, nanos_per_tick: f64) -> Self {
         if h.is_empty() {
             return LatencySummary::default();
         }
+        let time = |ticks: f64| Duration::from_nanos((ticks * nanos_per_tick) as u64);
         LatencySummary {
             count: h.len(),
-            mean: Duration::from_nanos(h.mean() as u64),
-            p50: Duration::from_nanos(h.value_at_quantile(0.5)),
-            p99: Duration::from_nanos(h.value_at_quantile(0.99)),
-            max: Duration::from_nanos(h.max()),
+            mean: time(h.mean()),
+            p50: time(h.value_at_quantile(0.5) as f64),
+            p99: time(h.value_at_quantile(0.99) as f64),
+            max: time(h.max() as f64),
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::worker::{self, park::Sleepers, Entry};
 use crossbeam_deque::{Injector, Steal};
 use crossbeam_utils::CachePadded;
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Everything one pool shares. See the module docs.
 #[derive(Debug)]
@@ -63,6 +63,7 @@ pub(crate) fn lane(priority: Priority) -> usize {
 
 impl Shared {
     pub(crate) fn new(config: Config) -> Self {
+        crate::sys::start_tick_calibration();
         let capacity = config.max_threads;
         Shared {
             lanes: [Injector::new(), Injector::new(), Injector::new()],
@@ -335,7 +336,7 @@ impl Shared {
 
     /// Records a task's queue-to-first-poll latency from outside a worker
     /// (workers batch theirs: see `worker::record_start`).
-    pub(crate) fn record_start_outside(&self, latency: Duration) {
+    pub(crate) fn record_start_outside(&self, latency: u64) {
         self.external_latency.record(latency);
     }
 
@@ -478,7 +479,8 @@ impl Shared {
         m.declared_blocking = c.declared_blocking.load(Ordering::Relaxed);
         m.oversubscribed_observations = c.oversubscribed.load(Ordering::Relaxed);
         m.concurrency_target = self.slots.target();
-        m.start_latency = crate::metrics::LatencySummary::from_histogram(&latency);
+        m.start_latency =
+            crate::metrics::LatencySummary::from_ticks(&latency, crate::sys::nanos_per_tick());
         self.monitor.fill_metrics(&mut m);
         m
     }

@@ -126,6 +126,77 @@ pub(crate) fn current_tid() -> i32 {
     }
 }
 
+/// A cheap, unordered timestamp for measuring queue-to-start latency, in
+/// ticks: the CPU's time-stamp counter on x86-64, nanoseconds since a process
+/// anchor elsewhere. Scale differences by [`nanos_per_tick`].
+///
+/// Why not `Instant::now()`: the vDSO clock orders the counter read against
+/// earlier loads and stores (`rdtscp`/`lfence`), so on the spawn path, right
+/// after a cache-missing allocation, it stalls; measured on the project
+/// machine, reading `Instant` at spawn and at first poll cost ~75 ns of a
+/// ~250 ns task (examples/spawn_parts.rs). A plain `rdtsc` does not wait.
+/// It may run a few cycles early or late, which is noise at the scale of a
+/// queue wait. The counter is invariant and synchronised across cores on the
+/// x86-64 machines Linux uses it as its clock source on; a difference that
+/// comes out negative (a core skew) is clamped to zero by the caller.
+#[inline]
+pub(crate) fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `rdtsc` reads a register; it has no preconditions, touches
+        // no memory and exists on every x86-64 CPU. (`unused_unsafe`: newer
+        // toolchains declare the intrinsic safe; 1.71 does not.)
+        #[allow(unused_unsafe)]
+        let t = unsafe { core::arch::x86_64::_rdtsc() };
+        t
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let (_, anchor) = tick_anchor();
+        u64::try_from(anchor.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The first (ticks, instant) pair read in this process: the reference both
+/// [`ticks`] (elsewhere than x86-64) and [`nanos_per_tick`] measure from.
+fn tick_anchor() -> (u64, std::time::Instant) {
+    static ANCHOR: std::sync::OnceLock<(u64, std::time::Instant)> = std::sync::OnceLock::new();
+    *ANCHOR.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        let t = ticks();
+        #[cfg(not(target_arch = "x86_64"))]
+        let t = 0;
+        (t, std::time::Instant::now())
+    })
+}
+
+/// Starts the tick calibration clock (call early: the longer the interval
+/// before the first conversion, the more exact it is).
+pub(crate) fn start_tick_calibration() {
+    let _ = tick_anchor();
+}
+
+/// Nanoseconds per tick, measured over the time since the anchor: the
+/// counter's rate against the monotonic clock. 1.0 until the anchor is a
+/// millisecond old (too short a baseline to divide by).
+pub(crate) fn nanos_per_tick() -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (t0, i0) = tick_anchor();
+        let nanos = i0.elapsed().as_nanos() as f64;
+        let ticks = ticks().saturating_sub(t0) as f64;
+        if nanos < 1e6 || ticks <= 0.0 {
+            1.0
+        } else {
+            nanos / ticks
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        1.0
+    }
+}
+
 /// What the kernel says a thread is doing (the state letter of its `stat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ThreadState {

@@ -193,3 +193,34 @@ fn join_handle_is_a_future_and_tasks_spawn_tasks() {
         assert_eq!(total, 9900);
     });
 }
+
+#[test]
+fn start_latency_measures_every_trickled_start_and_samples_bursts() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        // A trickle: spawns 2 ms apart are all measured.
+        for _ in 0..20 {
+            pool.spawn_fn(|| ()).join().unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let trickle = pool.metrics().start_latency;
+        assert_eq!(trickle.count, 20);
+        assert!(trickle.p50 <= trickle.p99 && trickle.p99 <= trickle.max);
+        assert!(trickle.max > Duration::ZERO);
+        // A burst of 80,000 from one thread: about one in eight.
+        let handles: Vec<_> = (0..80_000).map(|_| pool.spawn_fn(|| ())).collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        pool.shutdown().unwrap();
+        let burst = pool.metrics().start_latency.count - trickle.count;
+        assert!(
+            (5_000..=80_000).contains(&burst),
+            "measured {burst} of 80000"
+        );
+        assert!(
+            burst < 40_000,
+            "a burst should be sampled, measured {burst}"
+        );
+    });
+}

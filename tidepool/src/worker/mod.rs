@@ -129,9 +129,10 @@ pub(crate) fn draining<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
     result
 }
 
-/// Records a task's queue-to-first-poll latency: in the worker's local batch
-/// (no lock), or directly for a first poll outside a worker.
-pub(crate) fn record_start(latency: std::time::Duration) {
+/// Records a task's queue-to-first-poll latency, in `sys::ticks`: in the
+/// worker's local batch (no lock), or directly for a first poll outside a
+/// worker.
+pub(crate) fn record_start(latency: u64) {
     let recorded = CURRENT
         .try_with(|current| match &*current.borrow() {
             Some(ctx) => {
