@@ -167,6 +167,10 @@ impl LocalLatency {
 #[derive(Debug, Default)]
 pub(crate) struct ThreadCounters {
     pub(crate) started: AtomicU64,
+    pub(crate) started_demand: AtomicU64,
+    pub(crate) started_compensation: AtomicU64,
+    pub(crate) started_policy: AtomicU64,
+    pub(crate) start_paced: AtomicU64,
     pub(crate) start_failures: AtomicU64,
     pub(crate) retired_idle: AtomicU64,
     pub(crate) retired_surplus: AtomicU64,
@@ -275,8 +279,17 @@ pub struct Metrics {
     pub blocked_threads: usize,
     /// The most worker threads alive at once.
     pub peak_threads: usize,
-    /// Worker threads started.
+    /// Worker threads started, for any reason (the next three add up to it).
     pub threads_started: u64,
+    /// Threads started for new work with a free slot and no parked worker.
+    pub threads_started_demand: u64,
+    /// Threads started to replace workers found blocked.
+    pub threads_started_compensation: u64,
+    /// Threads started because a policy (Gradual, HillClimbing) added slots.
+    pub threads_started_policy: u64,
+    /// Thread starts put off by pacing (starts beyond `concurrency` that came
+    /// too fast; retried at the next spawn or monitor tick).
+    pub thread_starts_paced: u64,
     /// Thread starts that failed (the OS refused); the pool kept running.
     pub thread_start_failures: u64,
     /// Threads retired after `idle_timeout` without work.

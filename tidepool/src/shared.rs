@@ -10,7 +10,9 @@
 
 use crate::builder::Config;
 use crate::control::monitor::MonitorSignal;
+use crate::control::pacing::Pacer;
 use crate::control::slots::{Phase, Slots};
+use crate::control::StartReason;
 use crate::metrics::{EndCounter, LatencyRecorder, Metrics, TaskCounters, ThreadCounters};
 use crate::shutdown::Latch;
 use crate::sync::{fence, lock, Arc, AtomicUsize, Condvar, Mutex, Ordering};
@@ -50,6 +52,8 @@ pub(crate) struct Shared {
     pub(crate) built_at: Instant,
     /// The groups' and pairs' shared state, while any exist (see `fair`).
     pub(crate) fair: std::sync::Mutex<std::sync::Weak<crate::fair::Fair>>,
+    /// Paces thread starts beyond `concurrency`.
+    pacer: Mutex<Pacer>,
 }
 
 /// The lane index of a priority: 0 is served first.
@@ -82,6 +86,7 @@ impl Shared {
             monitor: MonitorSignal::default(),
             built_at: Instant::now(),
             fair: std::sync::Mutex::new(std::sync::Weak::new()),
+            pacer: Mutex::new(Pacer::default()),
             config,
         }
     }
@@ -163,27 +168,35 @@ impl Shared {
             return;
         }
         if self.slots.try_reserve_searcher() {
-            self.wake_or_start();
+            self.wake_or_start(StartReason::Demand);
         }
     }
 
     /// Hands a reserved searching slot to a parked worker, or to a new thread.
     /// Gives the reservation back if neither is possible.
-    pub(crate) fn wake_or_start(self: &Arc<Self>) {
+    pub(crate) fn wake_or_start(self: &Arc<Self>, reason: StartReason) {
         // A slot was just taken: a monitor asleep on an idle pool must watch.
         self.monitor.wake();
         if self.sleepers.wake_one() {
             return;
         }
-        if !self.start_worker() {
+        if !self.start_worker(reason) {
             self.slots.release_searching();
         }
     }
 
     /// Starts a worker thread that begins as a searcher, using the caller's
-    /// reservation. Returns false if `max_threads` are running or the OS
-    /// refused the thread.
-    fn start_worker(self: &Arc<Self>) -> bool {
+    /// reservation. Returns false if `max_threads` are running, the pacing of
+    /// starts beyond `concurrency` says not yet (see `control::pacing`), or the
+    /// OS refused the thread.
+    fn start_worker(self: &Arc<Self>, reason: StartReason) -> bool {
+        if self.threads.load(Ordering::Relaxed) >= self.config.concurrency {
+            let now = self.built_at.elapsed();
+            if !lock(&self.pacer).try_start(now) {
+                ThreadCounters::bump(&self.thread_counters.start_paced);
+                return false;
+            }
+        }
         let mut threads = self.threads.load(Ordering::Relaxed);
         loop {
             if threads >= self.config.max_threads {
@@ -215,6 +228,11 @@ impl Shared {
         match builder.spawn(move || worker::run(shared, index)) {
             Ok(_) => {
                 ThreadCounters::bump(&self.thread_counters.started);
+                ThreadCounters::bump(match reason {
+                    StartReason::Demand => &self.thread_counters.started_demand,
+                    StartReason::Compensation => &self.thread_counters.started_compensation,
+                    StartReason::Policy => &self.thread_counters.started_policy,
+                });
                 self.thread_counters
                     .peak_threads
                     .fetch_max(threads as u64 + 1, Ordering::Relaxed);
@@ -472,6 +490,10 @@ impl Shared {
         m.blocked_threads = blocked;
         m.peak_threads = c.peak_threads.load(Ordering::Relaxed) as usize;
         m.threads_started = c.started.load(Ordering::Relaxed);
+        m.threads_started_demand = c.started_demand.load(Ordering::Relaxed);
+        m.threads_started_compensation = c.started_compensation.load(Ordering::Relaxed);
+        m.threads_started_policy = c.started_policy.load(Ordering::Relaxed);
+        m.thread_starts_paced = c.start_paced.load(Ordering::Relaxed);
         m.thread_start_failures = c.start_failures.load(Ordering::Relaxed);
         m.threads_retired_idle = c.retired_idle.load(Ordering::Relaxed);
         m.threads_retired_surplus = c.retired_surplus.load(Ordering::Relaxed);

@@ -254,3 +254,28 @@ fn a_returning_blocked_worker_gives_way_when_slots_are_full() {
         assert!(m.running_threads <= 1, "{m:?}");
     });
 }
+
+#[test]
+fn a_burst_of_blocking_work_is_compensated_at_a_paced_rate() {
+    within(HANG, || {
+        // Eight slots: eight workers block at once and are found blocked in
+        // the same monitor tick, so replacements are asked for in a burst.
+        let pool = Pool::builder().concurrency(8).build().unwrap();
+        let handles: Vec<_> = (0..200)
+            .map(|_| pool.spawn_fn(|| std::thread::sleep(Duration::from_millis(50))))
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let m = pool.metrics();
+        // Blocked workers were replaced...
+        assert!(m.threads_started_compensation > 0, "{m:?}");
+        // ...but not one thread per blocked item at once: starts were paced.
+        assert!(m.thread_starts_paced > 0, "{m:?}");
+        assert!(m.peak_threads < 200, "{m:?}");
+        assert_eq!(
+            m.threads_started,
+            m.threads_started_demand + m.threads_started_compensation + m.threads_started_policy
+        );
+    });
+}

@@ -4,8 +4,23 @@
 //! * `slots`: the slot counters and per-worker task status (the protocol).
 //! * `monitor`: the thread that samples workers and applies decisions.
 //! * `policy`: pure decision functions, one per [`Controller`].
+//! * `pacing`: how fast threads beyond `concurrency` may start.
+
+/// Why a worker thread was started (each start is counted under its reason in
+/// [`Metrics`](crate::Metrics)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StartReason {
+    /// New work and a free slot, no parked worker (from `spawn`, or the
+    /// monitor picking up work nobody was woken for).
+    Demand,
+    /// Replacing workers the monitor found blocked.
+    Compensation,
+    /// A policy (Gradual, HillClimbing) raised the number of slots.
+    Policy,
+}
 
 pub(crate) mod monitor;
+pub(crate) mod pacing;
 pub(crate) mod policy;
 pub(crate) mod slots;
 

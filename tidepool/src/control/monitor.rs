@@ -29,6 +29,7 @@
 
 use super::policy::{KernelView, Limits, Policy, Sample, WorkerView};
 use super::slots::{Phase, StatusWord};
+use super::StartReason;
 use crate::metrics::{Metrics, ThreadCounters, ThreadSample};
 use crate::shared::Shared;
 use crate::sync::{lock, Arc, AtomicBool, Condvar, Mutex, Ordering};
@@ -331,11 +332,18 @@ impl Monitor {
         if let Some(target) = decision.set_target {
             shared.slots.set_target(target);
         }
+        let reason = if !decision.mark_blocked.is_empty() {
+            StartReason::Compensation
+        } else if decision.set_target.is_some_and(|t| t > sample.target) {
+            StartReason::Policy
+        } else {
+            StartReason::Demand
+        };
         for _ in 0..decision.wake {
             if !shared.slots.try_acquire(true) {
                 break;
             }
-            shared.wake_or_start();
+            shared.wake_or_start(reason);
         }
 
         // Idle also needs the policy at rest: a raised target must first be

@@ -12,12 +12,17 @@ pub const HANG: Duration = Duration::from_secs(60);
 /// `limit` (a hang), returning its value otherwise.
 pub fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    let body = std::thread::spawn(move || {
         let _ = tx.send(f());
     });
     match rx.recv_timeout(limit) {
         Ok(value) => value,
-        Err(_) => panic!("did not finish within {limit:?}: hung"),
+        // The body panicked (an assertion failed): report that panic.
+        Err(mpsc::RecvTimeoutError::Disconnected) => match body.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the body sends before it returns"),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("did not finish within {limit:?}: hung"),
     }
 }
 
