@@ -49,6 +49,12 @@ const HILL_WINDOW: Duration = Duration::from_millis(250);
 /// a step down may lower it by up to this share).
 const HILL_MARGIN: f64 = 0.05;
 
+/// A window must see at least this many completions before its throughput
+/// counts; until then it keeps growing. With long tasks (a CPU-bound job of a
+/// second) a 250 ms window sees zero or one completion, and comparing such
+/// windows is noise that walked the target up to twice the cores in the lab.
+const HILL_MIN_COMPLETIONS: u64 = 20;
+
 /// One worker that is inside a task.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct WorkerView {
@@ -263,6 +269,9 @@ impl HillClimb {
             return None;
         }
         let ended = sample.ended.saturating_sub(self.ended_at_start);
+        if ended < HILL_MIN_COMPLETIONS && sample.queued > 0 {
+            return None; // too few completions to compare yet: keep measuring
+        }
         let rate = ended as f64 / elapsed.as_secs_f64();
         self.restart(sample);
         if sample.queued == 0 {
@@ -533,6 +542,26 @@ mod tests {
             seen.iter().filter(|&&t| t == 3).count() >= seen.len() / 3,
             "{seen:?}"
         );
+    }
+
+    #[test]
+    fn hill_climbing_holds_still_on_long_tasks() {
+        let mut policy = Policy::new(Controller::HillClimbing);
+        let mut ended = 0;
+        // One-second jobs: a completion every few windows, lumpy.
+        for window in 1..=40u32 {
+            if window % 3 == 0 {
+                ended += 1;
+            }
+            let mut s = sample(vec![], 8);
+            s.now = HILL_WINDOW * window;
+            s.ended = ended;
+            assert_eq!(
+                policy.decide(&limits(), &s).set_target,
+                None,
+                "window {window}"
+            );
+        }
     }
 
     #[test]
