@@ -193,6 +193,14 @@ impl ThreadCounters {
 /// (spawns less than ~10 µs apart) one in eight is, because reading the clock
 /// twice per task would cost a tiny task a quarter of its time. `count` says
 /// how many starts were measured.
+///
+/// ```
+/// let pool = tidepool::Pool::builder().build().unwrap();
+/// pool.spawn_fn(|| ()).join().unwrap();
+/// let latency = pool.metrics().start_latency;
+/// assert_eq!(latency.count, 1);
+/// assert!(latency.p50 <= latency.max);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LatencySummary {
     /// How many starts were measured (see the sampling note above).
@@ -226,6 +234,16 @@ impl LatencySummary {
 
 /// One point of the thread-count time series: how many worker threads were in
 /// each state at `at` (time since the pool was built).
+///
+/// ```
+/// use std::time::Duration;
+/// let pool = tidepool::Pool::builder().concurrency(1).build().unwrap();
+/// pool.spawn_fn(|| std::thread::sleep(Duration::from_millis(20))).join().unwrap();
+/// let series = pool.metrics().thread_series;
+/// // Sampled by the monitor while the pool was busy, oldest first.
+/// assert!(series.windows(2).all(|w| w[0].at <= w[1].at));
+/// assert!(series.iter().all(|s| s.running <= 1));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ThreadSample {
     /// Time since the pool was built.

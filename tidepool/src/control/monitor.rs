@@ -8,7 +8,8 @@
 //!    the monitor interval — asks the kernel (`sys::ThreadProbe`: one `pread`
 //!    of `/proc/self/task/<tid>/stat` and one CPU-clock read). A suspect found
 //!    runnable is asked again less and less often (doubling, up to
-//!    [`MAX_PROBE_BACKOFF`] ticks) until it changes task.
+//!    [`MAX_PROBE_BACKOFF`] ticks) until it changes task, and does not keep
+//!    the monitor ticking fast meanwhile.
 //! 3. Hands the [`Sample`] to the policy and applies its [`Decision`]: marks
 //!    blocked workers (their slot goes back to the pool), changes the number of
 //!    slots, wakes or starts workers for queued work.
@@ -278,7 +279,6 @@ impl Monitor {
                     if fresh {
                         t.cpu_at_since = probe.cpu_time();
                     } else if policy.is_suspect(&limits, &view) {
-                        any_suspect = true;
                         if t.probe_wait == 0 {
                             let waiting = probe.state().is_waiting();
                             let cpu_share = match (t.cpu_at_since, probe.cpu_time()) {
@@ -308,6 +308,11 @@ impl Monitor {
                         } else {
                             t.probe_wait -= 1;
                         }
+                        // Tick fast only for suspects due for a look next
+                        // tick; one found runnable again and again (CPU-bound)
+                        // lets the monitor slow down, so it does not take a
+                        // thousand wake-ups a second from the busy cores.
+                        any_suspect |= t.probe_wait == 0;
                     }
                 }
             }
