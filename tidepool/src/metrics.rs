@@ -194,9 +194,14 @@ impl ThreadCounters {
 /// twice per task would cost a tiny task a quarter of its time. `count` says
 /// how many starts were measured.
 ///
+/// Workers publish their measurements every 4096 starts and whenever they
+/// run out of work (and when they exit), so a snapshot taken while a worker
+/// is still busy may lag behind by its unpublished starts.
+///
 /// ```
 /// let pool = tidepool::Pool::builder().build().unwrap();
 /// pool.spawn_fn(|| ()).join().unwrap();
+/// pool.shutdown().unwrap(); // the workers have published everything
 /// let latency = pool.metrics().start_latency;
 /// assert_eq!(latency.count, 1);
 /// assert!(latency.p50 <= latency.max);
