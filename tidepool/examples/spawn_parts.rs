@@ -2,30 +2,12 @@
 //! a million tasks while the pool's only worker is held, then releases it.
 //! `cargo run --release --example spawn_parts`
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Condvar, Mutex};
+use std::sync::mpsc;
 use std::time::Instant;
 
-static LEFT: AtomicUsize = AtomicUsize::new(0);
-static DONE: Mutex<bool> = Mutex::new(false);
-static DONE_CV: Condvar = Condvar::new();
-
-/// The task body: one decrement; the last task wakes the waiter. Nobody reads
-/// the counter meanwhile, so its cache line stays with the workers.
-fn tick() {
-    if LEFT.fetch_sub(1, Ordering::Relaxed) == 1 {
-        *DONE.lock().unwrap() = true;
-        DONE_CV.notify_one();
-    }
-}
-
-fn wait_done() {
-    let mut done = DONE.lock().unwrap();
-    while !*done {
-        done = DONE_CV.wait(done).unwrap();
-    }
-    *done = false;
-}
+#[path = "support/countdown.rs"]
+mod countdown;
+use countdown::{tick, wait_done};
 
 fn main() {
     let n = 1_000_000;
@@ -35,7 +17,7 @@ fn main() {
         .build()
         .expect("pool");
     for _ in 0..5 {
-        LEFT.store(n, Ordering::SeqCst);
+        countdown::arm(n);
         let (hold_tx, hold_rx) = mpsc::channel::<()>();
         let (held_tx, held_rx) = mpsc::channel::<()>();
         drop(pool.spawn_fn(move || {

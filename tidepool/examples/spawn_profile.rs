@@ -3,30 +3,11 @@
 //! `cargo run --release --example spawn_profile -- outside 1000000 5`.
 //! Each task decrements a static counter, as in `benches/spawn_many.rs`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Condvar, Mutex};
 use std::time::Instant;
 
-static LEFT: AtomicUsize = AtomicUsize::new(0);
-static DONE: Mutex<bool> = Mutex::new(false);
-static DONE_CV: Condvar = Condvar::new();
-
-/// The task body: one decrement; the last task wakes the waiter. Nobody reads
-/// the counter meanwhile, so its cache line stays with the workers.
-fn tick() {
-    if LEFT.fetch_sub(1, Ordering::Relaxed) == 1 {
-        *DONE.lock().unwrap() = true;
-        DONE_CV.notify_one();
-    }
-}
-
-fn wait_done() {
-    let mut done = DONE.lock().unwrap();
-    while !*done {
-        done = DONE_CV.wait(done).unwrap();
-    }
-    *done = false;
-}
+#[path = "support/countdown.rs"]
+mod countdown;
+use countdown::{tick, wait_done};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -45,8 +26,7 @@ fn main() {
         .build()
         .expect("pool");
     for _ in 0..rounds {
-        LEFT.store(n, Ordering::SeqCst);
-        let (tx, rx) = mpsc::sync_channel::<()>(1);
+        countdown::arm(n);
         let start = Instant::now();
         let spawn_all = {
             let pool = pool.clone();
@@ -62,7 +42,6 @@ fn main() {
             spawn_all();
         }
         wait_done();
-        drop((tx, rx));
         let elapsed = start.elapsed();
         println!(
             "{n} tasks: {elapsed:?} ({:.0} ns/task)",
