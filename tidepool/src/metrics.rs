@@ -171,6 +171,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) started_compensation: AtomicU64,
     pub(crate) started_policy: AtomicU64,
     pub(crate) start_paced: AtomicU64,
+    pub(crate) reserve_lends: AtomicU64,
     pub(crate) start_failures: AtomicU64,
     pub(crate) retired_idle: AtomicU64,
     pub(crate) retired_surplus: AtomicU64,
@@ -328,6 +329,9 @@ pub struct Metrics {
     /// CPU (its scheduler run delay grew): the cores are oversubscribed, by
     /// this pool or by other processes. tidepool never adds threads for it.
     pub oversubscribed_observations: u64,
+    /// Times a high-priority task found every slot busy and borrowed the
+    /// reserve slot to start at once.
+    pub reserve_slot_lends: u64,
     /// Running slots now.
     pub concurrency_target: usize,
     /// Time the monitor thread has spent working (not sleeping).

@@ -15,7 +15,7 @@ use crate::control::slots::{Phase, Slots};
 use crate::control::StartReason;
 use crate::metrics::{EndCounter, LatencyRecorder, Metrics, TaskCounters, ThreadCounters};
 use crate::shutdown::Latch;
-use crate::sync::{fence, lock, Arc, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{fence, lock, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 use crate::task::{tracked, JoinHandle, Priority, Runnable, TaskMeta};
 use crate::worker::{self, park::Sleepers, Entry};
 use crossbeam_deque::{Injector, Steal};
@@ -54,7 +54,17 @@ pub(crate) struct Shared {
     pub(crate) fair: std::sync::Mutex<std::sync::Weak<crate::fair::Fair>>,
     /// Paces thread starts beyond `concurrency`.
     pacer: Mutex<Pacer>,
+    /// Set when workers may hold more slots than there are (the target was
+    /// lowered, or a reserve slot was lent): workers check it at each task
+    /// boundary and one gives its slot back. A flag, so the common case costs
+    /// one load of a line nobody writes.
+    pub(crate) shrink: CachePadded<AtomicBool>,
 }
+
+/// How many slots beyond the target high-priority tasks may borrow at once.
+/// One: enough to start an urgent task at once on a saturated pool, while the
+/// pool is over its slots by at most one worker, for about one task.
+pub(crate) const RESERVE_SLOTS: usize = 1;
 
 /// The lane index of a priority: 0 is served first.
 pub(crate) fn lane(priority: Priority) -> usize {
@@ -87,6 +97,7 @@ impl Shared {
             built_at: Instant::now(),
             fair: std::sync::Mutex::new(std::sync::Weak::new()),
             pacer: Mutex::new(Pacer::default()),
+            shrink: CachePadded::new(AtomicBool::new(false)),
             config,
         }
     }
@@ -140,7 +151,7 @@ impl Shared {
     pub(crate) fn push_global(self: &Arc<Self>, runnable: Runnable) {
         let lane = lane(runnable.metadata().priority);
         self.lanes[lane].push(runnable);
-        self.notify();
+        self.notify_lane(lane);
     }
 
     /// Queues a runnable that needs no (more) admission: see [`Shared::schedule`].
@@ -154,22 +165,59 @@ impl Shared {
         if let Some(runnable) = runnable {
             self.lanes[lane].push(runnable);
         }
-        self.notify();
+        self.notify_lane(lane);
+    }
+
+    /// `notify` after a push on `lane`; a high-priority task that finds every
+    /// slot busy and nobody searching borrows the reserve slot.
+    fn notify_lane(self: &Arc<Self>, lane: usize) {
+        if !self.notify() && lane == 0 {
+            self.lend_reserve_slot();
+        }
+    }
+
+    /// Lends one slot beyond the target to run a high-priority task now
+    /// instead of after a running task ends (which may take a while: the
+    /// flood experiment's items run 2 ms). The woken worker looks at the high
+    /// lane first; the `shrink` flag makes some worker give a slot back at
+    /// its next task boundary, so the pool is over its slots for about one
+    /// task. At most [`RESERVE_SLOTS`] are lent at a time.
+    fn lend_reserve_slot(self: &Arc<Self>) {
+        if self.slots.try_reserve_searcher_beyond(RESERVE_SLOTS) {
+            self.shrink.store(true, Ordering::Release);
+            ThreadCounters::bump(&self.thread_counters.reserve_lends);
+            self.wake_or_start(StartReason::Demand);
+        }
+    }
+
+    /// Changes the number of slots (policies). Lowering it raises `shrink` so
+    /// surplus workers give their slots back at their next task boundary.
+    pub(crate) fn set_target(&self, target: usize) {
+        let lower = target < self.slots.target();
+        self.slots.set_target(target);
+        if lower {
+            // Release: a worker that sees the flag sees the new target.
+            self.shrink.store(true, Ordering::Release);
+        }
     }
 
     /// Called after new work was queued: wakes or starts a worker if nobody is
     /// searching and a slot is free. See `worker::park` for why the fence.
-    pub(crate) fn notify(self: &Arc<Self>) {
+    /// Returns true if it took a slot for a worker, or none was needed because
+    /// somebody is searching.
+    pub(crate) fn notify(self: &Arc<Self>) -> bool {
         fence(Ordering::SeqCst);
         if self.latch.is_stopped() {
             // Stopped after the push: nobody will run it, so drop it here
             // (its task counts as cancelled).
             self.drain_queues();
-            return;
+            return true;
         }
         if self.slots.try_reserve_searcher() {
             self.wake_or_start(StartReason::Demand);
+            return true;
         }
+        self.slots.counts().searching > 0
     }
 
     /// Hands a reserved searching slot to a parked worker, or to a new thread.
@@ -494,6 +542,7 @@ impl Shared {
         m.threads_started_compensation = c.started_compensation.load(Ordering::Relaxed);
         m.threads_started_policy = c.started_policy.load(Ordering::Relaxed);
         m.thread_starts_paced = c.start_paced.load(Ordering::Relaxed);
+        m.reserve_slot_lends = c.reserve_lends.load(Ordering::Relaxed);
         m.thread_start_failures = c.start_failures.load(Ordering::Relaxed);
         m.threads_retired_idle = c.retired_idle.load(Ordering::Relaxed);
         m.threads_retired_surplus = c.retired_surplus.load(Ordering::Relaxed);

@@ -335,7 +335,7 @@ impl Monitor {
             }
         }
         if let Some(target) = decision.set_target {
-            shared.slots.set_target(target);
+            shared.set_target(target);
         }
         let reason = if !decision.mark_blocked.is_empty() {
             StartReason::Compensation

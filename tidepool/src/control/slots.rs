@@ -100,11 +100,19 @@ impl Slots {
     /// worker it is about to wake or start, but only if nobody is searching
     /// already (that worker will find the work) and a slot is free.
     pub(crate) fn try_reserve_searcher(&self) -> bool {
-        let target = self.target() as u64;
+        self.try_reserve_searcher_beyond(0)
+    }
+
+    /// Like [`Slots::try_reserve_searcher`], but may take up to `extra` slots
+    /// beyond the target: a high-priority task borrowing a reserve slot while
+    /// every slot is busy. The surplus is given back at a task boundary (see
+    /// `Shared::lend_reserve_slot`).
+    pub(crate) fn try_reserve_searcher_beyond(&self, extra: usize) -> bool {
+        let limit = (self.target() + extra) as u64;
         let mut current = self.state.load(Ordering::SeqCst);
         loop {
             let counts = unpack(current);
-            if counts.searching > 0 || counts.active as u64 >= target {
+            if counts.searching > 0 || counts.active as u64 >= limit {
                 return false;
             }
             match self.state.compare_exchange_weak(
@@ -117,6 +125,12 @@ impl Slots {
                 Err(actual) => current = actual,
             }
         }
+    }
+
+    /// True if more slots are held than there are (the target was lowered, or
+    /// a reserve slot was lent).
+    pub(crate) fn over_target(&self) -> bool {
+        self.counts().active > self.target()
     }
 
     /// Takes a slot if one is free, as a searcher (a parked worker that saw work

@@ -269,6 +269,10 @@ impl RunLoop<'_> {
                             break exit;
                         }
                     }
+                } else if self.shared().shrink.load(Ordering::Relaxed) && self.give_slot_back() {
+                    if let Some(exit) = self.give_way() {
+                        break exit;
+                    }
                 }
                 continue;
             }
@@ -411,14 +415,34 @@ impl RunLoop<'_> {
         self.park(&shared)
     }
 
+    /// The pool may hold more slots than there are (`Shared::shrink`): if it
+    /// does, gives this worker's slot back and returns true (the caller then
+    /// gives way). The flag is cleared before the check and raised again when
+    /// this worker was surplus, so a target lowered concurrently is never
+    /// missed: its `store(true)` comes after its new target, and either lands
+    /// after our swap or is seen by our check.
+    fn give_slot_back(&self) -> bool {
+        let shared = self.shared();
+        // AcqRel pairs with the Release store in `Shared::set_target` and
+        // `lend_reserve_slot`: seeing the flag means seeing the new counts.
+        if !shared.shrink.swap(false, Ordering::AcqRel) || !shared.slots.over_target() {
+            return false;
+        }
+        shared.slots.release();
+        // Others may be surplus too; let them check.
+        shared.shrink.store(true, Ordering::Release);
+        true
+    }
+
     /// A worker whose blocked task ended finds every slot taken: it is
     /// surplus. It parks without a slot (or retires), and makes sure the work
     /// in its deque is seen by the others.
     fn give_way(&mut self) -> Option<Exit> {
         let shared = Arc::clone(self.shared());
         shared.sleepers.push(self.ctx.index);
-        if !self.ctx.local.is_empty() {
-            // Our deque stays stealable; wake a searcher if a slot frees up.
+        if shared.has_work() {
+            // Our deque stays stealable, and other queues may hold work: wake
+            // a searcher if a slot is free.
             shared.notify();
         }
         let exit = self.park(&shared);
