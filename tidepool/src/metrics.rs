@@ -185,6 +185,24 @@ impl ThreadCounters {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// Copies every counter into a snapshot.
+    pub(crate) fn fill(&self, m: &mut Metrics) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        m.peak_threads = get(&self.peak_threads) as usize;
+        m.threads_started = get(&self.started);
+        m.threads_started_demand = get(&self.started_demand);
+        m.threads_started_compensation = get(&self.started_compensation);
+        m.threads_started_policy = get(&self.started_policy);
+        m.thread_starts_paced = get(&self.start_paced);
+        m.reserve_slot_lends = get(&self.reserve_lends);
+        m.thread_start_failures = get(&self.start_failures);
+        m.threads_retired_idle = get(&self.retired_idle);
+        m.threads_retired_surplus = get(&self.retired_surplus);
+        m.blocked_detections = get(&self.blocked_detections);
+        m.declared_blocking = get(&self.declared_blocking);
+        m.oversubscribed_observations = get(&self.oversubscribed);
+    }
 }
 
 /// A summary of queue-to-start latencies: from `spawn` to the task's first

@@ -526,7 +526,6 @@ impl Shared {
                 Phase::Idle => {}
             }
         }
-        let c = &self.thread_counters;
         // Saturating: shards are read one by one while tasks move between them.
         m.in_flight = m
             .spawned
@@ -536,19 +535,7 @@ impl Shared {
         m.idle_threads = self.sleepers.parked();
         m.running_threads = self.slots.counts().active.max(running);
         m.blocked_threads = blocked;
-        m.peak_threads = c.peak_threads.load(Ordering::Relaxed) as usize;
-        m.threads_started = c.started.load(Ordering::Relaxed);
-        m.threads_started_demand = c.started_demand.load(Ordering::Relaxed);
-        m.threads_started_compensation = c.started_compensation.load(Ordering::Relaxed);
-        m.threads_started_policy = c.started_policy.load(Ordering::Relaxed);
-        m.thread_starts_paced = c.start_paced.load(Ordering::Relaxed);
-        m.reserve_slot_lends = c.reserve_lends.load(Ordering::Relaxed);
-        m.thread_start_failures = c.start_failures.load(Ordering::Relaxed);
-        m.threads_retired_idle = c.retired_idle.load(Ordering::Relaxed);
-        m.threads_retired_surplus = c.retired_surplus.load(Ordering::Relaxed);
-        m.blocked_detections = c.blocked_detections.load(Ordering::Relaxed);
-        m.declared_blocking = c.declared_blocking.load(Ordering::Relaxed);
-        m.oversubscribed_observations = c.oversubscribed.load(Ordering::Relaxed);
+        self.thread_counters.fill(&mut m);
         m.concurrency_target = self.slots.target();
         m.start_latency =
             crate::metrics::LatencySummary::from_ticks(&latency, crate::sys::nanos_per_tick());

@@ -1,21 +1,12 @@
 //! Groups: limits, metrics, closing, errors, cancellation and shutdown.
 //! No timing thresholds: only generous hang timeouts.
 
+mod common;
+use common::within;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tidepool::{GroupError, JoinError, Pool, Priority, SpawnError};
-
-/// Runs `f` on its own thread and fails the test if it takes longer than
-/// `secs` (a hang, not a slow machine).
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(secs))
-        .expect("hung (or panicked) past the hang timeout")
-}
 
 /// Live/peak counter measured inside tasks.
 #[derive(Default)]
@@ -51,7 +42,7 @@ fn settled(group: &tidepool::Group) -> tidepool::GroupMetrics {
 
 #[test]
 fn max_concurrency_bounds_running_closures_and_polls() {
-    within(60, || {
+    within(Duration::from_secs(60), || {
         let pool = Pool::builder().concurrency(4).build().unwrap();
         let group = pool.group().max_concurrency(2).build().unwrap();
         let running = Arc::new(HighWater::default());
@@ -91,7 +82,7 @@ fn max_concurrency_bounds_running_closures_and_polls() {
 
 #[test]
 fn awaiting_tasks_do_not_count_against_max_concurrency() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let group = pool.group().max_concurrency(1).build().unwrap();
         let started = Arc::new(AtomicUsize::new(0));
@@ -121,7 +112,7 @@ fn awaiting_tasks_do_not_count_against_max_concurrency() {
 
 #[test]
 fn max_in_flight_bounds_started_tasks_end_to_end() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(4).build().unwrap();
         let group = pool.group().max_in_flight(3).build().unwrap();
         let in_flight = Arc::new(HighWater::default());
@@ -146,7 +137,7 @@ fn max_in_flight_bounds_started_tasks_end_to_end() {
 
 #[test]
 fn max_in_flight_one_with_self_waking_tasks_does_not_deadlock() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let group = pool
             .group()
@@ -171,7 +162,7 @@ fn max_in_flight_one_with_self_waking_tasks_does_not_deadlock() {
 
 #[test]
 fn a_group_admits_in_fifo_order() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let group = pool.group().max_concurrency(1).build().unwrap();
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -190,7 +181,7 @@ fn a_group_admits_in_fifo_order() {
 
 #[test]
 fn panics_and_cancellations_are_counted_and_release_permits() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let group = pool
             .group()
@@ -231,7 +222,7 @@ fn panics_and_cancellations_are_counted_and_release_permits() {
 
 #[test]
 fn closing_a_group_refuses_new_work_and_runs_queued_work() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(1).build().unwrap();
         let group = pool.group().max_concurrency(1).build().unwrap();
         let queued: Vec<_> = (0..10)
@@ -261,7 +252,7 @@ fn closing_a_group_refuses_new_work_and_runs_queued_work() {
 
 #[test]
 fn shutdown_runs_tasks_queued_in_groups() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let group = pool.group().max_concurrency(1).build().unwrap();
         let ran = Arc::new(AtomicUsize::new(0));
@@ -287,7 +278,7 @@ fn shutdown_runs_tasks_queued_in_groups() {
 
 #[test]
 fn a_stopped_pool_cancels_tasks_waiting_in_a_group() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(1).build().unwrap();
         let group = pool.group().max_concurrency(1).build().unwrap();
         let blocker = group.spawn_fn(|| std::thread::sleep(Duration::from_millis(300)));
@@ -307,7 +298,7 @@ fn a_stopped_pool_cancels_tasks_waiting_in_a_group() {
 
 #[test]
 fn groups_carry_their_priority() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(1).build().unwrap();
         let urgent = pool.group().priority(Priority::High).build().unwrap();
         let (tx, rx) = mpsc::channel();
@@ -370,7 +361,7 @@ fn build_errors_name_the_value_and_the_fix() {
 
 #[test]
 fn a_group_keeps_its_pool_open_and_metrics_add_up() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let group = {
             let pool = Pool::builder().concurrency(2).build().unwrap();
             pool.group()

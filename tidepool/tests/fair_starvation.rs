@@ -3,19 +3,12 @@
 //! work, and two flooding groups share admissions. Assertions are on counts
 //! and order, never on durations; timeouts only catch hangs.
 
+mod common;
+use common::within;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tidepool::{Pool, Priority};
-
-fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(secs))
-        .expect("hung (or panicked) past the hang timeout")
-}
 
 /// A flood that keeps itself going: each task of `lane` spawns its own
 /// replacement until `stop` is set, so the lane never drains. `pending`
@@ -34,7 +27,7 @@ fn flood_task(pool: Pool, lane: Priority, pending: Arc<AtomicUsize>, stop: Arc<A
 }
 
 fn lower_lane_is_served_under_flood(high: Priority, low: Priority) {
-    within(60, move || {
+    within(Duration::from_secs(60), move || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let pending = Arc::new(AtomicUsize::new(0));
@@ -78,7 +71,7 @@ fn low_lane_is_served_while_normal_lane_is_flooded() {
 
 #[test]
 fn a_waiting_exclusive_item_is_not_starved_by_a_concurrent_stream() {
-    within(60, || {
+    within(Duration::from_secs(60), || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let (concurrent, exclusive) = pool.concurrent_exclusive(4).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -136,7 +129,7 @@ fn a_waiting_exclusive_item_is_not_starved_by_a_concurrent_stream() {
 /// Both sides of a pair admit in FIFO order.
 #[test]
 fn pair_sides_are_fifo() {
-    within(30, || {
+    within(Duration::from_secs(30), || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let (concurrent, exclusive) = pool.concurrent_exclusive(1).unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
@@ -209,7 +202,7 @@ fn race(weights: (u32, u32), per_group: usize) -> (usize, usize) {
 
 #[test]
 fn two_flooding_groups_of_equal_weight_share_admissions() {
-    let (na, nb) = within(60, || race((1, 1), 1_000));
+    let (na, nb) = within(Duration::from_secs(60), || race((1, 1), 1_000));
     let share = na as f64 / (na + nb) as f64;
     eprintln!("weights 1:1 -> a {na}, b {nb} while both had work");
     assert!((0.35..=0.65).contains(&share), "a got {na}, b got {nb}");
@@ -217,7 +210,7 @@ fn two_flooding_groups_of_equal_weight_share_admissions() {
 
 #[test]
 fn weights_skew_the_share() {
-    let (na, nb) = within(60, || race((3, 1), 1_000));
+    let (na, nb) = within(Duration::from_secs(60), || race((3, 1), 1_000));
     let share = na as f64 / (na + nb) as f64;
     eprintln!("weights 3:1 -> a {na}, b {nb} while both had work");
     // Ideal 0.75; generous bounds.
