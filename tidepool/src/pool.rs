@@ -389,7 +389,8 @@ impl TaskBuilder<'_> {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.spawn(async move { work() })
+        self.try_spawn_fn(work)
+            .unwrap_or_else(|_| JoinHandle::refused())
     }
 
     /// Like [`TaskBuilder::spawn`], but says so if the pool is shut down.
@@ -402,9 +403,17 @@ impl TaskBuilder<'_> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        self.spawn_task(future, false)
+    }
+
+    fn spawn_task<F>(self, future: F, closure: bool) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         self.pool
             .shared()
-            .spawn(future, TaskMeta::plain(self.priority))
+            .spawn(future, TaskMeta::plain(self.priority), closure)
             .ok_or(SpawnError::ShutDown)
     }
 
@@ -418,6 +427,6 @@ impl TaskBuilder<'_> {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.try_spawn(async move { work() })
+        self.spawn_task(async move { work() }, true)
     }
 }

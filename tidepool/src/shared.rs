@@ -105,10 +105,14 @@ impl Shared {
     // ----- spawning and scheduling -------------------------------------------------
 
     /// Accepts `future` as a task, or returns `None` if the pool is closed.
+    /// `closure` says the future is a work item's closure (it finishes in its
+    /// first poll), which lets the spawning thread free its cell (see
+    /// `task::local_free`).
     pub(crate) fn spawn<F>(
         self: &Arc<Self>,
         future: F,
         meta: TaskMeta,
+        closure: bool,
     ) -> Option<JoinHandle<F::Output>>
     where
         F: Future + Send + 'static,
@@ -127,6 +131,9 @@ impl Shared {
             |_| tracked(future),
             move |runnable| scheduler.schedule(runnable),
         );
+        if closure {
+            crate::task::local_free::keep(runnable.waker());
+        }
         runnable.schedule();
         Some(JoinHandle::new(task))
     }

@@ -230,3 +230,21 @@ fn start_latency_measures_every_trickled_start_and_samples_bursts() {
         );
     });
 }
+
+#[test]
+fn a_detached_work_items_output_is_dropped_when_it_finishes() {
+    // The spawning thread keeps a reference to recent work items' cells (so
+    // it can free them itself); that must not keep their outputs alive.
+    struct Signal(std::sync::mpsc::Sender<()>);
+    impl Drop for Signal {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        drop(pool.spawn_fn(move || Signal(tx)));
+        rx.recv_timeout(HANG).expect("the output was never dropped");
+    });
+}

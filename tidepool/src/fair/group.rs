@@ -525,7 +525,7 @@ impl Spawner {
             gate: Some(TaskGate::as_dyn(&gate)),
         };
         shared
-            .spawn(gated(gate, future), meta)
+            .spawn(gated(gate, future), meta, false)
             .ok_or(SpawnError::ShutDown)
     }
 
