@@ -262,6 +262,13 @@ fn spawn_many(c: &mut Criterion) {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let n = task_count();
     let systems = systems(cores);
+    // One untimed round per system first, so every system meets an allocator
+    // that has already grown its heap: without it, whichever system runs
+    // first pays for that (measured: ~25% on the first system).
+    for system in &systems {
+        time_rounds(1, n, |n, countdown| system.outside(n, countdown));
+        time_rounds(1, n, |n, countdown| system.inside(n, countdown));
+    }
     for (variant, inside) in [("outside", false), ("inside", true)] {
         let mut group = c.benchmark_group(format!("spawn_many/{variant}"));
         group.throughput(Throughput::Elements(n as u64));

@@ -48,4 +48,13 @@ fn main() {
             elapsed.as_nanos() as f64 / n as f64
         );
     }
+    let m = pool.metrics();
+    eprintln!(
+        "threads started {} (peak {}), blocked detections {}, oversubscribed {}, monitor busy {:?}",
+        m.threads_started,
+        m.peak_threads,
+        m.blocked_detections,
+        m.oversubscribed_observations,
+        m.monitor_busy
+    );
 }
