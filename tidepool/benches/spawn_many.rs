@@ -78,8 +78,8 @@ trait System: Sync {
     fn inside(&self, n: usize, c: Counter);
 }
 
-/// tidepool with a name: the default (`Adaptive`) pool, and `Fixed(cores)`
-/// to show what the monitor costs on tiny tasks.
+/// tidepool with a name: the default (`Adaptive`) pool, `Fixed(cores)` to
+/// show what the monitor costs on tiny tasks, and the default pool again.
 struct Tidepool(&'static str, tidepool::Pool);
 impl System for Tidepool {
     fn name(&self) -> &'static str {
@@ -242,6 +242,13 @@ fn systems(cores: usize) -> Vec<Box<dyn System>> {
         Box::new(AsyncExecutor::new(2)),
         Box::new(Rayon(rayon)),
         Box::new(ThreadPoolCrate(threadpool::ThreadPool::new(cores))),
+        // The default pool once more, measured last: how far two identical
+        // pools differ in one run is this machine's noise floor, the yardstick
+        // for the Adaptive-vs-Fixed comparison.
+        Box::new(Tidepool(
+            "tidepool-again",
+            tidepool::Pool::builder().build().expect("tidepool pool"),
+        )),
     ]
 }
 
