@@ -173,8 +173,8 @@ pub(crate) mod local_free {
 /// Reading the time-stamp counter at spawn and at first poll, and recording
 /// the difference, cost ~75 ns of a ~250 ns tiny task on the project machine
 /// (examples/spawn_parts.rs). So each spawning thread measures every spawn
-/// while its spawns are spread out, and one in [`BURST_EVERY`] while it
-/// spawns in a burst (less than [`BURST_GAP_TICKS`] apart on average). The
+/// while its spawns are spread out, and one in `BURST_EVERY` while it
+/// spawns in a burst (less than `BURST_GAP_TICKS` apart on average). The
 /// summary stays exact for the latency-sensitive trickle and statistically
 /// sound for floods, whose tasks share the same queue wait.
 mod start_sampler {

@@ -10,7 +10,7 @@
 //!    runnable is asked again less and less often (doubling, up to
 //!    [`MAX_PROBE_BACKOFF`] ticks) until it changes task, and does not keep
 //!    the monitor ticking fast meanwhile.
-//! 3. Hands the [`Sample`] to the policy and applies its [`Decision`]: marks
+//! 3. Hands the [`Sample`] to the policy and applies its [`Decision`](super::policy::Decision): marks
 //!    blocked workers (their slot goes back to the pool), changes the number of
 //!    slots, wakes or starts workers for queued work.
 //! 4. Records one point of the thread-count series.
