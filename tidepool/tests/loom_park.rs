@@ -35,13 +35,16 @@ fn go_idle(pool: &Pool) -> bool {
     pool.sleepers.push(0);
     pool.slots.release_searching();
     if pool.work.load(Ordering::SeqCst) {
-        if !pool.sleepers.remove(0) {
-            return true; // a notifier popped us and handed us its reservation
+        let acquired = pool.slots.try_acquire(true);
+        let still_parked = pool.sleepers.remove(0);
+        match (acquired, still_parked) {
+            (true, true) | (false, false) => return true,
+            (true, false) => {
+                pool.slots.release_searching();
+                return true;
+            }
+            (false, true) => pool.sleepers.push(0),
         }
-        if pool.slots.try_acquire(true) {
-            return true;
-        }
-        pool.sleepers.push(0);
     }
     matches!(pool.sleepers.park(0, None), Wake::Woken)
 }
@@ -79,13 +82,17 @@ fn no_lost_wakeup() {
             // worker may rightly sleep. Release it to end the model.
             pool.sleepers.stop_all();
         }
+
         // Otherwise, if the worker parked, only the notifier can have woken
         // it: a lost wake-up shows up as a loom deadlock here.
         let worker_searches = worker.join().unwrap();
 
         // Somebody with a slot goes after the work: the old worker, or a new
-        // thread started with the notifier's reservation.
+        // thread started with the notifier's reservation...
         assert!(worker_searches || started_thread);
+        // ...never both: the worker takes a slot before leaving the stack,
+        // so a notifier never finds the stack empty while it goes searching.
+        assert!(!(worker_searches && started_thread));
         // Never both: the slot and its searching mark are held once.
         let counts = pool.slots.counts();
         assert_eq!(counts.active, 1, "{counts:?}");

@@ -401,16 +401,26 @@ impl RunLoop<'_> {
         self.searching = false;
         // Step 3 of the protocol in `park`: look again after releasing.
         if shared.has_work() || shared.is_stopped() {
-            if !shared.sleepers.remove(index) {
-                self.searching = true; // a notifier handed us its reservation
-                return None;
+            // Take a slot while still on the stack: a notifier that comes
+            // meanwhile pops us and hands us its reservation, instead of
+            // finding the stack empty and starting a thread for nothing.
+            let acquired = shared.slots.try_acquire(true);
+            let still_parked = shared.sleepers.remove(index);
+            match (acquired, still_parked) {
+                // Our own slot, or the notifier's (its token is consumed).
+                (true, true) | (false, false) => {
+                    self.searching = true;
+                    return None;
+                }
+                // Both: give ours back and search with the notifier's.
+                (true, false) => {
+                    shared.slots.release_searching();
+                    self.searching = true;
+                    return None;
+                }
+                // No free slot: the workers holding them will find the work.
+                (false, true) => shared.sleepers.push(index),
             }
-            if shared.slots.try_acquire(true) {
-                self.searching = true;
-                return None;
-            }
-            // No free slot: the workers holding them will find the work.
-            shared.sleepers.push(index);
         }
         self.park(&shared)
     }
