@@ -50,10 +50,15 @@ fn main() {
     }
     let m = pool.metrics();
     eprintln!(
-        "threads started {} (peak {}), blocked detections {}, oversubscribed {}, monitor busy {:?}",
+        "threads started {} (demand {}, compensation {}, policy {}; peak {}), blocked detections {}, declared {}, reserve lends {}, oversubscribed {}, monitor busy {:?}",
         m.threads_started,
+        m.threads_started_demand,
+        m.threads_started_compensation,
+        m.threads_started_policy,
         m.peak_threads,
         m.blocked_detections,
+        m.declared_blocking,
+        m.reserve_slot_lends,
         m.oversubscribed_observations,
         m.monitor_busy
     );
