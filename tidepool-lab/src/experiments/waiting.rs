@@ -17,7 +17,7 @@ use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 
 /// What the experiment shows.
 pub const ABOUT: &str = "Work items arrive one every 10 ms and each spends 500 ms waiting \
-(a sleep, a lock, a remote call), so about 50 are in flight at once. A pool capped below \
+(a sleep, a lock, a remote call; 250 ms at --quick scale), so about 50 are in flight at once. A pool capped below \
 that queues items for seconds, and one that adds threads slowly for longer still; a pool \
 that notices blocked threads, or async code that holds no thread while it waits, starts \
 every item at once.";
