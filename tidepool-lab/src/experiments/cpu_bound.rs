@@ -6,10 +6,10 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{by_index, done, ids, settle, thread_baseline, Measured, RunCtx, RunResult, RunSpec};
+use super::{ids, per_item_plot, settle, thread_baseline, Measured, RunCtx, RunResult, RunSpec};
 use crate::measure::{Latch, Timeline};
 use crate::probe::{sustained_peak_runnable, ThreadSampler};
-use crate::report::plot::{Plot, Series};
+use crate::report::plot::Plot;
 use crate::stats::Summary;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use crate::work::{calibrated_rounds, fib_rounds};
@@ -139,18 +139,14 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
 
 /// Each job's duration, a line per run.
 pub fn plots(runs: &[RunResult]) -> Vec<Plot> {
-    let series: Vec<Series> = done(runs)
-        .map(|r| Series::new(r.spec.id, by_index(&r.measured.per_item)))
-        .collect();
-    if series.is_empty() {
-        return Vec::new();
-    }
-    vec![Plot::line(
+    per_item_plot(
+        runs,
         "cpu-bound-jobs",
         "Duration of each CPU-bound job",
         "job (submission order)",
         "job duration, s",
-        series,
         false,
-    )]
+    )
+    .into_iter()
+    .collect()
 }

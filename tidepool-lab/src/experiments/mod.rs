@@ -10,7 +10,7 @@ use crate::features::Feature;
 use crate::measure::Latch;
 use crate::probe::{self, ThreadObservation};
 use crate::progress::RunBar;
-use crate::report::plot::Plot;
+use crate::report::plot::{Plot, Series};
 
 pub mod cpu_bound;
 pub mod flood;
@@ -328,6 +328,22 @@ pub(crate) fn by_index(values: &[f64]) -> Vec<(f64, f64)> {
         .enumerate()
         .map(|(i, v)| (i as f64, *v))
         .collect()
+}
+
+/// A line plot of every finished run's per-item values by item index, or
+/// `None` if no run finished. `log_y` draws the values on a log scale.
+pub(crate) fn per_item_plot(
+    runs: &[RunResult],
+    id: &str,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    log_y: bool,
+) -> Option<Plot> {
+    let series: Vec<Series> = done(runs)
+        .map(|r| Series::new(r.spec.id, by_index(&r.measured.per_item)))
+        .collect();
+    (!series.is_empty()).then(|| Plot::line(id, title, x_label, y_label, series, log_y))
 }
 
 /// The finished runs with their per-item series, for plots.

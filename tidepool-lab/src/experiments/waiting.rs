@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::paced::{finish_system, measure, tidepool_report, ItemProbe, Pace};
-use super::{by_index, done, ids, Measured, RunCtx, RunResult, RunSpec};
+use super::{done, ids, per_item_plot, Measured, RunCtx, RunResult, RunSpec};
 use crate::features::{self, GRADUAL};
 use crate::report::plot::{Plot, Series};
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
@@ -225,20 +225,16 @@ pub(crate) fn wait_on_held_mutex(wait: Duration) {
 /// Start latency by item (log scale), and threads over time for the
 /// adaptive and gradual pools.
 pub fn plots(runs: &[RunResult]) -> Vec<Plot> {
-    let mut out = Vec::new();
-    let latency: Vec<Series> = done(runs)
-        .map(|r| Series::new(r.spec.id, by_index(&r.measured.per_item)))
-        .collect();
-    if !latency.is_empty() {
-        out.push(Plot::line(
-            "waiting-start-latency",
-            "Start latency by item",
-            "item (arrival order)",
-            "queue-to-start latency, ms (log)",
-            latency,
-            true,
-        ));
-    }
+    let mut out: Vec<Plot> = per_item_plot(
+        runs,
+        "waiting-start-latency",
+        "Start latency by item",
+        "item (arrival order)",
+        "queue-to-start latency, ms (log)",
+        true,
+    )
+    .into_iter()
+    .collect();
     let with_threads: Vec<&RunResult> = done(runs)
         .filter(|r| matches!(r.spec.id, "adaptive-sleep" | "gradual500-sleep"))
         .filter(|r| r.measured.threads.is_some())

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::paced::{finish_system, measure, tidepool_report, ItemProbe, Pace};
-use super::{by_index, done, ids, Measured, RunCtx, RunResult, RunSpec};
-use crate::report::plot::{Plot, Series};
+use super::{ids, per_item_plot, Measured, RunCtx, RunResult, RunSpec};
+use crate::report::plot::Plot;
 use crate::systems::{tokio_runtime, System, TidepoolConfig};
 
 /// What the experiment shows.
@@ -256,18 +256,14 @@ async fn answer(mut conn: tokio::net::TcpStream, delay: Duration) {
 
 /// Start latency by request (log scale).
 pub fn plots(runs: &[RunResult]) -> Vec<Plot> {
-    let series: Vec<Series> = done(runs)
-        .map(|r| Series::new(r.spec.id, by_index(&r.measured.per_item)))
-        .collect();
-    if series.is_empty() {
-        return Vec::new();
-    }
-    vec![Plot::line(
+    per_item_plot(
+        runs,
         "web-service-start-latency",
         "Start latency by request",
         "request (issue order)",
         "queue-to-start latency, ms (log)",
-        series,
         true,
-    )]
+    )
+    .into_iter()
+    .collect()
 }
