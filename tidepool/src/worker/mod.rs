@@ -19,6 +19,7 @@
 //! publishes its [`TaskStatus`] at task boundaries and obeys the slot it
 //! holds (see `control::slots`).
 
+mod coalesce;
 pub(crate) mod park;
 
 use crate::control::slots::TaskStatus;
@@ -27,6 +28,7 @@ use crate::shared::Shared;
 use crate::sync::{lock, Arc, Mutex, Ordering};
 use crate::sys::ThreadProbe;
 use crate::task::Runnable;
+use coalesce::Coalescer;
 use crossbeam_deque::{Steal, Stealer, Worker};
 use crossbeam_utils::{Backoff, CachePadded};
 use park::Wake;
@@ -34,6 +36,7 @@ use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// One pick in this many starts with a lower lane. 61 is prime, so it does
 /// not fall into step with a program's own periodic patterns, and small
@@ -210,6 +213,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
         ctx: &ctx,
         tick: entry.status.load().tick(),
         searching: true,
+        coalescer: Coalescer::default(),
     };
     let exit = worker.run();
 
@@ -236,6 +240,8 @@ struct RunLoop<'a> {
     tick: u64,
     /// Whether this worker counts itself in `Slots::searching`.
     searching: bool,
+    /// How long to wait before looking again after running dry.
+    coalescer: Coalescer,
 }
 
 /// Why the run loop ended.
@@ -377,19 +383,48 @@ impl RunLoop<'_> {
     /// Before parking, keeps looking for a short, bounded while: spinning,
     /// then yielding the CPU ([`Backoff::snooze`]). Parking and being woken
     /// cost two futex calls and a context switch (~5-10 µs); work that arrives
-    /// in a steady stream usually shows up sooner than that.
+    /// in a steady stream usually shows up sooner than that. During a dense
+    /// stream the first look waits a little so tasks are taken in batches
+    /// (see `coalesce`).
     fn search_a_little(&mut self) -> Option<Runnable> {
+        self.wait_for_batch();
         let backoff = Backoff::new();
+        let mut looks = 0;
         while !backoff.is_completed() {
-            backoff.snooze();
+            if looks > 0 {
+                backoff.snooze();
+            }
+            looks += 1;
             if self.shared().is_stopped() {
                 return None;
             }
             if let Some(task) = self.find_task() {
+                self.coalescer.found(looks, 1 + self.ctx.local.len());
                 return Some(task);
             }
         }
+        self.coalescer.ran_out();
         None
+    }
+
+    /// Waits the coalescer's current wait, without touching the queues a
+    /// spawner writes. Ends early when high-priority work or shutdown
+    /// arrives: only normal and low-priority tasks are ever batched.
+    fn wait_for_batch(&self) {
+        let wait = self.coalescer.wait_nanos();
+        if wait == 0 {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_nanos(u64::from(wait));
+        let shared = self.shared();
+        while Instant::now() < deadline {
+            if shared.lane_has_work(HIGH) || shared.is_stopped() {
+                return;
+            }
+            for _ in 0..16 {
+                std::hint::spin_loop();
+            }
+        }
     }
 
     /// A searcher found nothing: park until woken. Returns `Some` to leave.
