@@ -34,17 +34,11 @@ struct Pool {
 fn go_idle(pool: &Pool) -> bool {
     pool.sleepers.push(0);
     pool.slots.release_searching();
-    if pool.work.load(Ordering::SeqCst) {
-        let acquired = pool.slots.try_acquire(true);
-        let still_parked = pool.sleepers.remove(0);
-        match (acquired, still_parked) {
-            (true, true) | (false, false) => return true,
-            (true, false) => {
-                pool.slots.release_searching();
-                return true;
-            }
-            (false, true) => pool.sleepers.push(0),
+    if pool.work.load(Ordering::SeqCst) && pool.slots.try_acquire(true) {
+        if !pool.sleepers.remove(0) {
+            pool.slots.release_searching();
         }
+        return true;
     }
     matches!(pool.sleepers.park(0, None), Wake::Woken)
 }
@@ -90,9 +84,10 @@ fn no_lost_wakeup() {
         // Somebody with a slot goes after the work: the old worker, or a new
         // thread started with the notifier's reservation...
         assert!(worker_searches || started_thread);
-        // ...never both: the worker takes a slot before leaving the stack,
-        // so a notifier never finds the stack empty while it goes searching.
-        assert!(!(worker_searches && started_thread));
+        // ...and never a new thread: the worker is on the stack whenever its
+        // slot is free (it takes a slot before leaving, and stays when it
+        // cannot), so the notifier always finds it there.
+        assert!(!started_thread, "a thread started while a worker was idle");
         // Never both: the slot and its searching mark are held once.
         let counts = pool.slots.counts();
         assert_eq!(counts.active, 1, "{counts:?}");

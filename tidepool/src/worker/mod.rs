@@ -439,23 +439,19 @@ impl RunLoop<'_> {
             // Take a slot while still on the stack: a notifier that comes
             // meanwhile pops us and hands us its reservation, instead of
             // finding the stack empty and starting a thread for nothing.
-            let acquired = shared.slots.try_acquire(true);
-            let still_parked = shared.sleepers.remove(index);
-            match (acquired, still_parked) {
-                // Our own slot, or the notifier's (its token is consumed).
-                (true, true) | (false, false) => {
-                    self.searching = true;
-                    return None;
-                }
-                // Both: give ours back and search with the notifier's.
-                (true, false) => {
+            if shared.slots.try_acquire(true) {
+                if !shared.sleepers.remove(index) {
+                    // A notifier popped us too and reserved a slot for us
+                    // (`remove` consumed its token): keep one of the two.
                     shared.slots.release_searching();
-                    self.searching = true;
-                    return None;
                 }
-                // No free slot: the workers holding them will find the work.
-                (false, true) => shared.sleepers.push(index),
+                self.searching = true;
+                return None;
             }
+            // No free slot: the workers holding them will find the work, or
+            // a notifier took the slot we released and is about to pop us.
+            // Either way we stay on the stack: leaving it, even for a moment,
+            // would let that notifier find it empty and start a thread.
         }
         self.park(&shared)
     }

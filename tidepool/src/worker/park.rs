@@ -15,14 +15,22 @@
 //! 1. push itself on the sleeper stack    a. push the task on a queue
 //! 2. release slot + searching (SeqCst)   b. fence(SeqCst)
 //! 3. look at every queue again           c. read the slot counters; if nobody
-//!    - work? take itself off the stack      searches and a slot is free,
-//!      (or find it was already popped       reserve one and pop a sleeper
-//!      and woken) and search again       d. wake the popped sleeper
+//!    - work and a free slot? take it,       searches and a slot is free,
+//!      then take itself off the stack       reserve one and pop a sleeper
+//!      (or find it was popped already    d. wake the popped sleeper
+//!      and give one slot back); search
+//!    - work, no free slot? stay on the
+//!      stack
 //! 4. wait for a wake token
 //! ```
 //!
 //! Either (c) sees the slot released in (2), and the worker is already on the
 //! stack to be popped, or (3) sees the task pushed in (a).
+//!
+//! The worker never leaves the stack without a slot: if it did, a notifier
+//! that took the slot it released could find the stack empty and start a
+//! new thread while this one goes back to sleep (a wasted thread start; the
+//! loom model asserts it cannot happen).
 //!
 //! A *wake token* is the per-worker flag a notifier sets when it pops a
 //! sleeper; the notifier has already reserved a slot and a searching mark for
