@@ -36,6 +36,9 @@ fn main() {
         }
         wait_done();
         let wall = start.elapsed();
+        // Workers publish their start latencies in batches; after shutdown
+        // every one is in.
+        pool.shutdown().expect("shutdown");
         let latency = pool.metrics().start_latency;
         println!(
             "{spacing:>10}  {n:>5}  {:>16.0}  {:>7.1}  {:>6.1}  {:>6.1}",
@@ -44,6 +47,5 @@ fn main() {
             latency.p50.as_secs_f64() * 1e6,
             latency.p99.as_secs_f64() * 1e6,
         );
-        pool.shutdown().expect("shutdown");
     }
 }
