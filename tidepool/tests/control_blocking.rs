@@ -48,6 +48,28 @@ fn a_worker_asleep_is_replaced() {
     });
 }
 
+/// The monitor sleeps until woken while the pool is idle; the worker that
+/// starts the next task must wake it, or a blocked task on a pool that was
+/// idle would never be noticed. Each round lets the pool go idle first.
+#[test]
+fn a_blocked_task_on_a_pool_that_was_idle_is_replaced() {
+    within(HANG, || {
+        let pool = one_slot_pool();
+        for round in 1..=3 {
+            // Long enough for the workers to park and the monitor to find the
+            // pool idle (it checks every few ms at most when nothing runs).
+            std::thread::sleep(Duration::from_millis(100));
+            let (release_tx, release_rx) = mpsc::channel::<()>();
+            let a = pool.spawn_fn(move || release_rx.recv_timeout(HANG).is_ok());
+            b_runs_while_a_blocks(&pool).recv().unwrap();
+            release_tx.send(()).unwrap();
+            assert!(a.join().unwrap(), "A was released by the test");
+            let m = pool.metrics();
+            assert!(m.blocked_detections >= round, "round {round}: {m:?}");
+        }
+    });
+}
+
 #[test]
 fn a_worker_waiting_on_a_mutex_is_replaced() {
     within(HANG, || {

@@ -20,10 +20,15 @@
 //! Like a system monitor, it ticks at the monitor interval only while there
 //! are suspects, doubles its sleep up to [`MAX_SLEEP`] while there are none,
 //! and sleeps until woken while the pool is idle (no worker holds a slot or
-//! runs a task, and nothing is queued). Whoever hands a slot to a parked or
-//! new worker wakes it (`MonitorSignal::wake`), through a Dekker pair: the
-//! monitor sets `idle_sleep` then re-reads the slot counters; the waker takes
-//! a slot then reads `idle_sleep`. Both SeqCst, so one sees the other.
+//! runs a task, and nothing is queued). A worker about to run a task with a
+//! slot it took (or was handed) since it last ran one wakes it
+//! (`MonitorSignal::wake`), through a Dekker pair: the monitor sets
+//! `idle_sleep` then re-reads the slot counters; the slot is taken (by the
+//! worker, or by the notifier that then hands it over, which orders the two)
+//! before the worker reads `idle_sleep`. All SeqCst, so one sees the other
+//! (loom model: `tests/loom_monitor_idle.rs`).
+//! The worker wakes it rather than the spawning thread so that a task spawned
+//! onto an idle pool gets the idle core, not the monitor.
 //!
 //! The monitor holds only a `Weak` reference to the pool, so a pool whose
 //! handles are gone is never kept alive by it.
@@ -68,9 +73,12 @@ struct SignalState {
 }
 
 impl MonitorSignal {
-    /// Wakes the monitor if it sleeps because the pool was idle. Call after
-    /// taking a slot for a worker (see the module docs for the pairing).
+    /// Wakes the monitor if it sleeps because the pool was idle. Workers call
+    /// it before running a task with a newly taken slot (see the module docs
+    /// for the pairing).
     pub(crate) fn wake(&self) {
+        // The slot was taken (SeqCst) before this read: see `seqcst_pair`.
+        crate::sync::seqcst_pair();
         if self.idle_sleep.load(Ordering::SeqCst) {
             let mut state = lock(&self.state);
             state.woken = true;

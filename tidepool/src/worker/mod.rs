@@ -263,6 +263,10 @@ impl RunLoop<'_> {
             if let Some(task) = self.find_task() {
                 if self.searching {
                     self.searching = false;
+                    // About to run a task with a slot taken since the pool may
+                    // have been idle: a monitor asleep on an idle pool must
+                    // watch it (see `control::monitor` for the pairing).
+                    self.shared().monitor.wake();
                     if self.shared().slots.stop_searching() && self.shared().has_work() {
                         // Last searcher: hand the rest of the burst to one more.
                         self.shared().notify();
@@ -270,10 +274,10 @@ impl RunLoop<'_> {
                 }
                 if !self.run_task(task) {
                     // Our slot was given away while the task blocked.
-                    if !self.shared().slots.try_acquire(false) {
-                        if let Some(exit) = self.give_way() {
-                            break exit;
-                        }
+                    if self.shared().slots.try_acquire(false) {
+                        self.shared().monitor.wake();
+                    } else if let Some(exit) = self.give_way() {
+                        break exit;
                     }
                 } else if self.shared().shrink.load(Ordering::Relaxed) && self.give_slot_back() {
                     if let Some(exit) = self.give_way() {

@@ -1,0 +1,58 @@
+//! Start latency of a task spawned onto an idle pool, beside the peers: one
+//! tiny task every 2 ms from outside the pool, so the workers park between
+//! tasks and every spawn has to wake one. Measured from the spawn call to the
+//! task's first instruction, on the task's own clock reading.
+//!
+//! `cargo run --release --example wake_latency`
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Spawns measured tasks with `spawn` and prints the latency percentiles.
+fn measure(name: &str, spawn: &dyn Fn(Box<dyn FnOnce() + Send>)) {
+    const TASKS: usize = 300;
+    let started: &'static [AtomicU64] = Box::leak((0..TASKS).map(|_| AtomicU64::new(0)).collect());
+    let origin = Instant::now();
+    let mut spawned = Vec::with_capacity(TASKS);
+    for slot in started {
+        std::thread::sleep(Duration::from_millis(2));
+        spawned.push(origin.elapsed().as_nanos() as u64);
+        spawn(Box::new(move || {
+            slot.store(origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let mut latencies: Vec<u64> = started
+        .iter()
+        .zip(&spawned)
+        .map(|(start, spawn)| start.load(Ordering::Relaxed).saturating_sub(*spawn))
+        .collect();
+    latencies.sort_unstable();
+    let at = |q: f64| latencies[((TASKS as f64 * q) as usize).min(TASKS - 1)] as f64 / 1e3;
+    println!(
+        "{name:<11} p50 {:>6.1} us   p90 {:>6.1} us   p99 {:>6.1} us",
+        at(0.5),
+        at(0.9),
+        at(0.99)
+    );
+}
+
+fn main() {
+    for round in 1..=3 {
+        println!("round {round}");
+        let pool = tidepool::Pool::builder().concurrency(2).build().unwrap();
+        measure("tidepool", &|f| drop(pool.spawn_fn(f)));
+        let tokio = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        measure("tokio", &|f| drop(tokio.spawn(async move { f() })));
+        let rayon = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        measure("rayon", &|f| rayon.spawn(f));
+        let threadpool = threadpool::ThreadPool::new(2);
+        measure("threadpool", &|f| threadpool.execute(f));
+    }
+}
