@@ -61,21 +61,27 @@ fn monitor_idle_tick(pool: &Pool) -> bool {
     idle
 }
 
+/// A pool with one slot, nothing queued and nothing running, and its monitor
+/// making one idle decision on another thread.
+fn idle_pool_with_monitor() -> (Arc<Pool>, loom::thread::JoinHandle<bool>) {
+    let pool = Arc::new(Pool {
+        slots: Slots::new(1),
+        work: AtomicBool::new(false),
+        idle_sleep: AtomicBool::new(false),
+        woken: Mutex::new(false),
+        cv: Condvar::new(),
+    });
+    let monitor = {
+        let pool = pool.clone();
+        loom::thread::spawn(move || monitor_idle_tick(&pool))
+    };
+    (pool, monitor)
+}
+
 #[test]
 fn a_task_started_on_an_idle_pool_wakes_the_monitor() {
     loom::model(|| {
-        let pool = Arc::new(Pool {
-            slots: Slots::new(1),
-            work: AtomicBool::new(false),
-            idle_sleep: AtomicBool::new(false),
-            woken: Mutex::new(false),
-            cv: Condvar::new(),
-        });
-
-        let monitor = {
-            let pool = pool.clone();
-            loom::thread::spawn(move || monitor_idle_tick(&pool))
-        };
+        let (pool, monitor) = idle_pool_with_monitor();
 
         // A spawn onto the idle pool (`Shared::notify`): queue the task, take
         // a slot for a worker and hand it over (here: by starting the thread).
@@ -103,18 +109,7 @@ fn a_task_started_on_an_idle_pool_wakes_the_monitor() {
 #[test]
 fn a_worker_taking_a_slot_itself_wakes_the_monitor() {
     loom::model(|| {
-        let pool = Arc::new(Pool {
-            slots: Slots::new(1),
-            work: AtomicBool::new(false),
-            idle_sleep: AtomicBool::new(false),
-            woken: Mutex::new(false),
-            cv: Condvar::new(),
-        });
-
-        let monitor = {
-            let pool = pool.clone();
-            loom::thread::spawn(move || monitor_idle_tick(&pool))
-        };
+        let (pool, monitor) = idle_pool_with_monitor();
 
         // `RunLoop::go_idle` found work on its way to sleep (pushed before
         // the monitor looked, so only the slot can tell the monitor) and
