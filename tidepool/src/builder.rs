@@ -116,7 +116,8 @@ impl Builder {
     }
 
     /// How long a thread above `min_threads` stays parked without work before
-    /// it exits.
+    /// it exits. `Duration::MAX` (or any timeout too long to be a point in
+    /// time) keeps parked threads forever.
     ///
     /// Default: 10 seconds.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {

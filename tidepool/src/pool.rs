@@ -260,7 +260,9 @@ impl Pool {
 
     /// Like [`Pool::shutdown`], but gives up after `timeout`: the tasks not
     /// finished by then are abandoned (queued ones are cancelled; running ones
-    /// are left to finish on their threads, which exit after them).
+    /// are left to finish on their threads, which exit after them). A
+    /// timeout too long to be a point in time (`Duration::MAX`) waits like
+    /// `shutdown`.
     ///
     /// # Errors
     ///
@@ -277,7 +279,8 @@ impl Pool {
     /// assert_eq!(err, ShutdownError::TimedOut { abandoned: 1 });
     /// ```
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
-        self.shutdown_until(Some(Instant::now() + timeout))
+        // A timeout too long to represent as an instant waits like `shutdown`.
+        self.shutdown_until(Instant::now().checked_add(timeout))
     }
 
     fn shutdown_until(&self, deadline: Option<Instant>) -> Result<(), ShutdownError> {

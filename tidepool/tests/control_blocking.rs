@@ -70,6 +70,27 @@ fn a_blocked_task_on_a_pool_that_was_idle_is_replaced() {
     });
 }
 
+/// A monitor interval above the monitor's longest idle-free sleep (10 ms) is
+/// valid input; the monitor once panicked on it and blocked workers were
+/// never replaced.
+#[test]
+fn a_long_monitor_interval_still_replaces_blocked_workers() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .monitor_interval(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let a = pool.spawn_fn(move || release_rx.recv_timeout(HANG).is_ok());
+        b_runs_while_a_blocks(&pool).recv().unwrap();
+        release_tx.send(()).unwrap();
+        assert!(a.join().unwrap(), "A was released by the test");
+        let m = pool.metrics();
+        assert!(m.blocked_detections >= 1, "{m:?}");
+    });
+}
+
 #[test]
 fn a_worker_waiting_on_a_mutex_is_replaced() {
     within(HANG, || {

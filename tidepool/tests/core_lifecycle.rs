@@ -326,3 +326,24 @@ fn idle_threads_retire_down_to_min_threads() {
         assert_eq!(pool.spawn_fn(|| 5).join().unwrap(), 5);
     });
 }
+
+/// `Duration::MAX` means "never" for both timeouts: a worker parking with it
+/// once overflowed `Instant` and died, stranding the next task.
+#[test]
+fn the_longest_timeouts_mean_never() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .idle_timeout(Duration::MAX)
+            .build()
+            .unwrap();
+        assert_eq!(pool.spawn_fn(|| 1).join().unwrap(), 1);
+        // Let the worker run dry and park with its idle timeout.
+        assert!(eventually(HANG, || pool.metrics().idle_threads == 1));
+        assert_eq!(pool.spawn_fn(|| 2).join().unwrap(), 2);
+        assert_eq!(pool.metrics().threads, 1, "the worker never retires");
+        drop(pool.spawn_fn(|| std::thread::sleep(Duration::from_millis(20))));
+        assert_eq!(pool.shutdown_timeout(Duration::MAX), Ok(()));
+        assert_counters_add_up(&pool.metrics());
+    });
+}

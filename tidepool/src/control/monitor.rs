@@ -212,7 +212,9 @@ impl Monitor {
             } else if suspects {
                 Some(interval)
             } else {
-                Some((self.sleep * 2).clamp(interval, MAX_SLEEP))
+                // `max`: an interval longer than MAX_SLEEP (the builder
+                // accepts up to 10 s) is itself the longest sleep.
+                Some((self.sleep * 2).clamp(interval, MAX_SLEEP.max(interval)))
             };
             self.sleep = timeout.unwrap_or(interval);
             let signal = Arc::clone(&shared);

@@ -125,7 +125,9 @@ impl Sleepers {
     /// Step 4: waits for a wake token, the timeout (if any) or shutdown. The
     /// worker must be on the stack (after [`Sleepers::push`]).
     pub(crate) fn park(&self, worker: usize, timeout: Option<Duration>) -> Wake {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout too long to represent as an instant (`idle_timeout` may be
+        // `Duration::MAX`) is no timeout.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut state = lock(&self.state);
         loop {
             if state.token[worker] {
