@@ -202,7 +202,9 @@ impl Policy {
                 last_check,
                 last_ended,
             } => {
-                if sample.now >= *last_check + *interval {
+                // Subtracting, not adding: `interval` may be as long as
+                // `Duration::MAX` (valid input), and an addition would overflow.
+                if sample.now.saturating_sub(*last_check) >= *interval {
                     let target = sample.target;
                     if sample.queued > 0 && sample.ended == *last_ended {
                         // Work waited a whole interval and not one task
@@ -478,6 +480,18 @@ mod tests {
         s.now = Duration::from_secs(10);
         s.target = 4;
         assert_eq!(policy.decide(&limits(), &s).set_target, Some(3));
+    }
+
+    #[test]
+    fn gradual_with_the_longest_interval_never_adds() {
+        let mut policy = Policy::new(Controller::Gradual {
+            interval: Duration::MAX,
+        });
+        for t in [0, 1, 3600, u64::from(u32::MAX)] {
+            let mut s = sample(vec![], 100);
+            s.now = Duration::from_secs(t);
+            assert_eq!(policy.decide(&limits(), &s).set_target, None, "at {t} s");
+        }
     }
 
     #[test]
