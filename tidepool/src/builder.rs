@@ -144,13 +144,21 @@ impl Builder {
     }
 
     /// Checks the settings and starts the pool (its threads start on demand).
+    /// With a [`stack_size`](Builder::stack_size) set, it first starts and
+    /// joins one thread with that stack, so a stack the system cannot give is
+    /// an error here rather than tasks that never start.
     ///
     /// # Errors
     ///
     /// A [`BuildError`] naming the setting, its value and the fix, when a
-    /// setting is out of range or two settings contradict each other.
+    /// setting is out of range, two settings contradict each other, or the
+    /// system refuses a thread with the stack size given.
     pub fn build(self) -> Result<Pool, BuildError> {
-        self.config().map(Pool::from_config)
+        let config = self.config()?;
+        if let Some(bytes) = config.stack_size {
+            try_thread_with_stack(bytes)?;
+        }
+        Ok(Pool::from_config(config))
     }
 
     pub(crate) fn config(self) -> Result<Config, BuildError> {
@@ -158,11 +166,18 @@ impl Builder {
         if concurrency == 0 {
             return Err(BuildError::ZeroConcurrency);
         }
+        if concurrency > MAX_THREADS_LIMIT {
+            return Err(BuildError::TooMuchConcurrency { concurrency });
+        }
         let fixed = matches!(self.controller, Controller::Fixed);
         let max_threads = match self.max_threads {
             Some(max) => max,
             None if fixed => concurrency,
-            None => (64 * concurrency).max(256),
+            // Capped: on a machine with more than 512 cores the default
+            // must still be a valid setting.
+            None => 64usize
+                .saturating_mul(concurrency)
+                .clamp(256, MAX_THREADS_LIMIT),
         };
         if max_threads > MAX_THREADS_LIMIT {
             return Err(BuildError::TooManyThreads { max_threads });
@@ -183,6 +198,11 @@ impl Builder {
         if let Some(bytes) = self.stack_size {
             if bytes < MIN_STACK_SIZE {
                 return Err(BuildError::StackTooSmall { bytes });
+            }
+        }
+        if let Some(name) = &self.thread_name {
+            if name.contains('\0') {
+                return Err(BuildError::ThreadNameNul { name: name.clone() });
             }
         }
         let monitor_interval = self.monitor_interval.unwrap_or(Duration::from_millis(1));
@@ -209,6 +229,24 @@ impl Builder {
             controller: self.controller,
         })
     }
+}
+
+/// Starts and joins one thread with a stack of `bytes`: workers start on
+/// demand, so a stack the system cannot give (a huge `stack_size`) would
+/// otherwise show up only as tasks that are accepted and never run.
+fn try_thread_with_stack(bytes: usize) -> Result<(), BuildError> {
+    std::thread::Builder::new()
+        .stack_size(bytes)
+        .spawn(|| ())
+        .and_then(|thread| {
+            thread.join().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::Other, "the probe thread panicked")
+            })
+        })
+        .map_err(|error| BuildError::ThreadStart {
+            bytes,
+            error: error.to_string(),
+        })
 }
 
 /// Why [`Builder::build`] refused the settings. Each message names the
@@ -259,6 +297,23 @@ pub enum BuildError {
     },
     /// `Controller::Gradual { interval }` with a zero interval.
     ZeroGradualInterval,
+    /// `concurrency` is above [`MAX_THREADS_LIMIT`].
+    TooMuchConcurrency {
+        /// The `concurrency` given.
+        concurrency: usize,
+    },
+    /// `thread_name` contains a NUL byte, which no OS thread name can hold.
+    ThreadNameNul {
+        /// The name given.
+        name: String,
+    },
+    /// The system refused to start a thread with the `stack_size` given.
+    ThreadStart {
+        /// The `stack_size` given, in bytes.
+        bytes: usize,
+        /// What the system said.
+        error: String,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -289,6 +344,18 @@ impl fmt::Display for BuildError {
             ),
             BuildError::ZeroGradualInterval => f.write_str(
                 "Controller::Gradual interval (0ns) must be positive: use e.g. 500ms",
+            ),
+            BuildError::TooMuchConcurrency { concurrency } => write!(
+                f,
+                "concurrency ({concurrency}) must be <= {MAX_THREADS_LIMIT}: lower concurrency, or omit it to use one per core"
+            ),
+            BuildError::ThreadNameNul { name } => write!(
+                f,
+                "thread_name ({name:?}) must not contain a NUL byte: remove it"
+            ),
+            BuildError::ThreadStart { bytes, error } => write!(
+                f,
+                "stack_size ({bytes} bytes): the system could not start a thread with it ({error}): lower stack_size, or omit it for the default"
             ),
         }
     }

@@ -276,6 +276,20 @@ fn build_errors_name_the_field_the_value_and_the_fix() {
             BuildError::ZeroGradualInterval,
             "Controller::Gradual interval (0ns) must be positive",
         ),
+        (
+            Pool::builder().concurrency(usize::MAX / 32),
+            BuildError::TooMuchConcurrency {
+                concurrency: usize::MAX / 32,
+            },
+            "concurrency (576460752303423487) must be <= 32768",
+        ),
+        (
+            Pool::builder().thread_name("io\0pool"),
+            BuildError::ThreadNameNul {
+                name: "io\0pool".to_owned(),
+            },
+            "thread_name (\"io\\0pool\") must not contain a NUL byte",
+        ),
     ];
     for (builder, expected, message) in cases {
         let err = builder.build().unwrap_err();
@@ -285,6 +299,27 @@ fn build_errors_name_the_field_the_value_and_the_fix() {
             "{err} should start with {message}"
         );
     }
+    // A stack the system cannot give is refused at build, not discovered as
+    // tasks that never start.
+    let err = Pool::builder().stack_size(usize::MAX).build().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BuildError::ThreadStart {
+                bytes: usize::MAX,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with(&format!("stack_size ({} bytes)", usize::MAX)),
+        "{err}"
+    );
+    // The default max_threads stays valid on machines with many cores.
+    let big = Pool::builder().concurrency(600).build().unwrap();
+    assert_eq!(big.concurrency(), 600);
     // And the settings that are fine build.
     assert!(Pool::builder()
         .concurrency(1)
