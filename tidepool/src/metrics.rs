@@ -75,7 +75,9 @@ impl TaskCounters {
     fn add_to(&self, m: &mut Metrics) {
         let refused = self.refused.load(Ordering::Relaxed);
         m.rejected += refused;
-        m.spawned += self.spawned.load(Ordering::Relaxed) - refused;
+        // Saturating: with Relaxed loads a refusal can be seen before the
+        // spawn it refused (on weakly ordered CPUs).
+        m.spawned += self.spawned.load(Ordering::Relaxed).saturating_sub(refused);
         m.completed += self.completed.load(Ordering::Relaxed);
         m.panicked += self.panicked.load(Ordering::Relaxed);
         m.cancelled += self.cancelled.load(Ordering::Relaxed);

@@ -292,6 +292,12 @@ impl<T> JoinHandle<T> {
     /// successful cancel the handle resolves to [`JoinError::Cancelled`]; after
     /// an unsuccessful one (the task had finished) it still yields the output.
     ///
+    /// # Panics
+    ///
+    /// Never here; but a cancelled future is dropped by its task cell
+    /// (`async-task`), which aborts the process if the future's destructor
+    /// panics. The same holds for tasks dropped unrun when a pool stops.
+    ///
     /// ```
     /// use tidepool::{JoinError, Pool};
     /// let pool = Pool::builder().build().unwrap();

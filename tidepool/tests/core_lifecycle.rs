@@ -382,3 +382,45 @@ fn the_longest_timeouts_mean_never() {
         assert_counters_add_up(&pool.metrics());
     });
 }
+
+/// CPU time this process has used, from `/proc/self/stat` (user + system,
+/// in clock ticks).
+fn process_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which may contain spaces) start at ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// A worker kept for `min_threads` waits without a timeout once its idle
+/// timeout has passed: with a tiny timeout it used to wake up, fail to
+/// retire and park again in a loop, burning a core while the pool was idle.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_tiny_idle_timeout_does_not_spin_an_idle_pool() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .min_threads(1)
+            .idle_timeout(Duration::from_nanos(1))
+            .build()
+            .unwrap();
+        assert_eq!(pool.spawn_fn(|| 7).join().unwrap(), 7);
+        assert!(eventually(HANG, || pool.metrics().idle_threads == 1));
+        let before = process_cpu_ticks();
+        std::thread::sleep(Duration::from_millis(500));
+        let used = process_cpu_ticks() - before;
+        // A spinning worker uses the whole 500 ms (about 50 ticks at the
+        // usual 100 per second); an idle pool about none.
+        assert!(used < 20, "{used} ticks of CPU while idle");
+        // It still serves.
+        assert_eq!(pool.spawn_fn(|| 8).join().unwrap(), 8);
+        assert_eq!(pool.metrics().threads, 1);
+    });
+}

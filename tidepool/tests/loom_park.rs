@@ -40,7 +40,7 @@ fn go_idle(pool: &Pool) -> bool {
         }
         return true;
     }
-    matches!(pool.sleepers.park(0, None), Wake::Woken)
+    matches!(pool.sleepers.park(0, None, || false), Wake::Woken)
 }
 
 /// The notifier side of `Shared::notify` + `wake_or_start`. Returns true if
@@ -104,7 +104,7 @@ fn stop_wakes_a_parked_worker() {
             let sleepers = sleepers.clone();
             loom::thread::spawn(move || {
                 sleepers.push(1);
-                sleepers.park(1, None)
+                sleepers.park(1, None, || false)
             })
         };
         sleepers.stop_all();
@@ -126,6 +126,6 @@ fn two_notifiers_wake_one_sleeper_once() {
         let first = waker.join().unwrap();
         assert!(first ^ second, "exactly one notifier pops the sleeper");
         // The token is consumed exactly once, by park.
-        assert_eq!(sleepers.park(0, None), Wake::Woken);
+        assert_eq!(sleepers.park(0, None, || false), Wake::Woken);
     });
 }

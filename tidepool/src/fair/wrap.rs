@@ -90,9 +90,13 @@ impl Gate for TaskGate {
         };
         let fair = self.fair();
         if fair.shared().is_stopped() {
-            // Nobody will run it: the core drops it; cancel our FIFOs too.
+            // Nobody will run it: drop it here (its task counts as
+            // cancelled), and cancel our FIFOs too. Handing it back to be
+            // queued would let a worker still finishing its last task take
+            // it and run it without a permit.
+            crate::worker::draining(fair.shared(), || drop(runnable));
             fair.drain_if_stopped();
-            return Some(runnable);
+            return None;
         }
         let admitted = fair
             .arbiter()

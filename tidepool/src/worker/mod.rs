@@ -115,20 +115,28 @@ pub(crate) fn with_task_pool(f: impl FnOnce(&Arc<Shared>, Option<usize>)) {
         return f(&shared, current_index(&shared));
     }
     let ctx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
-    match ctx {
-        Some(ctx) => f(&ctx.shared, Some(ctx.index)),
-        // Unreachable by the above; if it ever happens a count is lost, which
-        // is better than a panic in a destructor.
-        None => debug_assert!(false, "a task ended outside its pool"),
+    if let Some(ctx) = ctx {
+        f(&ctx.shared, Some(ctx.index));
     }
+    // Otherwise this thread's locals are being destroyed (a user's
+    // thread-local destructor made a stopped pool drop tasks here): the end
+    // is not counted. A panic instead would abort the process, as it would
+    // happen in a destructor.
 }
 
 /// Runs `f` (which drops runnables of `shared`) with `shared` marked as the
 /// pool draining on this thread, for [`with_task_pool`].
+///
+/// On a thread whose locals are being destroyed the mark cannot be set; the
+/// runnables are still dropped, and their end counts are lost (see
+/// [`with_task_pool`]).
 pub(crate) fn draining<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
-    let previous = DRAINING.with(|d| d.borrow_mut().replace(Arc::clone(shared)));
+    let previous = DRAINING
+        .try_with(|d| d.borrow_mut().replace(Arc::clone(shared)))
+        .ok()
+        .flatten();
     let result = f();
-    DRAINING.with(|d| *d.borrow_mut() = previous);
+    let _ = DRAINING.try_with(|d| *d.borrow_mut() = previous);
     result
 }
 
@@ -153,16 +161,23 @@ pub(crate) fn record_start(latency: u64) {
 
 /// Pushes `runnable` on the current thread's deque if it is a worker of
 /// `shared`; gives it back otherwise.
+///
+/// The runnable stays outside the closure: `try_with` fails on a thread whose
+/// locals are being destroyed (a user's thread-local destructor spawning or
+/// waking a task), and such a thread is no worker, so the task must come
+/// back to go to the global lane rather than be dropped or panic there.
 pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
-    CURRENT
-        .try_with(|current| match &*current.borrow() {
-            Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => {
-                ctx.local.push(runnable);
-                None
+    let mut runnable = Some(runnable);
+    let _ = CURRENT.try_with(|current| {
+        if let Some(ctx) = &*current.borrow() {
+            if Arc::ptr_eq(&ctx.shared, shared) {
+                if let Some(runnable) = runnable.take() {
+                    ctx.local.push(runnable);
+                }
             }
-            _ => Some(runnable),
-        })
-        .unwrap_or_else(|_| panic!("tidepool: task scheduled during thread teardown"))
+        }
+    });
+    runnable
 }
 
 /// The entry index of the current thread if it is a worker of `shared`.
@@ -375,8 +390,11 @@ impl RunLoop<'_> {
         let status = &self.ctx.shared.entries[self.ctx.index].status;
         status.begin_task(self.tick);
         let gate = task.metadata().gate.clone();
-        // The task wrapper catches panics of the future; this also covers a
-        // panicking destructor, so a worker never unwinds.
+        // The task wrapper catches panics of the future's poll; this catches
+        // whatever else unwinds out of `run` (a panicking waker or scheduler
+        // path), so a worker never unwinds. A future whose destructor panics
+        // while `async-task` drops it (cancelled) aborts the process: the
+        // cell drops it under an abort guard, beyond anyone's reach.
         let _ = catch_unwind(AssertUnwindSafe(|| task.run()));
         if let Some(gate) = gate {
             gate.after_run();
@@ -501,48 +519,41 @@ impl RunLoop<'_> {
     fn park(&mut self, shared: &Arc<Shared>) -> Option<Exit> {
         let index = self.ctx.index;
         self.ctx.publish_latency();
-        loop {
-            match shared
-                .sleepers
-                .park(index, Some(shared.config.idle_timeout))
-            {
-                Wake::Woken => {
-                    self.searching = true;
-                    return None;
-                }
-                Wake::Stop => return Some(Exit::Stop),
-                Wake::TimedOut => {
-                    if self.try_retire(shared) {
-                        ThreadCounters::bump(&shared.thread_counters.retired_idle);
-                        return Some(Exit::Retire);
-                    }
-                    shared.sleepers.push(index);
-                }
+        let timeout = Some(shared.config.idle_timeout);
+        match shared.sleepers.park(index, timeout, || try_retire(shared)) {
+            Wake::Woken => {
+                self.searching = true;
+                None
+            }
+            Wake::Stop => Some(Exit::Stop),
+            Wake::TimedOut => {
+                ThreadCounters::bump(&shared.thread_counters.retired_idle);
+                Some(Exit::Retire)
             }
         }
     }
+}
 
-    /// Leaves the pool if it has more than `min_threads` threads (any number
-    /// once it is closed), by taking itself off the thread count. The caller
-    /// holds no slot.
-    fn try_retire(&self, shared: &Shared) -> bool {
-        let floor = if shared.is_closed() {
-            0
-        } else {
-            shared.config.min_threads
-        };
-        let mut threads = shared.threads.load(Ordering::Relaxed);
-        while threads > floor {
-            match shared.threads.compare_exchange_weak(
-                threads,
-                threads - 1,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => threads = actual,
-            }
+/// Lets a parked worker leave the pool if it has more than `min_threads`
+/// threads (any number once it is closed), by taking it off the thread count.
+/// The caller holds no slot.
+fn try_retire(shared: &Shared) -> bool {
+    let floor = if shared.is_closed() {
+        0
+    } else {
+        shared.config.min_threads
+    };
+    let mut threads = shared.threads.load(Ordering::Relaxed);
+    while threads > floor {
+        match shared.threads.compare_exchange_weak(
+            threads,
+            threads - 1,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return true,
+            Err(actual) => threads = actual,
         }
-        false
     }
+    false
 }

@@ -72,7 +72,8 @@ struct SleepState {
 pub(crate) enum Wake {
     /// A notifier popped this worker and reserved a searching slot for it.
     Woken,
-    /// The timeout passed; the worker has taken itself off the stack.
+    /// The timeout passed and the worker retires; it has taken itself off
+    /// the stack (and off the thread count, through `retire`).
     TimedOut,
     /// The pool is stopping; the worker has taken itself off the stack.
     Stop,
@@ -124,10 +125,22 @@ impl Sleepers {
 
     /// Step 4: waits for a wake token, the timeout (if any) or shutdown. The
     /// worker must be on the stack (after [`Sleepers::push`]).
-    pub(crate) fn park(&self, worker: usize, timeout: Option<Duration>) -> Wake {
+    ///
+    /// When the timeout passes, `retire` decides (under the lock, so the
+    /// worker never leaves the stack without a slot unless it leaves the
+    /// pool): if it says yes the worker comes off the stack and gets
+    /// [`Wake::TimedOut`]; if not, the worker keeps waiting, now without a
+    /// timeout (a worker kept for `min_threads` would otherwise wake up every
+    /// timeout for nothing, and spin with a tiny one).
+    pub(crate) fn park(
+        &self,
+        worker: usize,
+        timeout: Option<Duration>,
+        mut retire: impl FnMut() -> bool,
+    ) -> Wake {
         // A timeout too long to represent as an instant (`idle_timeout` may be
         // `Duration::MAX`) is no timeout.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut state = lock(&self.state);
         loop {
             if state.token[worker] {
@@ -145,13 +158,17 @@ impl Sleepers {
                         Err(poisoned) => poisoned.into_inner(),
                     };
                 }
-                Some(deadline) => {
+                Some(until) => {
                     let now = Instant::now();
-                    if now >= deadline {
-                        self.take_off(&mut state, worker);
-                        return Wake::TimedOut;
+                    if now >= until {
+                        if retire() {
+                            self.take_off(&mut state, worker);
+                            return Wake::TimedOut;
+                        }
+                        deadline = None;
+                        continue;
                     }
-                    state = match self.wakers[worker].wait_timeout(state, deadline - now) {
+                    state = match self.wakers[worker].wait_timeout(state, until - now) {
                         Ok((guard, _)) => guard,
                         Err(poisoned) => poisoned.into_inner().0,
                     };
