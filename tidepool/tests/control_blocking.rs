@@ -27,6 +27,15 @@ fn b_runs_while_a_blocks(pool: &Pool) -> mpsc::Receiver<()> {
     rx
 }
 
+/// `A` blocks on a channel that the test feeds only after `B` ran.
+fn a_waits_on_a_channel_until_b_ran(pool: &Pool) {
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let a = pool.spawn_fn(move || release_rx.recv_timeout(HANG).is_ok());
+    b_runs_while_a_blocks(pool).recv().unwrap();
+    release_tx.send(()).unwrap();
+    assert!(a.join().unwrap(), "A was released by the test");
+}
+
 #[test]
 fn a_worker_asleep_is_replaced() {
     within(HANG, || {
@@ -59,11 +68,7 @@ fn a_blocked_task_on_a_pool_that_was_idle_is_replaced() {
             // Long enough for the workers to park and the monitor to find the
             // pool idle (it checks every few ms at most when nothing runs).
             std::thread::sleep(Duration::from_millis(100));
-            let (release_tx, release_rx) = mpsc::channel::<()>();
-            let a = pool.spawn_fn(move || release_rx.recv_timeout(HANG).is_ok());
-            b_runs_while_a_blocks(&pool).recv().unwrap();
-            release_tx.send(()).unwrap();
-            assert!(a.join().unwrap(), "A was released by the test");
+            a_waits_on_a_channel_until_b_ran(&pool);
             let m = pool.metrics();
             assert!(m.blocked_detections >= round, "round {round}: {m:?}");
         }
@@ -81,11 +86,7 @@ fn a_long_monitor_interval_still_replaces_blocked_workers() {
             .monitor_interval(Duration::from_millis(50))
             .build()
             .unwrap();
-        let (release_tx, release_rx) = mpsc::channel::<()>();
-        let a = pool.spawn_fn(move || release_rx.recv_timeout(HANG).is_ok());
-        b_runs_while_a_blocks(&pool).recv().unwrap();
-        release_tx.send(()).unwrap();
-        assert!(a.join().unwrap(), "A was released by the test");
+        a_waits_on_a_channel_until_b_ran(&pool);
         let m = pool.metrics();
         assert!(m.blocked_detections >= 1, "{m:?}");
     });
