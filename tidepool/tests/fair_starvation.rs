@@ -12,18 +12,24 @@ use tidepool::{Pool, Priority};
 
 /// A flood that keeps itself going: each task of `lane` spawns its own
 /// replacement until `stop` is set, so the lane never drains. `pending`
-/// counts flood tasks spawned and not yet started.
+/// counts flood tasks accepted and not yet started.
 fn flood_task(pool: Pool, lane: Priority, pending: Arc<AtomicUsize>, stop: Arc<AtomicBool>) {
     pending.fetch_add(1, Ordering::SeqCst);
     let p = pool.clone();
+    let counted = Arc::clone(&pending);
     // Detached: the flood is awaited through `pending` and shutdown.
-    drop(pool.task().priority(lane).spawn_fn(move || {
-        pending.fetch_sub(1, Ordering::SeqCst);
+    let accepted = pool.task().priority(lane).try_spawn_fn(move || {
+        counted.fetch_sub(1, Ordering::SeqCst);
         std::hint::black_box((0..2_000u64).sum::<u64>());
         if !stop.load(Ordering::SeqCst) {
-            flood_task(p, lane, pending, stop);
+            flood_task(p, lane, counted, stop);
         }
-    }));
+    });
+    if accepted.is_err() {
+        // A task that saw `stop` unset just before the test shut the pool
+        // down: its replacement is refused, so it never starts.
+        pending.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn lower_lane_is_served_under_flood(high: Priority, low: Priority) {
@@ -176,7 +182,13 @@ fn race(weights: (u32, u32), per_group: usize) -> (usize, usize) {
         for _ in 0..per_group {
             let log = Arc::clone(&log);
             handles.push(group.spawn_fn(move || {
-                std::hint::black_box((0..5_000u64).sum::<u64>());
+                // ~20 µs of CPU, in debug and release alike (a sum of a
+                // range is folded to a formula in release builds, which made
+                // the items so short that `a` finished before `b` was queued).
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
                 log.lock().unwrap().push(name);
             }));
         }
