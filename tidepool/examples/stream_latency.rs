@@ -36,8 +36,6 @@ fn main() {
         }
         wait_done();
         let wall = start.elapsed();
-        // Workers publish their start latencies in batches; after shutdown
-        // every one is in.
         pool.shutdown().expect("shutdown");
         let latency = pool.metrics().start_latency;
         println!(

@@ -86,22 +86,30 @@ impl TaskCounters {
 
 /// A new latency histogram: `sys::ticks`, 2 significant figures (1%
 /// resolution: plenty for means and percentiles, and 16x smaller than 3
-/// figures, which keeps merging batches cheap), auto-resizing (small while
+/// figures, which keeps snapshots cheap), auto-resizing (small while
 /// latencies are small).
 pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new(2).expect("2 significant figures is valid")
 }
 
-/// Queue-to-first-poll latencies published by one worker entry, in
-/// `sys::ticks` (converted to time only when a snapshot is taken). The worker records into a thread-local [`LocalLatency`] and
-/// publishes here in batches, so the hot path takes no lock.
+/// Queue-to-first-poll latencies measured by one worker entry (or by the
+/// threads outside the pool), in `sys::ticks` (converted to time only when a
+/// snapshot is taken).
+///
+/// Recorded directly, under a lock only its worker and snapshots take: with
+/// one start in eight measured during bursts (see `task::start_sampler`),
+/// the uncontended lock costs a tiny task a few nanoseconds on average, and
+/// a snapshot always sees every start measured so far. (An earlier version
+/// kept a thread-local batch and published it every 4096 starts or when the
+/// worker parked; a busy pool's snapshots then lagged by seconds, and
+/// spawn_profile showed no difference between the two.)
 #[derive(Debug, Default)]
 pub(crate) struct LatencyRecorder {
     histogram: Mutex<Option<Histogram<u64>>>,
 }
 
 impl LatencyRecorder {
-    /// Records one latency directly (threads outside the pool).
+    /// Records one latency.
     pub(crate) fn record(&self, latency: u64) {
         let mut slot = lock(&self.histogram);
         let _ = slot
@@ -109,58 +117,9 @@ impl LatencyRecorder {
             .record(latency.max(1));
     }
 
-    /// Adds a worker's batch and empties it.
-    pub(crate) fn publish(&self, batch: &mut Histogram<u64>) {
-        let mut slot = lock(&self.histogram);
-        let _ = slot.get_or_insert_with(new_histogram).add(&*batch);
-        batch.reset();
-    }
-
     pub(crate) fn add_to(&self, total: &mut Histogram<u64>) {
         if let Some(h) = &*lock(&self.histogram) {
             let _ = total.add(h);
-        }
-    }
-}
-
-/// A worker's unpublished latencies.
-#[derive(Debug)]
-pub(crate) struct LocalLatency {
-    batch: Histogram<u64>,
-    pending: u32,
-}
-
-/// Latencies a busy worker keeps before publishing them: metrics of a worker
-/// that never pauses lag by at most this many starts (it also publishes
-/// whenever it parks). A publish walks and clears the whole batch histogram
-/// (a few thousand counters), so it must be rare next to a record.
-const PUBLISH_EVERY: u32 = 4096;
-
-impl Default for LocalLatency {
-    fn default() -> Self {
-        LocalLatency {
-            batch: new_histogram(),
-            pending: 0,
-        }
-    }
-}
-
-impl LocalLatency {
-    /// Records one latency; publishes the batch to `to` every
-    /// [`PUBLISH_EVERY`] records.
-    pub(crate) fn record(&mut self, latency: u64, to: &LatencyRecorder) {
-        let _ = self.batch.record(latency.max(1));
-        self.pending += 1;
-        if self.pending >= PUBLISH_EVERY {
-            self.publish(to);
-        }
-    }
-
-    /// Publishes what is pending (the worker calls this before it parks).
-    pub(crate) fn publish(&mut self, to: &LatencyRecorder) {
-        if self.pending > 0 {
-            to.publish(&mut self.batch);
-            self.pending = 0;
         }
     }
 }
@@ -213,16 +172,12 @@ impl ThreadCounters {
 /// Every start is measured while a thread spawns at a trickle; during a burst
 /// (spawns less than ~10 µs apart) one in eight is, because reading the clock
 /// twice per task would cost a tiny task a quarter of its time. `count` says
-/// how many starts were measured.
-///
-/// Workers publish their measurements every 4096 starts and whenever they
-/// run out of work (and when they exit), so a snapshot taken while a worker
-/// is still busy may lag behind by its unpublished starts.
+/// how many starts were measured. A snapshot includes every start measured
+/// before it was taken.
 ///
 /// ```
 /// let pool = tidepool::Pool::builder().build().unwrap();
 /// pool.spawn_fn(|| ()).join().unwrap();
-/// pool.shutdown().unwrap(); // the workers have published everything
 /// let latency = pool.metrics().start_latency;
 /// assert_eq!(latency.count, 1);
 /// assert!(latency.p50 <= latency.max);

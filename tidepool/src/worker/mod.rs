@@ -23,7 +23,7 @@ mod coalesce;
 pub(crate) mod park;
 
 use crate::control::slots::TaskStatus;
-use crate::metrics::{LatencyRecorder, LocalLatency, TaskCounters, ThreadCounters};
+use crate::metrics::{LatencyRecorder, TaskCounters, ThreadCounters};
 use crate::shared::Shared;
 use crate::sync::{lock, Arc, Mutex, Ordering};
 use crate::sys::ThreadProbe;
@@ -88,15 +88,6 @@ struct Context {
     shared: Arc<Shared>,
     index: usize,
     local: Worker<Runnable>,
-    latency: RefCell<LocalLatency>,
-}
-
-impl Context {
-    fn publish_latency(&self) {
-        self.latency
-            .borrow_mut()
-            .publish(&self.shared.entries[self.index].latency);
-    }
 }
 
 thread_local! {
@@ -141,14 +132,13 @@ pub(crate) fn draining<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
 }
 
 /// Records a task's queue-to-first-poll latency, in `sys::ticks`: in the
-/// worker's local batch (no lock), or directly for a first poll outside a
-/// worker.
+/// worker's entry, or in the outside threads' recorder for a first poll
+/// outside a worker.
 pub(crate) fn record_start(latency: u64) {
     let recorded = CURRENT
         .try_with(|current| match &*current.borrow() {
             Some(ctx) => {
-                let entry = &ctx.shared.entries[ctx.index];
-                ctx.latency.borrow_mut().record(latency, &entry.latency);
+                ctx.shared.entries[ctx.index].latency.record(latency);
                 true
             }
             None => false,
@@ -220,7 +210,6 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
         local: entry.take_deque(),
         shared: Arc::clone(&shared),
         index,
-        latency: RefCell::new(LocalLatency::default()),
     });
     CURRENT.with(|current| *current.borrow_mut() = Some(Rc::clone(&ctx)));
 
@@ -232,7 +221,6 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     };
     let exit = worker.run();
 
-    ctx.publish_latency();
     CURRENT.with(|current| *current.borrow_mut() = None);
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
     let leftover = !ctx.local.is_empty();
@@ -518,7 +506,6 @@ impl RunLoop<'_> {
     /// Waits on the sleeper stack (the worker is on it and holds no slot).
     fn park(&mut self, shared: &Arc<Shared>) -> Option<Exit> {
         let index = self.ctx.index;
-        self.ctx.publish_latency();
         let timeout = Some(shared.config.idle_timeout);
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
             Wake::Woken => {
