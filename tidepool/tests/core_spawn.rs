@@ -243,3 +243,33 @@ fn a_detached_work_items_output_is_dropped_when_it_finishes() {
         rx.recv_timeout(HANG).expect("the output was never dropped");
     });
 }
+
+/// Starts measured on a worker that never stops to park are in the next
+/// snapshot: twenty trickled child tasks run back to back on one worker,
+/// and the snapshot is read while that worker is still inside the last one.
+#[test]
+fn start_latency_snapshots_include_a_busy_workers_starts() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let (inside_tx, inside_rx) = std::sync::mpsc::channel::<()>();
+        let p = pool.clone();
+        drop(pool.spawn_fn(move || {
+            // Spawned from the worker, 50 µs apart: a trickle, each measured.
+            for _ in 0..19 {
+                drop(p.spawn_fn(|| ()));
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            drop(p.spawn_fn(move || {
+                inside_tx.send(()).unwrap();
+                release_rx.recv_timeout(HANG).unwrap();
+            }));
+        }));
+        inside_rx.recv_timeout(HANG).unwrap();
+        // The parent and its 20 children have started; the worker is still
+        // running the last child.
+        let count = pool.metrics().start_latency.count;
+        release_tx.send(()).unwrap();
+        assert!(count >= 21, "only {count} of 21 starts in the snapshot");
+    });
+}
