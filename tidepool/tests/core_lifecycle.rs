@@ -383,19 +383,30 @@ fn the_longest_timeouts_mean_never() {
     });
 }
 
-/// CPU time this process has used, from `/proc/self/stat` (user + system,
-/// in clock ticks).
-fn process_cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command name (which may contain spaces) start at ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+/// CPU ticks (utime + stime) used so far by this process's threads whose
+/// name starts with `prefix`: a pool's own threads, not the whole test
+/// binary, whose other tests run in parallel and spend CPU of their own (the
+/// whole-process figure made this test fail 4 runs in 9).
+fn threads_cpu_ticks(prefix: &str) -> u64 {
+    let mut ticks = 0;
+    for entry in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = entry.unwrap().path();
+        // A thread may end between the listing and the reads: skip it.
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("stat")),
+        ) else {
+            continue;
+        };
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        // Fields after the command name (which may contain spaces) start at ')'.
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+        ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    }
+    ticks
 }
 
 /// A worker kept for `min_threads` waits without a timeout once its idle
@@ -409,13 +420,15 @@ fn a_tiny_idle_timeout_does_not_spin_an_idle_pool() {
             .concurrency(1)
             .min_threads(1)
             .idle_timeout(Duration::from_nanos(1))
+            .thread_name("spincheck")
             .build()
             .unwrap();
         assert_eq!(pool.spawn_fn(|| 7).join().unwrap(), 7);
         assert!(eventually(HANG, || pool.metrics().idle_threads == 1));
-        let before = process_cpu_ticks();
+        // Its worker and its monitor; comm is cut to 15 bytes, so a short name.
+        let before = threads_cpu_ticks("spincheck");
         std::thread::sleep(Duration::from_millis(500));
-        let used = process_cpu_ticks() - before;
+        let used = threads_cpu_ticks("spincheck") - before;
         // A spinning worker uses the whole 500 ms (about 50 ticks at the
         // usual 100 per second); an idle pool about none.
         assert!(used < 20, "{used} ticks of CPU while idle");
