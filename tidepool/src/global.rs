@@ -1,14 +1,14 @@
 //! The process-wide pool, built lazily with the defaults: the equivalent of a
 //! runtime's shared pool (`QueueUserWorkItem`).
 
-use crate::pool::Pool;
+use crate::pool::{Builder, Pool};
 use crate::task::JoinHandle;
 use std::future::Future;
 use std::sync::OnceLock;
 
 static GLOBAL: OnceLock<Pool> = OnceLock::new();
 
-/// The process-wide pool, built with [`Builder`](crate::Builder)'s defaults
+/// The process-wide pool, built with [`Builder`]'s defaults
 /// on first use. It is never shut down.
 ///
 /// ```
@@ -16,7 +16,7 @@ static GLOBAL: OnceLock<Pool> = OnceLock::new();
 /// ```
 pub fn global() -> &'static Pool {
     GLOBAL.get_or_init(|| {
-        crate::Builder::new()
+        Builder::new()
             .thread_name("tidepool-global")
             .build()
             .expect("the default settings are valid")

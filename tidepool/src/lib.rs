@@ -41,21 +41,37 @@
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
-mod builder;
+// The layers, top to bottom. A module names only modules below it (checked
+// by `.ci/modcycles`); ARCHITECTURE.md at the repository root says what each
+// one owns and how a task travels through them.
+//
+//   global ─▶ pool ─▶ fair ─▶ task ─▶ worker ─▶ runtime ─▶ control ─▶ metrics, sys, sync
+//              │                        ▲          ▲
+//              └──────▶ monitor ────────┴──────────┘
+//
+// * pool:    Pool, TaskBuilder, Builder: the public face; starts the monitor.
+// * fair:    groups and concurrent/exclusive pairs (admission gates).
+// * task:    JoinHandle and the task errors users see.
+// * monitor: the thread that finds blocked workers and applies the policy.
+// * worker:  worker threads: spawning, scheduling, the run loop, thread starts.
+// * runtime: the state a pool shares: queues, entries, parking, the latch,
+//            the task cell and the thread-locals. Starts no thread.
+// * control: slot accounting, policies, pacing, the monitor's signal.
 mod control;
 mod fair;
 mod global;
+#[cfg(all(test, tidepool_loom))]
+mod loom_models;
 mod metrics;
+mod monitor;
 mod pool;
-mod shared;
-mod shutdown;
+mod runtime;
 mod sync;
 mod sys;
 mod task;
 mod worker;
 
 pub use async_io::{Async, Timer};
-pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
 pub use control::Controller;
 pub use fair::{
     ConcurrentSpawner, ExclusiveSpawner, Group, GroupBuilder, GroupError, GroupMetrics,
@@ -63,16 +79,11 @@ pub use fair::{
 };
 pub use global::{block_on, global, spawn, spawn_fn};
 pub use metrics::{LatencySummary, Metrics, ThreadSample};
-pub use pool::{Pool, ShutdownError, TaskBuilder};
-pub use task::{JoinError, JoinHandle, PanicPayload, Priority, SpawnError};
-
-/// The admission state machine of groups and pairs, for the loom model in
-/// `tests/loom_group.rs` only.
-#[cfg(tidepool_loom)]
-#[doc(hidden)]
-pub mod loom_fair {
-    pub use crate::fair::admission::*;
-}
+pub use pool::{
+    BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,
+};
+pub use runtime::{PanicPayload, Priority};
+pub use task::{JoinError, JoinHandle, SpawnError};
 
 use std::time::{Duration, Instant};
 

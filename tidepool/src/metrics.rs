@@ -16,7 +16,7 @@ use std::time::Duration;
 /// increments never contend; `live` is derived from the sums.
 ///
 /// Increments are SeqCst: they are the "write" half of the shutdown Dekker
-/// pairs described in `shared` (spawn: `spawned` then read `closed`; task end:
+/// pairs described in `runtime::lifecycle` (spawn: `spawned` then read `closed`; task end:
 /// `completed`/`panicked`/`cancelled` then read `closed`). On x86 a SeqCst
 /// RMW costs the same as a Relaxed one.
 #[derive(Debug, Default)]
@@ -30,11 +30,16 @@ pub(crate) struct TaskCounters {
     cancelled: AtomicU64,
 }
 
-/// How a task ended.
+/// How a task ended: the one outcome type the pool's counters, a group's
+/// counters and the task's gate hook all use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EndCounter {
+pub(crate) enum Outcome {
+    /// The future returned (a closure ran to its end).
     Completed,
+    /// A poll panicked; the panic was caught.
     Panicked,
+    /// The future was dropped before it finished: cancelled by its handle, or
+    /// dropped unrun by a stopping pool.
     Cancelled,
 }
 
@@ -47,11 +52,11 @@ impl TaskCounters {
         self.refused.fetch_add(1, Ordering::SeqCst);
     }
 
-    pub(crate) fn ended(&self, how: EndCounter) {
+    pub(crate) fn ended(&self, how: Outcome) {
         let counter = match how {
-            EndCounter::Completed => &self.completed,
-            EndCounter::Panicked => &self.panicked,
-            EndCounter::Cancelled => &self.cancelled,
+            Outcome::Completed => &self.completed,
+            Outcome::Panicked => &self.panicked,
+            Outcome::Cancelled => &self.cancelled,
         };
         counter.fetch_add(1, Ordering::SeqCst);
     }
@@ -97,7 +102,7 @@ pub(crate) fn new_histogram() -> Histogram<u64> {
 /// snapshot is taken).
 ///
 /// Recorded directly, under a lock only its worker and snapshots take: with
-/// one start in eight measured during bursts (see `task::start_sampler`),
+/// one start in eight measured during bursts (see `runtime::task::start_sampler`),
 /// the uncontended lock costs a tiny task a few nanoseconds on average, and
 /// a snapshot always sees every start measured so far. (An earlier version
 /// kept a thread-local batch and published it every 4096 starts or when the

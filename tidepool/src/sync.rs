@@ -2,9 +2,10 @@
 //! synchronisation primitives.
 //!
 //! Normally these are `std`'s; under `--cfg tidepool_loom` they are loom's, so
-//! the loom models in `tests/loom_*.rs` explore every interleaving of the real
+//! the loom models in `loom_models/` explore every interleaving of the real
 //! protocol code (slot accounting in `control::slots`, parking in
-//! `worker::park`, the shutdown latch in `shutdown`). Modules that are not a
+//! `runtime::park`, the shutdown latch in `runtime::lifecycle`, the monitor's
+//! idle sleep in `control::signal`). Modules that are not a
 //! protocol (queues, metrics) may use `std` directly.
 
 #[cfg(not(tidepool_loom))]
@@ -31,6 +32,28 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
     }
+}
+
+/// Waits on `cv`, ignoring poisoning (see [`lock`]).
+pub(crate) fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    match cv.wait(guard) {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// Waits on `cv` for at most `timeout`, ignoring poisoning (see [`lock`]).
+/// Returns the guard and whether the time ran out.
+pub(crate) fn wait_timeout<'a, T>(
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    timeout: std::time::Duration,
+) -> (MutexGuard<'a, T>, bool) {
+    let (guard, result) = match cv.wait_timeout(guard, timeout) {
+        Ok(pair) => pair,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    (guard, result.timed_out())
 }
 
 /// Marks the middle of one side of a Dekker pair built from SeqCst accesses

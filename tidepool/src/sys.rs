@@ -6,7 +6,7 @@
 //!
 //! # What it is for
 //!
-//! Blocking is detected, not guessed (see `DESIGN.md`). A worker opens a
+//! Blocking is detected, not guessed (ARCHITECTURE.md, "Blocking detection"). A worker opens a
 //! [`ThreadProbe`] for itself when it starts and hands it to the monitor. When
 //! the worker's current task has run longer than the monitor's threshold, the
 //! monitor asks, through the probe:
@@ -46,7 +46,7 @@
 //! | [`ThreadProbe::for_current_thread`] | 2.2 µs  | 3.5 µs  |
 //!
 //! So a `/proc` read costs several times a clock read (the kernel formats the
-//! whole ~300-byte line, 52 fields, to hand out one letter), and the issue's
+//! whole ~300-byte line, 52 fields, to hand out one letter), and the first design's
 //! planning figures (3 µs and 0.4 µs) are safe upper bounds.
 //!
 //! Hence the monitor reads `/proc` only for suspects (workers holding a slot
@@ -426,7 +426,7 @@ fn current_thread_clock() -> Option<libc::clockid_t> {
     (rc == 0).then_some(clock)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};

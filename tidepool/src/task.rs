@@ -1,238 +1,13 @@
-//! Task handles: [`JoinHandle`], [`JoinError`], [`SpawnError`] and the
-//! wrapper every spawned future runs inside.
-//!
-//! Task cells, waking and join come from `async-task`. Closures run as tasks
-//! too (a future that calls the closure in its first poll), so there is one
-//! code path. The wrapper future (see [`tracked`]) adds what async-task does
-//! not do: it catches panics, records the queue-to-first-poll latency, and
-//! keeps the pool's counters honest — a future dropped before it finished
-//! counts as cancelled, so spawned = completed + panicked + cancelled + live.
+//! What a user holds of a spawned task: [`JoinHandle`], and the errors
+//! [`JoinError`] and [`SpawnError`]. The task cell itself is the runtime's
+//! (`runtime::task`).
 
-use crate::metrics::EndCounter;
-use crate::sync::Arc;
-use futures_lite::FutureExt;
-use std::any::Any;
+use crate::runtime::task::{FallibleCell, TaskCell};
+use crate::runtime::PanicPayload;
 use std::fmt;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-
-/// The payload of a panic caught in a task, as `std::panic::catch_unwind`
-/// returns it.
-pub type PanicPayload = Box<dyn Any + Send + 'static>;
-
-/// The scheduling lane of a task: higher lanes are served first.
-///
-/// The default is [`Priority::Normal`]. Lower lanes never starve: see
-/// [`TaskBuilder::priority`](crate::TaskBuilder::priority) for the bound.
-///
-/// ```
-/// use tidepool::{Pool, Priority};
-/// let pool = Pool::builder().concurrency(1).build().unwrap();
-/// let urgent = pool.task().priority(Priority::High).spawn_fn(|| "now");
-/// assert_eq!(urgent.join().unwrap(), "now");
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Priority {
-    /// Served before everything else.
-    High,
-    /// The default lane.
-    #[default]
-    Normal,
-    /// Served when nothing else waits, and at a bounded rate when it does.
-    Low,
-}
-
-/// What the scheduler needs to know about a task without polling it.
-#[derive(Debug)]
-pub(crate) struct TaskMeta {
-    pub(crate) priority: Priority,
-    /// An admission gate (a group, a concurrent/exclusive pair) that decides
-    /// when the task may enter the pool's queues. `None` for plain tasks.
-    pub(crate) gate: Option<Arc<dyn Gate>>,
-}
-
-impl TaskMeta {
-    /// A plain task of the given priority.
-    pub(crate) fn plain(priority: Priority) -> Self {
-        TaskMeta {
-            priority,
-            gate: None,
-        }
-    }
-}
-
-/// Admission control between "the task was woken" and "the task is queued in
-/// the pool". Implemented by the fairness module (`fair`).
-///
-/// The contract:
-///
-/// * [`Gate::admit`] is called every time a gated task is scheduled (first
-///   spawn and every wake). It returns the runnable to let it into the pool's
-///   queues now, or keeps it (returns `None`) and hands it to
-///   [`Shared::push_ready`](crate::shared::Shared::push_ready) later.
-/// * [`Gate::after_run`] is called by the worker right after every run (poll)
-///   of a gated task, panicking or not, so the gate can count runs and admit
-///   the next task.
-pub(crate) trait Gate: Send + Sync + std::fmt::Debug {
-    /// See the trait docs.
-    fn admit(&self, runnable: Runnable) -> Option<Runnable>;
-    /// See the trait docs.
-    fn after_run(&self);
-}
-
-/// A runnable task of a tidepool pool.
-pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
-
-type TaskOutput<T> = Result<T, PanicPayload>;
-
-/// Wraps `future` for a task: panics are caught, the first poll records its
-/// start latency, and the end of the task (or its drop before the end) is
-/// counted exactly once.
-///
-/// The wrapper holds no reference to the pool (one shared reference count
-/// touched by two cores per task costs more than the rest of the wrapper): a
-/// task's future is only ever polled or dropped by its own pool's workers, or
-/// by its pool draining its queues, and both tell `worker::with_task_pool`
-/// which pool that is.
-pub(crate) fn tracked<F>(future: F) -> impl Future<Output = TaskOutput<F::Output>> + Send + 'static
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let queued_at = start_sampler::stamp();
-    let mut guard = EndGuard {
-        outcome: EndCounter::Cancelled,
-    };
-    async move {
-        if queued_at != start_sampler::NOT_SAMPLED {
-            crate::worker::record_start(crate::sys::ticks().saturating_sub(queued_at));
-        }
-        let output = AssertUnwindSafe(future).catch_unwind().await;
-        guard.outcome = match output {
-            Ok(_) => EndCounter::Completed,
-            Err(_) => EndCounter::Panicked,
-        };
-        // `guard` drops here, at the end of the task, and counts the outcome.
-        drop(guard);
-        output
-    }
-}
-
-/// Frees a work item's task cell on the thread that allocated it.
-///
-/// Every task is a cell the spawning thread allocates. Freed by the worker
-/// that ran it — another core — the allocator's free lists bounce between the
-/// cores: with glibc, a spawner and two workers ran tiny work items at ~400 ns
-/// each, against ~310 ns (from outside the pool) and ~220 ns (from inside)
-/// when the spawning thread frees the cells itself (examples/spawn_profile.rs,
-/// two workers). So the spawning thread keeps a waker of each work item it
-/// spawns — a reference that keeps the cell alive — in a short ring, and drops
-/// the oldest as new ones come: by then the item has usually run, and the
-/// cell is freed here, into this thread's allocator cache.
-///
-/// Only for closures: a closure's future finishes in its first poll, so the
-/// kept waker never keeps an unfinished task alive (an async task whose only
-/// reference were this waker would otherwise linger until evicted). A kept
-/// waker is never woken; if the item has not run by eviction, dropping it is
-/// an ordinary reference drop and the worker frees the cell as before.
-pub(crate) mod local_free {
-    use std::cell::RefCell;
-    use std::collections::VecDeque;
-    use std::task::Waker;
-
-    /// Cells kept per spawning thread: ~25 KiB of 96-byte cells; long enough
-    /// that the item has usually run by the time it is evicted.
-    const KEPT: usize = 256;
-
-    thread_local! {
-        static RING: RefCell<VecDeque<Waker>> = const { RefCell::new(VecDeque::new()) };
-    }
-
-    /// Keeps `waker` (of a work item just spawned) and drops the oldest kept.
-    pub(crate) fn keep(waker: Waker) {
-        let evicted = RING.try_with(|ring| {
-            let mut ring = ring.borrow_mut();
-            let evicted = if ring.len() >= KEPT {
-                ring.pop_front()
-            } else {
-                None
-            };
-            ring.push_back(waker);
-            evicted
-        });
-        // Dropped outside the borrow: freeing a cell runs no user code for a
-        // finished task, but a task's last reference may run its destructor.
-        drop(evicted);
-    }
-}
-
-/// Which spawns get a queue-to-start measurement.
-///
-/// Reading the time-stamp counter at spawn and at first poll, and recording
-/// the difference, cost ~75 ns of a ~250 ns tiny task on the project machine
-/// (examples/spawn_parts.rs). So each spawning thread measures every spawn
-/// while its spawns are spread out, and one in `BURST_EVERY` while it
-/// spawns in a burst (less than `BURST_GAP_TICKS` apart on average). The
-/// summary stays exact for the latency-sensitive trickle and statistically
-/// sound for floods, whose tasks share the same queue wait.
-mod start_sampler {
-    use std::cell::Cell;
-
-    /// The stamp of a spawn that is not measured.
-    pub(super) const NOT_SAMPLED: u64 = 0;
-
-    /// In a burst, one spawn in this many is measured.
-    const BURST_EVERY: u32 = 8;
-
-    /// Spawns closer than this on average (in ticks: ~5-10 µs at 2-4 GHz)
-    /// form a burst.
-    const BURST_GAP_TICKS: u64 = 20_000;
-
-    thread_local! {
-        /// (spawns left until the next measured one, current interval,
-        /// stamp of the last measured spawn)
-        static STATE: Cell<(u32, u32, u64)> = const { Cell::new((0, 1, 0)) };
-    }
-
-    /// A stamp to measure this spawn's start latency from, or [`NOT_SAMPLED`].
-    #[inline]
-    pub(super) fn stamp() -> u64 {
-        STATE
-            .try_with(|state| {
-                let (left, every, last) = state.get();
-                if left > 1 {
-                    state.set((left - 1, every, last));
-                    return NOT_SAMPLED;
-                }
-                let now = crate::sys::ticks().max(1);
-                let mean_gap = now.saturating_sub(last) / u64::from(every);
-                let every = if mean_gap < BURST_GAP_TICKS {
-                    BURST_EVERY
-                } else {
-                    1
-                };
-                state.set((every, every, now));
-                now
-            })
-            .unwrap_or(NOT_SAMPLED)
-    }
-}
-
-/// Counts a task's end when dropped: as cancelled unless the wrapper set the
-/// outcome first. Dropping the future early (a cancelled handle, shutdown)
-/// therefore still counts it.
-struct EndGuard {
-    outcome: EndCounter,
-}
-
-impl Drop for EndGuard {
-    fn drop(&mut self) {
-        let outcome = self.outcome;
-        crate::worker::with_task_pool(|shared, index| shared.task_ended(index, outcome));
-    }
-}
 
 /// A handle to a spawned task: await it, [`join`](JoinHandle::join) it, or
 /// [`cancel`](JoinHandle::cancel) it.
@@ -247,11 +22,12 @@ impl Drop for EndGuard {
 /// ```
 #[must_use = "a dropped JoinHandle detaches its task; call .join() or .await to get the output"]
 pub struct JoinHandle<T> {
-    task: Option<async_task::FallibleTask<TaskOutput<T>, TaskMeta>>,
+    task: Option<FallibleCell<T>>,
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(task: async_task::Task<TaskOutput<T>, TaskMeta>) -> Self {
+    /// The handle of an accepted task.
+    pub(crate) fn new(task: TaskCell<T>) -> Self {
         JoinHandle {
             task: Some(task.fallible()),
         }

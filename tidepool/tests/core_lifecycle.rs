@@ -402,7 +402,12 @@ fn threads_cpu_ticks(prefix: &str) -> u64 {
             continue;
         }
         // Fields after the command name (which may contain spaces) start at ')'.
-        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
         // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
         ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     }

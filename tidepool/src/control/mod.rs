@@ -1,10 +1,11 @@
-//! Concurrency control: running slots, the monitor thread that finds blocked
-//! workers, and the policies that decide what to do about it.
+//! Concurrency control: running slots, the policies that decide when threads
+//! are added or retired, and the signal the monitor thread (`crate::monitor`,
+//! a layer above) sleeps on. Nothing here starts a thread or knows the pool.
 //!
 //! * `slots`: the slot counters and per-worker task status (the protocol).
-//! * `monitor`: the thread that samples workers and applies decisions.
 //! * `policy`: pure decision functions, one per [`Controller`].
 //! * `pacing`: how fast threads beyond `concurrency` may start.
+//! * `signal`: how workers wake the monitor, and what it reports back.
 
 /// Why a worker thread was started (each start is counted under its reason in
 /// [`Metrics`](crate::Metrics)).
@@ -19,9 +20,9 @@ pub(crate) enum StartReason {
     Policy,
 }
 
-pub(crate) mod monitor;
 pub(crate) mod pacing;
 pub(crate) mod policy;
+pub(crate) mod signal;
 pub(crate) mod slots;
 
 use std::time::Duration;

@@ -59,7 +59,7 @@ impl Pacer {
     }
 
     /// The current delay between starts.
-    #[cfg(test)]
+    #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) fn delay(&self) -> Duration {
         self.delay
     }

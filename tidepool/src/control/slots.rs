@@ -23,10 +23,16 @@
 //!                                  try_acquire() succeeds: back to running
 //! ```
 //!
-//! Invariants (checked by the loom model in `tests/loom_slots.rs`):
+//! Invariants (checked by the loom model in `loom_models/slots.rs`):
 //!
-//! 1. `active <= target` after every operation that *takes* a slot; it can
-//!    exceed a target that was lowered, until the surplus worker gives way.
+//! 1. `active <= target` after every operation that *takes* a slot, with one
+//!    exception: [`Slots::try_reserve_urgent`] may take up to
+//!    [`URGENT_RESERVE`] slots beyond the target, so a high-priority task
+//!    finds a thread at once on a saturated pool. `active` can also exceed a
+//!    target that was lowered. Either way the surplus is temporary: whoever
+//!    takes a slot beyond the target raises the pool's `shrink` flag, and a
+//!    worker that sees it at its next task boundary while `active > target`
+//!    gives its slot back.
 //! 2. `searching <= active`.
 //! 3. A slot is given away exactly once per blocked task: [`TaskStatus`] makes
 //!    the monitor's "mark blocked" and the worker's "task ended" race through
@@ -36,6 +42,11 @@
 
 use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
+
+/// How many slots beyond the target high-priority tasks may borrow at once.
+/// One: enough to start an urgent task at once on a saturated pool, while the
+/// pool is over its slots by at most one worker, for about one task.
+pub(crate) const URGENT_RESERVE: usize = 1;
 
 const ONE_ACTIVE: u64 = 1;
 const ONE_SEARCHING: u64 = 1 << 32;
@@ -90,7 +101,7 @@ impl Slots {
     ///
     /// SeqCst: a notifier's read here pairs with the `SeqCst` RMWs in
     /// [`Slots::release_searching`] (the Dekker pattern described in
-    /// `worker::park`): either the notifier sees the worker's slot released, or
+    /// `runtime::park`): either the notifier sees the worker's slot released, or
     /// the worker, after releasing, sees the notifier's new task.
     pub(crate) fn counts(&self) -> SlotCounts {
         unpack(self.state.load(Ordering::SeqCst))
@@ -103,11 +114,16 @@ impl Slots {
         self.try_reserve_searcher_beyond(0)
     }
 
-    /// Like [`Slots::try_reserve_searcher`], but may take up to `extra` slots
-    /// beyond the target: a high-priority task borrowing a reserve slot while
-    /// every slot is busy. The surplus is given back at a task boundary (see
-    /// `Shared::lend_reserve_slot`).
-    pub(crate) fn try_reserve_searcher_beyond(&self, extra: usize) -> bool {
+    /// Like [`Slots::try_reserve_searcher`], but may take up to
+    /// [`URGENT_RESERVE`] slots beyond the target: for a high-priority task
+    /// that finds every slot busy and nobody searching. The caller raises the
+    /// pool's `shrink` flag, so the surplus is given back at a task boundary
+    /// (invariant 1).
+    pub(crate) fn try_reserve_urgent(&self) -> bool {
+        self.try_reserve_searcher_beyond(URGENT_RESERVE)
+    }
+
+    fn try_reserve_searcher_beyond(&self, extra: usize) -> bool {
         let limit = (self.target() + extra) as u64;
         let mut current = self.state.load(Ordering::SeqCst);
         loop {
@@ -174,7 +190,7 @@ impl Slots {
     /// fence at the end pairs with the notifier's fence between pushing a task
     /// and [`Slots::counts`]: the queue reads that follow are not SeqCst
     /// accesses, so both sides need a fence (the Dekker pattern in
-    /// `worker::park`). This is the slow path (a worker going to sleep).
+    /// `runtime::park`). This is the slow path (a worker going to sleep).
     pub(crate) fn release_searching(&self) {
         let previous = self
             .state

@@ -4,16 +4,12 @@
 //! It knows nothing about runnables or pools: items are any `T: Ticketed`,
 //! and every operation returns the items it admitted ([`Admitted`]) for the
 //! caller to queue in the pool *after* the lock is released. That keeps it
-//! small enough for the loom model in `tests/loom_group.rs`, which drives this
+//! small enough for the loom model in `loom_models/admission.rs`, which drives this
 //! very code. See the module docs of `fair` for the protocol it implements.
 //!
 //! All state sits behind one mutex per pool. The per-task [`Ticket`] flags
 //! are atomics only to be `Sync`: they are read and written under that mutex,
 //! which orders them, so `Relaxed` is enough for every access.
-
-// Public (not `pub(crate)`) so the loom model can drive it through the
-// `#[doc(hidden)]` re-export that exists only under `--cfg tidepool_loom`.
-#![cfg_attr(not(tidepool_loom), allow(unreachable_pub))]
 
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 use std::collections::VecDeque;
@@ -21,7 +17,7 @@ use std::fmt;
 
 /// Which permits an item needs: see the `fair` module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     /// An item of a group: a run permit, plus an in-flight permit the first
     /// time it is admitted.
     Group,
@@ -41,14 +37,14 @@ const ENDED: usize = 4;
 
 /// Per-task admission state: which side the task is on and which permits it
 /// holds. Only touched under the arbiter's lock.
-pub struct Ticket {
+pub(crate) struct Ticket {
     side: Side,
     flags: AtomicUsize,
 }
 
 impl Ticket {
     /// A ticket for a new task on `side`, holding nothing.
-    pub fn new(side: Side) -> Self {
+    pub(crate) fn new(side: Side) -> Self {
         Ticket {
             side,
             flags: AtomicUsize::new(0),
@@ -56,8 +52,8 @@ impl Ticket {
     }
 
     /// The side this ticket's task is on.
-    #[cfg_attr(not(tidepool_loom), allow(dead_code))] // the loom model's
-    pub fn side(&self) -> Side {
+    #[cfg_attr(not(test), allow(dead_code))] // the models' and tests'
+    pub(crate) fn side(&self) -> Side {
         self.side
     }
 
@@ -85,48 +81,48 @@ impl fmt::Debug for Ticket {
 }
 
 /// An item the arbiter can queue: it carries its task's ticket.
-pub trait Ticketed {
+pub(crate) trait Ticketed {
     /// The ticket of the item's task.
     fn ticket(&self) -> &Ticket;
 }
 
 /// The limits of one unit (a group or a pair). `usize::MAX` is "no limit".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UnitConfig {
+pub(crate) struct UnitConfig {
     /// Run permits: items admitted and not yet through their run. For a pair,
     /// the concurrent side's limit (an exclusive item takes all of them).
-    pub max_running: usize,
+    pub(crate) max_running: usize,
     /// In-flight permits: tasks admitted at least once and not ended.
-    pub max_in_flight: usize,
+    pub(crate) max_in_flight: usize,
     /// Consecutive admissions the unit gets when its lane's turn comes.
-    pub weight: u32,
+    pub(crate) weight: u32,
     /// The pool lane (0 = high, 1 = normal, 2 = low) whose budget it uses.
-    pub lane: usize,
+    pub(crate) lane: usize,
 }
 
 /// A unit's handle inside its arbiter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UnitId(usize);
+pub(crate) struct UnitId(usize);
 
 /// A unit's counters, read under the lock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UnitCounts {
+pub(crate) struct UnitCounts {
     /// Items waiting in the unit's FIFOs.
-    pub queued: usize,
+    pub(crate) queued: usize,
     /// Run permits held (items admitted and not yet through their run); an
     /// exclusive item counts as one.
-    pub admitted: usize,
+    pub(crate) admitted: usize,
     /// Whether an exclusive item holds the pair.
-    pub exclusive: bool,
+    pub(crate) exclusive: bool,
     /// In-flight permits held.
-    pub in_flight: usize,
+    pub(crate) in_flight: usize,
 }
 
 /// Items an operation admitted, in admission order, to be queued in the pool
 /// once the arbiter's lock is released. Usually zero or one, so the first is
 /// kept inline.
 #[must_use = "admitted items must be queued in the pool, or they are lost"]
-pub struct Admitted<T> {
+pub(crate) struct Admitted<T> {
     first: Option<T>,
     rest: Vec<T>,
 }
@@ -148,13 +144,13 @@ impl<T> Admitted<T> {
     }
 
     /// True if nothing was admitted.
-    #[cfg_attr(not(tidepool_loom), allow(dead_code))] // the loom model's
-    pub fn is_empty(&self) -> bool {
+    #[cfg_attr(any(not(test), tidepool_loom), allow(dead_code))] // the tests'
+    pub(crate) fn is_empty(&self) -> bool {
         self.first.is_none() && self.rest.is_empty()
     }
 
     /// How many items were admitted.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         usize::from(self.first.is_some()) + self.rest.len()
     }
 }
@@ -302,7 +298,7 @@ struct State<T> {
 
 /// One pool's admission state: every unit's permits and FIFOs, and the
 /// lanes' queue budgets. See the `fair` module docs.
-pub struct Arbiter<T> {
+pub(crate) struct Arbiter<T> {
     state: Mutex<State<T>>,
 }
 
@@ -323,7 +319,7 @@ impl<T: Ticketed> Arbiter<T> {
     /// # Panics
     ///
     /// If `budget` is zero: nothing could ever be admitted.
-    pub fn new(budget: usize) -> Self {
+    pub(crate) fn new(budget: usize) -> Self {
         assert!(budget > 0, "an admission budget of 0 would admit nothing");
         let lane = || Lane {
             tokens: budget,
@@ -343,7 +339,7 @@ impl<T: Ticketed> Arbiter<T> {
     /// # Panics
     ///
     /// If a limit or the weight is zero, or the lane is not 0, 1 or 2.
-    pub fn add_unit(&self, config: UnitConfig) -> UnitId {
+    pub(crate) fn add_unit(&self, config: UnitConfig) -> UnitId {
         assert!(config.max_running > 0 && config.max_in_flight > 0 && config.weight > 0);
         assert!(config.lane < 3);
         let mut state = lock(&self.state);
@@ -363,7 +359,7 @@ impl<T: Ticketed> Arbiter<T> {
     /// Forgets a unit whose tasks have all ended. Returns what it still had
     /// queued (nothing, unless the pool stopped), for the caller to drop
     /// outside the lock.
-    pub fn remove_unit(&self, id: UnitId) -> Vec<T> {
+    pub(crate) fn remove_unit(&self, id: UnitId) -> Vec<T> {
         let mut state = lock(&self.state);
         let unit = state.units[id.0].take().expect("unit removed twice");
         state.free_ids.push(id.0);
@@ -378,7 +374,7 @@ impl<T: Ticketed> Arbiter<T> {
 
     /// A task of unit `id` was scheduled (spawned or woken): admits it, or
     /// queues it in the unit's FIFO. Returns what was admitted.
-    pub fn schedule(&self, id: UnitId, item: T) -> Admitted<T> {
+    pub(crate) fn schedule(&self, id: UnitId, item: T) -> Admitted<T> {
         let mut state = lock(&self.state);
         debug_assert!(!item.ticket().has(ENDED), "an ended task was scheduled");
         state.unit(id).enqueue(item);
@@ -386,7 +382,7 @@ impl<T: Ticketed> Arbiter<T> {
     }
 
     /// The item's task is being polled: its queue token is free again.
-    pub fn poll_started(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
+    pub(crate) fn poll_started(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
         let mut state = lock(&self.state);
         if !state.release_token(id, ticket) {
             return Admitted::new();
@@ -396,7 +392,7 @@ impl<T: Ticketed> Arbiter<T> {
 
     /// One run of the item's task is over (polled, or dropped because the
     /// task was cancelled): its run permit is free again.
-    pub fn after_run(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
+    pub(crate) fn after_run(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
         let mut state = lock(&self.state);
         // A run that never polled (a cancelled task) still holds its token,
         // unless `ended` gave it back already.
@@ -414,7 +410,7 @@ impl<T: Ticketed> Arbiter<T> {
 
     /// The item's task ended (completed, panicked, or its future was dropped):
     /// its in-flight permit and any token are free.
-    pub fn ended(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
+    pub(crate) fn ended(&self, id: UnitId, ticket: &Ticket) -> Admitted<T> {
         let mut state = lock(&self.state);
         debug_assert!(!ticket.has(ENDED), "a task ended twice");
         state.release_token(id, ticket);
@@ -430,7 +426,7 @@ impl<T: Ticketed> Arbiter<T> {
 
     /// Empties every unit's FIFOs (the pool stopped): the caller drops the
     /// items outside the lock, which cancels their tasks.
-    pub fn drain(&self) -> Vec<T> {
+    pub(crate) fn drain(&self) -> Vec<T> {
         let mut state = lock(&self.state);
         let mut out = Vec::new();
         for unit in state.units.iter_mut().flatten() {
@@ -442,7 +438,7 @@ impl<T: Ticketed> Arbiter<T> {
     }
 
     /// Unit `id`'s counters now.
-    pub fn counts(&self, id: UnitId) -> UnitCounts {
+    pub(crate) fn counts(&self, id: UnitId) -> UnitCounts {
         let mut state = lock(&self.state);
         let unit = state.unit(id);
         UnitCounts {
@@ -454,8 +450,8 @@ impl<T: Ticketed> Arbiter<T> {
     }
 
     /// Free queue tokens of each lane (for tests and invariant checks).
-    #[cfg_attr(not(tidepool_loom), allow(dead_code))] // the loom model's
-    pub fn free_tokens(&self) -> [usize; 3] {
+    #[cfg_attr(not(test), allow(dead_code))] // the models' and tests'
+    pub(crate) fn free_tokens(&self) -> [usize; 3] {
         let state = lock(&self.state);
         [0, 1, 2].map(|lane| state.lanes[lane].tokens)
     }

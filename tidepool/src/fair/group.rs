@@ -2,16 +2,15 @@
 //! and priority; [`GroupBuilder`], [`GroupMetrics`], [`GroupError`].
 
 use super::admission::{Side, UnitConfig};
-use super::wrap::{gated, TaskGate, UnitCore, UnitStats};
+use super::gate::{TaskGate, UnitCore, UnitStats};
 use super::Fair;
-use crate::shared::{lane, Shared};
+use crate::runtime::task::Gate;
+use crate::runtime::{OpenHandle, Priority};
 use crate::sync::Arc;
-use crate::task::{JoinHandle, Priority, SpawnError, TaskMeta};
-use crate::Pool;
+use crate::task::{JoinHandle, SpawnError};
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc as StdArc;
 
 /// Configures a [`Group`]; from [`Pool::group`](crate::Pool::group).
 ///
@@ -37,8 +36,8 @@ use std::sync::Arc as StdArc;
 #[derive(Debug, Clone)]
 #[must_use = "a GroupBuilder does nothing until .build() is called"]
 pub struct GroupBuilder {
-    pool: Pool,
-    shared: Arc<Shared>,
+    /// Keeps the pool open while the builder or the group exists.
+    pool: Arc<OpenHandle>,
     max_concurrency: usize,
     max_in_flight: usize,
     weight: u32,
@@ -47,10 +46,9 @@ pub struct GroupBuilder {
 }
 
 impl GroupBuilder {
-    pub(crate) fn new(pool: Pool, shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(pool: Arc<OpenHandle>) -> Self {
         GroupBuilder {
             pool,
-            shared,
             max_concurrency: usize::MAX,
             max_in_flight: usize::MAX,
             weight: 1,
@@ -174,24 +172,17 @@ impl GroupBuilder {
             max_running: self.max_concurrency,
             max_in_flight: self.max_in_flight,
             weight: self.weight,
-            lane: lane(self.priority),
+            lane: self.priority.index(),
         };
         Ok(Group {
-            spawner: Spawner::new(
-                self.pool,
-                &self.shared,
-                config,
-                self.priority,
-                self.name,
-                Side::Group,
-            ),
+            spawner: Spawner::new(self.pool, config, self.priority, self.name, Side::Group),
         })
     }
 }
 
 /// A throttled share of a pool: its tasks wait in the group's own FIFO and
 /// enter the pool's queues only as the group's limits (and its fair share of
-/// its lane) allow. Cheap to clone; keeps its pool open like a [`Pool`]
+/// its lane) allow. Cheap to clone; keeps its pool open like a [`Pool`](crate::Pool)
 /// handle does.
 ///
 /// `spawn` and `spawn_fn` behave as on the pool: same handles, cancellation
@@ -236,7 +227,7 @@ pub struct Group {
 }
 
 impl Group {
-    /// Runs `future` as a task of the group. See [`Pool::spawn`].
+    /// Runs `future` as a task of the group. See [`Pool::spawn`](crate::Pool::spawn).
     ///
     /// On a closed group or a shut-down pool the task is dropped and the
     /// handle resolves to [`JoinError::Cancelled`](crate::JoinError::Cancelled)
@@ -255,7 +246,7 @@ impl Group {
         self.spawner.spawn(future)
     }
 
-    /// Runs `work` (a closure) as an item of the group. See [`Pool::spawn_fn`].
+    /// Runs `work` (a closure) as an item of the group. See [`Pool::spawn_fn`](crate::Pool::spawn_fn).
     ///
     /// ```
     /// # let pool = tidepool::Pool::builder().build().unwrap();
@@ -459,23 +450,22 @@ impl std::error::Error for GroupError {}
 #[derive(Clone, Debug)]
 pub(crate) struct Spawner {
     /// Keeps the pool open while handles to the unit exist.
-    _pool: Pool,
-    pub(crate) unit: StdArc<UnitCore>,
+    pool: Arc<OpenHandle>,
+    pub(crate) unit: Arc<UnitCore>,
     side: Side,
 }
 
 impl Spawner {
     pub(crate) fn new(
-        pool: Pool,
-        shared: &Arc<Shared>,
+        pool: Arc<OpenHandle>,
         config: UnitConfig,
         priority: Priority,
         name: Option<String>,
         side: Side,
     ) -> Self {
-        let fair = Fair::of(shared);
+        let fair = Fair::of(pool.shared());
         let id = fair.arbiter().add_unit(config);
-        let unit = StdArc::new(UnitCore {
+        let unit = Arc::new(UnitCore {
             fair,
             id,
             priority,
@@ -483,11 +473,7 @@ impl Spawner {
             closed: AtomicBool::new(false),
             stats: UnitStats::default(),
         });
-        Spawner {
-            _pool: pool,
-            unit,
-            side,
-        }
+        Spawner { pool, unit, side }
     }
 
     /// The same unit, spawning on `side`.
@@ -512,20 +498,17 @@ impl Spawner {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let shared = self.unit.fair.shared();
+        let shared = self.pool.shared();
         // Relaxed: see `UnitCore::closed`. The pool's own check in
-        // `Shared::spawn` is the authoritative one; this one only spares
+        // `worker::spawn` is the authoritative one; this one only spares
         // counting a refused task as spawned and cancelled.
         if self.is_closed() || shared.is_closed() {
             return Err(SpawnError::ShutDown);
         }
-        let gate = TaskGate::new(StdArc::clone(&self.unit), self.side);
-        let meta = TaskMeta {
-            priority: self.unit.priority,
-            gate: Some(TaskGate::as_dyn(&gate)),
-        };
-        shared
-            .spawn(gated(gate, future), meta, false)
+        let gate: Arc<dyn Gate> = TaskGate::new(Arc::clone(&self.unit), self.side);
+        self.unit.stats.spawned.fetch_add(1, Ordering::Relaxed);
+        crate::worker::spawn(shared, future, self.unit.priority, Some(gate), false)
+            .map(JoinHandle::new)
             .ok_or(SpawnError::ShutDown)
     }
 

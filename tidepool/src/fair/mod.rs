@@ -90,7 +90,7 @@
 //!    whose end re-enters the gate).
 //!
 //! The state machine lives in [`admission`] and is checked by the loom model
-//! `tests/loom_group.rs` (admit, finish, cancel, panic, re-wake).
+//! `loom_models/admission.rs` (admit, finish, cancel, panic, re-wake).
 //!
 //! # Shutdown
 //!
@@ -103,19 +103,19 @@
 //! [`Pool::shutdown`]: crate::Pool::shutdown
 
 pub(crate) mod admission;
+mod gate;
 mod group;
 mod pair;
-mod wrap;
 
 pub use group::{Group, GroupBuilder, GroupError, GroupMetrics};
 pub(crate) use pair::pair;
 pub use pair::{ConcurrentSpawner, ExclusiveSpawner};
 
-use crate::shared::Shared;
+use crate::runtime::task::Runnable;
+use crate::runtime::{Attachment, Shared};
 use crate::sync::Arc;
-use crate::task::Runnable;
 use admission::{Admitted, Arbiter, Ticket, Ticketed};
-use std::sync::Arc as StdArc;
+use gate::TaskGate;
 
 /// Each lane lets this many gated items per running slot wait in the pool's
 /// queues. Two: one item per slot about to start and one behind it, so a
@@ -126,7 +126,7 @@ pub const QUEUE_BUDGET_PER_SLOT: usize = 2;
 
 /// A runnable waiting in (or leaving) a unit's FIFO, with its task's gate.
 pub(crate) struct Queued {
-    gate: StdArc<wrap::TaskGate>,
+    gate: Arc<TaskGate>,
     runnable: Runnable,
 }
 
@@ -134,13 +134,6 @@ impl Ticketed for Queued {
     fn ticket(&self) -> &Ticket {
         self.gate.ticket()
     }
-}
-
-/// The fairness state of one pool: the arbiter of all its groups and pairs.
-#[derive(Debug)]
-pub(crate) struct Fair {
-    shared: Arc<Shared>,
-    arbiter: Arbiter<Queued>,
 }
 
 impl std::fmt::Debug for Queued {
@@ -151,25 +144,25 @@ impl std::fmt::Debug for Queued {
     }
 }
 
+/// The fairness state of one pool: the arbiter of all its groups and pairs.
+#[derive(Debug)]
+pub(crate) struct Fair {
+    shared: Arc<Shared>,
+    arbiter: Arbiter<Queued>,
+}
+
 impl Fair {
     /// The fairness state of `shared`'s pool, created on first use. The pool
-    /// keeps only a weak reference (`Shared::fair`), since `Fair` holds the
-    /// pool: the groups and pairs that use it keep it alive.
-    pub(crate) fn of(shared: &Arc<Shared>) -> StdArc<Fair> {
-        let mut slot = match shared.fair.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if let Some(fair) = slot.upgrade() {
-            return fair;
-        }
-        let budget = QUEUE_BUDGET_PER_SLOT * shared.config.concurrency.max(1);
-        let fair = StdArc::new(Fair {
-            shared: Arc::clone(shared),
-            arbiter: Arbiter::new(budget),
-        });
-        *slot = StdArc::downgrade(&fair);
-        fair
+    /// keeps it only as a weak attachment, since `Fair` holds the pool: the
+    /// groups and pairs that use it keep it alive.
+    pub(crate) fn of(shared: &Arc<Shared>) -> Arc<Fair> {
+        shared.attachment(|| {
+            let budget = QUEUE_BUDGET_PER_SLOT * shared.config.concurrency.max(1);
+            Arc::new(Fair {
+                shared: Arc::clone(shared),
+                arbiter: Arbiter::new(budget),
+            })
+        })
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -186,22 +179,26 @@ impl Fair {
     fn release(&self, admitted: Admitted<Queued>) {
         for queued in admitted {
             // Straight to the lane's global queue, even when admitted on a
-            // worker: a worker serves its own deque before the global lane,
-            // so admitted flood items there would jump ahead of an urgent
-            // task queued from outside. The core drops the runnable if the
-            // pool stopped meanwhile.
-            self.shared.push_global(queued.runnable);
+            // worker (see `worker::push_global`). The worker layer drops the
+            // runnable if the pool stopped meanwhile.
+            crate::worker::push_global(&self.shared, queued.runnable);
         }
         self.drain_if_stopped();
     }
 
     /// If the pool has stopped, cancels (drops) every task waiting in a FIFO.
-    /// Also called by the pool itself when it stops (`Shared::on_stop`), so
-    /// queued group tasks are cancelled even if no group operation follows.
-    pub(crate) fn drain_if_stopped(&self) {
+    fn drain_if_stopped(&self) {
         if self.shared.is_stopped() {
             // Dropping runnables counts their tasks as cancelled in this pool.
-            crate::worker::draining(&self.shared, || drop(self.arbiter.drain()));
+            crate::runtime::context::draining(&self.shared, || drop(self.arbiter.drain()));
         }
+    }
+}
+
+/// The pool tells its fairness state when it stops, so queued group tasks
+/// are cancelled even if no group operation follows.
+impl Attachment for Fair {
+    fn pool_stopped(&self) {
+        self.drain_if_stopped();
     }
 }

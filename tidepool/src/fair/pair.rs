@@ -5,17 +5,15 @@
 
 use super::admission::{Side, UnitConfig};
 use super::group::{GroupError, GroupMetrics, Spawner};
-use crate::shared::{lane, Shared};
+use crate::runtime::{OpenHandle, Priority};
 use crate::sync::Arc;
-use crate::task::{JoinHandle, Priority, SpawnError};
-use crate::Pool;
+use crate::task::{JoinHandle, SpawnError};
 use std::fmt;
 use std::future::Future;
 
 /// Builds a pair (see [`Pool::concurrent_exclusive`](crate::Pool::concurrent_exclusive)).
 pub(crate) fn pair(
-    pool: Pool,
-    shared: &Arc<Shared>,
+    pool: Arc<OpenHandle>,
     max_concurrency: usize,
 ) -> Result<(ConcurrentSpawner, ExclusiveSpawner), GroupError> {
     if max_concurrency == 0 {
@@ -25,16 +23,9 @@ pub(crate) fn pair(
         max_running: max_concurrency,
         max_in_flight: usize::MAX,
         weight: 1,
-        lane: lane(Priority::Normal),
+        lane: Priority::Normal.index(),
     };
-    let spawner = Spawner::new(
-        pool,
-        shared,
-        config,
-        Priority::Normal,
-        None,
-        Side::Concurrent,
-    );
+    let spawner = Spawner::new(pool, config, Priority::Normal, None, Side::Concurrent);
     let exclusive = spawner.with_side(Side::Exclusive);
     Ok((
         ConcurrentSpawner { spawner },

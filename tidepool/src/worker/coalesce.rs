@@ -80,7 +80,7 @@ impl Coalescer {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;
 

@@ -1,4 +1,5 @@
-//! Worker threads: the run loop, finding work, and the thread-local context.
+//! Worker threads: the run loop and finding work (this file), and how tasks
+//! reach workers (`schedule`: spawn, wake, notify, thread starts).
 //!
 //! Each worker owns a FIFO deque (`crossbeam-deque`). Normal-priority tasks
 //! woken on a worker go to its deque; everything else goes to a global lane.
@@ -15,27 +16,28 @@
 //! lane. So with every lane busy, each lane gets at least one pick in
 //! [`FAIRNESS_INTERVAL`] per worker.
 //!
-//! The run loop does not know about policies or the monitor: it only
-//! publishes its [`TaskStatus`] at task boundaries and obeys the slot it
-//! holds (see `control::slots`).
+//! The run loop does not know about policies: it publishes its task status
+//! at task boundaries, obeys the slot it holds (see `control::slots`), and
+//! wakes the monitor when it starts running with a slot taken while the pool
+//! may have been idle (see `control::signal`).
 
 mod coalesce;
-pub(crate) mod park;
+mod schedule;
 
-use crate::control::slots::TaskStatus;
-use crate::metrics::{LatencyRecorder, TaskCounters, ThreadCounters};
-use crate::shared::Shared;
-use crate::sync::{lock, Arc, Mutex, Ordering};
+pub(crate) use schedule::{declare_blocking, notify, push_global, spawn, wake_or_start};
+
+use crate::metrics::ThreadCounters;
+use crate::runtime::context::{self, WorkerContext};
+use crate::runtime::park::{self, Idle, Wake};
+use crate::runtime::task::Runnable;
+use crate::runtime::{Priority, Shared};
+use crate::sync::{lock, Arc, Ordering};
 use crate::sys::ThreadProbe;
-use crate::task::Runnable;
 use coalesce::Coalescer;
-use crossbeam_deque::{Steal, Stealer, Worker};
-use crossbeam_utils::{Backoff, CachePadded};
-use park::Wake;
-use std::cell::RefCell;
+use crossbeam_deque::Steal;
+use crossbeam_utils::Backoff;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// One pick in this many starts with a lower lane. 61 is prime, so it does
@@ -43,175 +45,17 @@ use std::time::{Duration, Instant};
 /// enough that outside work waits behind at most 60 local tasks per worker.
 pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
 
-/// Lane indices (see `shared::lane`).
-const HIGH: usize = 0;
-const NORMAL: usize = 1;
-const LOW: usize = 2;
-
-/// What the pool keeps for each worker index, whether or not a thread has it.
-#[derive(Debug, Default)]
-pub(crate) struct Entry {
-    /// Phase and task tick, read by the monitor.
-    pub(crate) status: TaskStatus,
-    /// The stealing end of this entry's deque, created with the first worker.
-    stealer: OnceLock<Stealer<Runnable>>,
-    /// The owning end, held by the thread while it runs; kept here between
-    /// threads so tasks left behind stay stealable.
-    deque: Mutex<Option<Worker<Runnable>>>,
-    pub(crate) counters: CachePadded<TaskCounters>,
-    pub(crate) latency: LatencyRecorder,
-    /// How the monitor asks the kernel about this worker's thread.
-    pub(crate) probe: Mutex<Option<Arc<ThreadProbe>>>,
-}
-
-impl Entry {
-    /// The stealing end of this entry's deque, if it ever had one.
-    pub(crate) fn stealer(&self) -> Option<&Stealer<Runnable>> {
-        self.stealer.get()
-    }
-
-    fn take_deque(&self) -> Worker<Runnable> {
-        let mut slot = lock(&self.deque);
-        match slot.take() {
-            Some(deque) => deque,
-            None => {
-                let deque = Worker::new_fifo();
-                let _ = self.stealer.set(deque.stealer());
-                deque
-            }
-        }
-    }
-}
-
-/// The thread-local view of the worker running on this thread.
-struct Context {
-    shared: Arc<Shared>,
-    index: usize,
-    local: Worker<Runnable>,
-}
-
-thread_local! {
-    static CURRENT: RefCell<Option<Rc<Context>>> = const { RefCell::new(None) };
-    /// The pool dropping its queued runnables on this thread, if any.
-    static DRAINING: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` with the pool a task belongs to, when that task's future is being
-/// polled or dropped on this thread: the pool draining its queues here, or
-/// else the pool whose worker this is (a runnable only ever runs on its own
-/// pool's workers). `f` also gets the worker's entry index, if any.
-pub(crate) fn with_task_pool(f: impl FnOnce(&Arc<Shared>, Option<usize>)) {
-    let draining = DRAINING.try_with(|d| d.borrow().clone()).ok().flatten();
-    if let Some(shared) = draining {
-        return f(&shared, current_index(&shared));
-    }
-    let ctx = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
-    if let Some(ctx) = ctx {
-        f(&ctx.shared, Some(ctx.index));
-    }
-    // Otherwise this thread's locals are being destroyed (a user's
-    // thread-local destructor made a stopped pool drop tasks here): the end
-    // is not counted. A panic instead would abort the process, as it would
-    // happen in a destructor.
-}
-
-/// Runs `f` (which drops runnables of `shared`) with `shared` marked as the
-/// pool draining on this thread, for [`with_task_pool`].
-///
-/// On a thread whose locals are being destroyed the mark cannot be set; the
-/// runnables are still dropped, and their end counts are lost (see
-/// [`with_task_pool`]).
-pub(crate) fn draining<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
-    let previous = DRAINING
-        .try_with(|d| d.borrow_mut().replace(Arc::clone(shared)))
-        .ok()
-        .flatten();
-    let result = f();
-    let _ = DRAINING.try_with(|d| *d.borrow_mut() = previous);
-    result
-}
-
-/// Records a task's queue-to-first-poll latency, in `sys::ticks`: in the
-/// worker's entry, or in the outside threads' recorder for a first poll
-/// outside a worker.
-pub(crate) fn record_start(latency: u64) {
-    let recorded = CURRENT
-        .try_with(|current| match &*current.borrow() {
-            Some(ctx) => {
-                ctx.shared.entries[ctx.index].latency.record(latency);
-                true
-            }
-            None => false,
-        })
-        .unwrap_or(false);
-    if !recorded {
-        with_task_pool(|shared, _| shared.record_start_outside(latency));
-    }
-}
-
-/// Pushes `runnable` on the current thread's deque if it is a worker of
-/// `shared`; gives it back otherwise.
-///
-/// The runnable stays outside the closure: `try_with` fails on a thread whose
-/// locals are being destroyed (a user's thread-local destructor spawning or
-/// waking a task), and such a thread is no worker, so the task must come
-/// back to go to the global lane rather than be dropped or panic there.
-pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
-    let mut runnable = Some(runnable);
-    let _ = CURRENT.try_with(|current| {
-        if let Some(ctx) = &*current.borrow() {
-            if Arc::ptr_eq(&ctx.shared, shared) {
-                if let Some(runnable) = runnable.take() {
-                    ctx.local.push(runnable);
-                }
-            }
-        }
-    });
-    runnable
-}
-
-/// The entry index of the current thread if it is a worker of `shared`.
-pub(crate) fn current_index(shared: &Shared) -> Option<usize> {
-    CURRENT
-        .try_with(|current| match &*current.borrow() {
-            Some(ctx) if std::ptr::eq(Arc::as_ptr(&ctx.shared), shared) => Some(ctx.index),
-            _ => None,
-        })
-        .ok()
-        .flatten()
-}
-
-/// If the current thread is a worker running a task, gives its slot away
-/// (declared blocking) so another worker can run meanwhile. The worker takes a
-/// slot back, or gives way, at the end of its task.
-pub(crate) fn declare_blocking() {
-    let ctx = CURRENT
-        .try_with(|current| current.borrow().clone())
-        .ok()
-        .flatten();
-    let Some(ctx) = ctx else { return };
-    let shared = &ctx.shared;
-    let status = &shared.entries[ctx.index].status;
-    if status.try_mark_blocked(status.load()) {
-        ThreadCounters::bump(&shared.thread_counters.declared_blocking);
-        shared.slots.release();
-        if shared.has_work() {
-            shared.notify();
-        }
-    }
-}
-
 /// The body of a worker thread. It starts holding a searching slot reserved by
 /// whoever started it.
 pub(crate) fn run(shared: Arc<Shared>, index: usize) {
-    let entry = &shared.entries[index];
+    let entry = shared.threads.entry(index);
     *lock(&entry.probe) = Some(Arc::new(ThreadProbe::for_current_thread()));
-    let ctx = Rc::new(Context {
+    let ctx = Rc::new(WorkerContext {
         local: entry.take_deque(),
         shared: Arc::clone(&shared),
         index,
     });
-    CURRENT.with(|current| *current.borrow_mut() = Some(Rc::clone(&ctx)));
+    context::enter(Rc::clone(&ctx));
 
     let mut worker = RunLoop {
         ctx: &ctx,
@@ -221,14 +65,14 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     };
     let exit = worker.run();
 
-    CURRENT.with(|current| *current.borrow_mut() = None);
+    context::leave();
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
     let leftover = !ctx.local.is_empty();
-    *lock(&entry.deque) = Some(ctx.local);
+    entry.return_deque(ctx.local);
     *lock(&entry.probe) = None;
     if leftover && !shared.is_stopped() {
         // Tasks stay stealable in the entry; make sure somebody looks.
-        shared.notify();
+        notify(&shared);
     }
     if shared.is_stopped() {
         shared.drain_queues();
@@ -238,7 +82,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
 }
 
 struct RunLoop<'a> {
-    ctx: &'a Context,
+    ctx: &'a WorkerContext,
     /// Tasks started by this entry, ever (continues across threads).
     tick: u64,
     /// Whether this worker counts itself in `Slots::searching`.
@@ -268,11 +112,11 @@ impl RunLoop<'_> {
                     self.searching = false;
                     // About to run a task with a slot taken since the pool may
                     // have been idle: a monitor asleep on an idle pool must
-                    // watch it (see `control::monitor` for the pairing).
+                    // watch it (see `control::signal` for the pairing).
                     self.shared().monitor.wake();
                     if self.shared().slots.stop_searching() && self.shared().has_work() {
                         // Last searcher: hand the rest of the burst to one more.
-                        self.shared().notify();
+                        notify(self.shared());
                     }
                 }
                 if !self.run_task(task) {
@@ -313,16 +157,16 @@ impl RunLoop<'_> {
         let pick = self.tick.wrapping_add(1);
         if pick % FAIRNESS_INTERVAL == 0 {
             let first = if (pick / FAIRNESS_INTERVAL) % 2 == 0 {
-                LOW
+                Priority::Low
             } else {
-                NORMAL
+                Priority::Normal
             };
-            if let Some(task) = shared.pop_lane(first, local) {
+            if let Some(task) = shared.lanes.pop(first, local) {
                 return Some(task);
             }
         }
-        if shared.lane_has_work(HIGH) {
-            if let Some(task) = shared.pop_lane(HIGH, local) {
+        if shared.lanes.has_work(Priority::High) {
+            if let Some(task) = shared.lanes.pop(Priority::High, local) {
                 return Some(task);
             }
         }
@@ -332,20 +176,20 @@ impl RunLoop<'_> {
         if !self.searching {
             return None;
         }
-        if let Some(task) = shared.pop_lane(NORMAL, local) {
+        if let Some(task) = shared.lanes.pop(Priority::Normal, local) {
             return Some(task);
         }
         if let Some(task) = self.steal() {
             return Some(task);
         }
-        shared.pop_lane(LOW, local)
+        shared.lanes.pop(Priority::Low, local)
     }
 
     /// Steals a batch from another worker's deque, starting at a different
     /// victim each time so thieves spread out.
     fn steal(&self) -> Option<Runnable> {
-        let shared = &self.ctx.shared;
-        let count = shared.high_water.load(Ordering::Acquire);
+        let entries = self.ctx.shared.threads.used();
+        let count = entries.len();
         if count <= 1 {
             return None;
         }
@@ -358,7 +202,7 @@ impl RunLoop<'_> {
                 if victim == self.ctx.index {
                     continue;
                 }
-                let Some(stealer) = shared.entries[victim].stealer() else {
+                let Some(stealer) = entries[victim].stealer() else {
                     continue;
                 };
                 match stealer.steal_batch_and_pop(&self.ctx.local) {
@@ -375,9 +219,10 @@ impl RunLoop<'_> {
     /// it ran (the monitor saw it blocked, or it declared blocking).
     fn run_task(&mut self, task: Runnable) -> bool {
         self.tick = self.tick.wrapping_add(1);
-        let status = &self.ctx.shared.entries[self.ctx.index].status;
+        let status = &self.ctx.shared.threads.entry(self.ctx.index).status;
         status.begin_task(self.tick);
         let gate = task.metadata().gate.clone();
+        // Only a gated task pays for its gate: one branch for the others.
         // The task wrapper catches panics of the future's poll; this catches
         // whatever else unwinds out of `run` (a panicking waker or scheduler
         // path), so a worker never unwinds. A future whose destructor panics
@@ -428,7 +273,7 @@ impl RunLoop<'_> {
         let deadline = Instant::now() + Duration::from_nanos(u64::from(wait));
         let shared = self.shared();
         while Instant::now() < deadline {
-            if shared.lane_has_work(HIGH) || shared.is_stopped() {
+            if shared.lanes.has_work(Priority::High) || shared.is_stopped() {
                 return;
             }
             for _ in 0..16 {
@@ -440,30 +285,19 @@ impl RunLoop<'_> {
     /// A searcher found nothing: park until woken. Returns `Some` to leave.
     fn go_idle(&mut self) -> Option<Exit> {
         let shared = Arc::clone(self.shared());
-        let index = self.ctx.index;
-        shared.sleepers.push(index);
-        shared.slots.release_searching();
-        self.searching = false;
-        // Step 3 of the protocol in `park`: look again after releasing.
-        if shared.has_work() || shared.is_stopped() {
-            // Take a slot while still on the stack: a notifier that comes
-            // meanwhile pops us and hands us its reservation, instead of
-            // finding the stack empty and starting a thread for nothing.
-            if shared.slots.try_acquire(true) {
-                if !shared.sleepers.remove(index) {
-                    // A notifier popped us too and reserved a slot for us
-                    // (`remove` consumed its token): keep one of the two.
-                    shared.slots.release_searching();
-                }
-                self.searching = true;
-                return None;
+        let work_or_stop = || shared.has_work() || shared.is_stopped();
+        match park::go_idle(
+            &shared.sleepers,
+            &shared.slots,
+            self.ctx.index,
+            work_or_stop,
+        ) {
+            Idle::Search => None,
+            Idle::Park => {
+                self.searching = false;
+                self.park(&shared)
             }
-            // No free slot: the workers holding them will find the work, or
-            // a notifier took the slot we released and is about to pop us.
-            // Either way we stay on the stack: leaving it, even for a moment,
-            // would let that notifier find it empty and start a thread.
         }
-        self.park(&shared)
     }
 
     /// The pool may hold more slots than there are (`Shared::shrink`): if it
@@ -475,7 +309,7 @@ impl RunLoop<'_> {
     fn give_slot_back(&self) -> bool {
         let shared = self.shared();
         // AcqRel pairs with the Release store in `Shared::set_target` and
-        // `lend_reserve_slot`: seeing the flag means seeing the new counts.
+        // `schedule::notify_lane`: seeing the flag means seeing the new counts.
         if !shared.shrink.swap(false, Ordering::AcqRel) || !shared.slots.over_target() {
             return false;
         }
@@ -494,11 +328,11 @@ impl RunLoop<'_> {
         if shared.has_work() {
             // Our deque stays stealable, and other queues may hold work: wake
             // a searcher if a slot is free.
-            shared.notify();
+            notify(&shared);
         }
         let exit = self.park(&shared);
         if let Some(Exit::Retire) = exit {
-            ThreadCounters::bump(&shared.thread_counters.retired_surplus);
+            ThreadCounters::bump(&shared.threads.counters.retired_surplus);
         }
         exit
     }
@@ -514,7 +348,7 @@ impl RunLoop<'_> {
             }
             Wake::Stop => Some(Exit::Stop),
             Wake::TimedOut => {
-                ThreadCounters::bump(&shared.thread_counters.retired_idle);
+                ThreadCounters::bump(&shared.threads.counters.retired_idle);
                 Some(Exit::Retire)
             }
         }
@@ -530,17 +364,5 @@ fn try_retire(shared: &Shared) -> bool {
     } else {
         shared.config.min_threads
     };
-    let mut threads = shared.threads.load(Ordering::Relaxed);
-    while threads > floor {
-        match shared.threads.compare_exchange_weak(
-            threads,
-            threads - 1,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => return true,
-            Err(actual) => threads = actual,
-        }
-    }
-    false
+    shared.threads.count_retire(floor)
 }

@@ -1,15 +1,18 @@
-//! [`Pool`]: the handle users spawn on, and [`TaskBuilder`] for per-task
-//! settings.
+//! The public face of a pool: [`Pool`], the handle users spawn on,
+//! [`TaskBuilder`] for per-task settings, and [`Builder`] (in `builder`) for
+//! the pool's settings.
 
-use crate::builder::{Builder, Config};
-use crate::control::monitor;
+mod builder;
+
+pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
+
 use crate::metrics::Metrics;
-use crate::shared::Shared;
-use crate::task::{JoinHandle, Priority, SpawnError, TaskMeta};
-use crate::worker;
+use crate::runtime::{Config, OpenHandle, Priority, Shared};
+use crate::sync::Arc;
+use crate::task::{JoinHandle, SpawnError};
+use crate::{monitor, worker};
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A thread pool that runs closures and async tasks on the same workers.
@@ -29,18 +32,9 @@ use std::time::{Duration, Instant};
 /// ```
 #[derive(Clone)]
 pub struct Pool {
-    handle: Arc<Handle>,
-}
-
-/// Owned by the `Pool` handles: its drop is "the last handle is gone".
-struct Handle {
-    shared: Arc<Shared>,
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        self.shared.close();
-    }
+    /// Shared with the pool's groups and pairs: the pool closes when the
+    /// last of them is dropped.
+    handle: Arc<OpenHandle>,
 }
 
 impl Pool {
@@ -56,15 +50,13 @@ impl Pool {
     }
 
     pub(crate) fn from_config(config: Config) -> Pool {
-        let shared = Arc::new(Shared::new(config));
-        monitor::start(&shared);
-        Pool {
-            handle: Arc::new(Handle { shared }),
-        }
+        let handle = Arc::new(OpenHandle::new(config));
+        monitor::start(handle.shared());
+        Pool { handle }
     }
 
     fn shared(&self) -> &Arc<Shared> {
-        &self.handle.shared
+        self.handle.shared()
     }
 
     /// Runs `future` as a task on the pool. While it awaits (a timer, a
@@ -152,7 +144,7 @@ impl Pool {
     /// assert_eq!(flood.spawn_fn(|| 1).join().unwrap(), 1);
     /// ```
     pub fn group(&self) -> crate::GroupBuilder {
-        crate::fair::GroupBuilder::new(self.clone(), Arc::clone(self.shared()))
+        crate::fair::GroupBuilder::new(Arc::clone(&self.handle))
     }
 
     /// A concurrent/exclusive pair: items spawned on the
@@ -180,7 +172,7 @@ impl Pool {
         &self,
         max_concurrency: usize,
     ) -> Result<(crate::ConcurrentSpawner, crate::ExclusiveSpawner), crate::GroupError> {
-        crate::fair::pair(self.clone(), self.shared(), max_concurrency)
+        crate::fair::pair(Arc::clone(&self.handle), max_concurrency)
     }
 
     /// Per-task settings, such as priority.
@@ -286,7 +278,7 @@ impl Pool {
     fn shutdown_until(&self, deadline: Option<Instant>) -> Result<(), ShutdownError> {
         let shared = self.shared();
         shared.close();
-        if worker::current_index(shared).is_some() {
+        if crate::runtime::context::current_index(shared).is_some() {
             return Err(ShutdownError::OnWorkerThread);
         }
         if shared.wait_stopped(deadline, 0) {
@@ -414,9 +406,8 @@ impl TaskBuilder<'_> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.pool
-            .shared()
-            .spawn(future, TaskMeta::plain(self.priority), closure)
+        worker::spawn(self.pool.shared(), future, self.priority, None, closure)
+            .map(JoinHandle::new)
             .ok_or(SpawnError::ShutDown)
     }
 

@@ -1,25 +1,13 @@
-//! Loom model of the park/wake protocol (`worker::park` with `control::slots`):
-//! a worker going idle and a notifier publishing work can never both miss
-//! each other (the lost wake-up), and a wake token is never lost or doubled.
-//!
-//! Run: `RUSTFLAGS="--cfg tidepool_loom" cargo test -p tidepool --test loom_park --release`
+//! Loom model of the park/wake protocol (`runtime::park`): a worker going
+//! idle (`park::go_idle`, then `Sleepers::park`) and a notifier publishing
+//! work (`park::notify`) — the very functions the worker layer calls — can
+//! never both miss each other (the lost wake-up), and a wake token is never
+//! lost or doubled.
 
-#![cfg(tidepool_loom)]
-#![allow(dead_code, unreachable_pub, missing_docs)]
-
-#[path = "loom_support/mod.rs"]
-mod loom_support;
-use loom_support::sync;
-
-#[path = "../src/worker/park.rs"]
-mod park;
-#[path = "../src/control/slots.rs"]
-mod slots;
-
+use crate::control::slots::Slots;
+use crate::runtime::park::{self, Idle, Sleepers, Wake};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
-use park::{Sleepers, Wake};
-use slots::Slots;
 
 struct Pool {
     slots: Slots,
@@ -28,30 +16,33 @@ struct Pool {
     work: AtomicBool,
 }
 
-/// The worker side of `RunLoop::go_idle` (steps 1-4 of the protocol).
+/// A searching worker that found nothing, as `RunLoop::go_idle` runs it.
 /// Returns true if it ended up holding a searching slot (it will find the
 /// work), false if it parked and was told to stop.
-fn go_idle(pool: &Pool) -> bool {
-    pool.sleepers.push(0);
-    pool.slots.release_searching();
-    if pool.work.load(Ordering::SeqCst) && pool.slots.try_acquire(true) {
-        if !pool.sleepers.remove(0) {
-            pool.slots.release_searching();
-        }
-        return true;
+fn worker_goes_idle(pool: &Pool) -> bool {
+    let work = || pool.work.load(Ordering::SeqCst);
+    match park::go_idle(&pool.sleepers, &pool.slots, 0, work) {
+        Idle::Search => true,
+        Idle::Park => matches!(pool.sleepers.park(0, None, || false), Wake::Woken),
     }
-    matches!(pool.sleepers.park(0, None, || false), Wake::Woken)
 }
 
-/// The notifier side of `Shared::notify` + `wake_or_start`. Returns true if
-/// it would start a new thread with its reservation (nobody was parked).
-fn notify(pool: &Pool) -> bool {
-    pool.work.store(true, Ordering::SeqCst);
-    sync::fence(Ordering::SeqCst);
-    if pool.slots.try_reserve_searcher() {
-        return !pool.sleepers.wake_one();
-    }
-    false
+/// A spawn, as `worker::schedule` runs it: queue, then notify. Returns true
+/// if the notifier would start a new thread with its reservation (nobody was
+/// parked).
+fn spawner_queues_work(pool: &Pool) -> bool {
+    pool.work.store(true, Ordering::Relaxed);
+    let mut started = false;
+    park::notify(
+        &pool.sleepers,
+        &pool.slots,
+        || false,
+        || {
+            started = true;
+            true
+        },
+    );
+    started
 }
 
 #[test]
@@ -67,9 +58,9 @@ fn no_lost_wakeup() {
 
         let worker = {
             let pool = pool.clone();
-            loom::thread::spawn(move || go_idle(&pool))
+            loom::thread::spawn(move || worker_goes_idle(&pool))
         };
-        let started_thread = notify(&pool);
+        let started_thread = spawner_queues_work(&pool);
         if started_thread {
             // The notifier found nobody parked and would start a new thread
             // with its reservation; that thread takes the work, so the old

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-#[path = "support/countdown.rs"]
+#[path = "countdown.rs"]
 mod countdown;
 use countdown::{tick, wait_done};
 

@@ -8,15 +8,12 @@
 //! run never overlaps its pair, every task ends exactly once, and at the end
 //! every permit and token is back (none leaked, none duplicated) and nothing
 //! is left queued (no lost admission).
-//!
-//! Run: `RUSTFLAGS="--cfg tidepool_loom" cargo test -p tidepool --test loom_group --release`
-#![cfg(tidepool_loom)]
 
+use crate::fair::admission::{Arbiter, Side, Ticket, Ticketed, UnitConfig, UnitCounts, UnitId};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use tidepool::loom_fair::{Arbiter, Side, Ticket, Ticketed, UnitConfig, UnitCounts, UnitId};
 
 /// How a modelled task behaves when run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

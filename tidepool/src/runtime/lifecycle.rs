@@ -1,4 +1,5 @@
-//! The shutdown latch: `open → closed → stopped`.
+//! A pool's life: the shutdown latch (`open → closed → stopped`) and the
+//! signal shutdown waits on ([`Exits`]).
 //!
 //! * `closed`: no new task is accepted; accepted tasks still run to their end.
 //! * `stopped`: workers leave after their current task; what is still queued
@@ -21,9 +22,10 @@
 //! count before it and therefore `live == 0`, and stops the pool. A spawn
 //! that slips in before `closed` is set has counted itself before the close's
 //! check, so the close sees it live and does not stop. The loom model in
-//! `tests/loom_shutdown.rs` checks this with the real counters.
+//! `loom_models/shutdown.rs` checks this with the real latch and counters.
 
-use crate::sync::{seqcst_pair, AtomicBool, Ordering};
+use crate::sync::{lock, seqcst_pair, wait, wait_timeout, AtomicBool, Condvar, Mutex, Ordering};
+use std::time::Instant;
 
 /// The shutdown states of one pool. See the module docs.
 #[derive(Debug, Default)]
@@ -70,5 +72,51 @@ impl Latch {
     /// True once stopped.
     pub(crate) fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
+    }
+}
+
+/// Wakes whoever waits for the pool to stop (`Pool::shutdown`): signalled
+/// when a worker thread exits and when the pool stops.
+#[derive(Debug, Default)]
+pub(crate) struct Exits {
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Exits {
+    /// Wakes every waiter to look at its condition again.
+    pub(crate) fn signal(&self) {
+        let _guard = lock(&self.lock);
+        self.cv.notify_all();
+    }
+
+    /// Runs `change` (which makes a waiter's condition true) under the lock,
+    /// then wakes the waiters: a waiter cannot check between the change and
+    /// the wake-up and miss both.
+    pub(crate) fn signal_after(&self, change: impl FnOnce()) {
+        let _guard = lock(&self.lock);
+        change();
+        self.cv.notify_all();
+    }
+
+    /// Waits until `done` holds or `deadline` passes (`None`: no deadline).
+    /// Returns whether `done` held.
+    pub(crate) fn wait_until(&self, deadline: Option<Instant>, done: impl Fn() -> bool) -> bool {
+        let mut guard = lock(&self.lock);
+        loop {
+            if done() {
+                return true;
+            }
+            match deadline {
+                None => guard = wait(&self.cv, guard),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return false;
+                    }
+                    guard = wait_timeout(&self.cv, guard, deadline - now).0;
+                }
+            }
+        }
     }
 }

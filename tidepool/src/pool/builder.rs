@@ -1,7 +1,8 @@
 //! [`Builder`]: a pool's settings and their validation ([`BuildError`]).
 
+use super::Pool;
 use crate::control::Controller;
-use crate::pool::Pool;
+use crate::runtime::Config;
 use std::fmt;
 use std::time::Duration;
 
@@ -14,19 +15,6 @@ pub const MAX_THREADS_LIMIT: usize = 32_768;
 /// library's panic or formatting machinery. 64 KiB leaves room for a small
 /// task; real work wants the default (2 MiB).
 pub const MIN_STACK_SIZE: usize = 64 * 1024;
-
-/// Settings of a pool, resolved and validated.
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub(crate) concurrency: usize,
-    pub(crate) min_threads: usize,
-    pub(crate) max_threads: usize,
-    pub(crate) thread_name: String,
-    pub(crate) stack_size: Option<usize>,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) monitor_interval: Duration,
-    pub(crate) controller: Controller,
-}
 
 /// Configures and builds a [`Pool`].
 ///

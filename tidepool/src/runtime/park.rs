@@ -38,14 +38,103 @@
 //! and the stack are guarded by one mutex; each worker waits on its own
 //! condition variable so a wake-up wakes exactly one thread.
 //!
-//! Invariants (checked by the loom model in `tests/loom_park.rs`):
+//! Invariants (checked by the loom model in `loom_models/park.rs`, which
+//! runs [`go_idle`] and [`notify`], the functions the pool itself calls):
 //!
 //! 1. A worker is on the stack, or holds a token, or is awake: never two.
 //! 2. Every token set is consumed by exactly one return from [`Sleepers::park`]
 //!    or [`Sleepers::remove`].
 
-use crate::sync::{lock, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::control::slots::Slots;
+use crate::sync::{fence, lock, wait, wait_timeout, AtomicUsize, Condvar, Mutex, Ordering};
 use std::time::{Duration, Instant};
+
+/// Steps 1-3 of the protocol, for a searching worker that found nothing:
+/// `worker` goes on the sleeper stack and gives its slot back, then
+/// `work_or_stop` looks at every queue (and the shutdown latch) again.
+///
+/// Returns [`Idle::Search`] if the worker ends up holding a searching slot
+/// (it saw work, took a free slot, and is off the stack), or [`Idle::Park`]
+/// if it stays on the stack and must call [`Sleepers::park`] (step 4).
+pub(crate) fn go_idle(
+    sleepers: &Sleepers,
+    slots: &Slots,
+    worker: usize,
+    work_or_stop: impl FnOnce() -> bool,
+) -> Idle {
+    sleepers.push(worker);
+    // Releases the slot with a SeqCst fence: the pair of the notifier's.
+    slots.release_searching();
+    if work_or_stop() {
+        // Take a slot while still on the stack: a notifier that comes
+        // meanwhile pops us and hands us its reservation, instead of finding
+        // the stack empty and starting a thread for nothing.
+        if slots.try_acquire(true) {
+            if !sleepers.remove(worker) {
+                // A notifier popped us too and reserved a slot for us
+                // (`remove` consumed its token): keep one of the two.
+                slots.release_searching();
+            }
+            return Idle::Search;
+        }
+        // No free slot: the workers holding them will find the work, or a
+        // notifier took the slot we released and is about to pop us. Either
+        // way we stay on the stack: leaving it, even for a moment, would let
+        // that notifier find it empty and start a thread.
+    }
+    Idle::Park
+}
+
+/// What [`go_idle`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Idle {
+    /// The worker holds a searching slot and looks for work again.
+    Search,
+    /// The worker is on the stack without a slot: park it.
+    Park,
+}
+
+/// Steps (b)-(d) of the protocol, for a thread that has just queued work:
+/// if nobody is searching and a slot is free, reserves a searching slot and
+/// hands it to a parked worker, or else to a thread `start` starts (it
+/// returns false if it could not start one, and the reservation is given
+/// back).
+///
+/// `stopped` is asked first, after the fence: if it returns true the pool
+/// has stopped and nobody will run the work (it has dropped what was
+/// queued), so nobody is woken.
+///
+/// Returns true if a worker was handed the work, or none was needed because
+/// somebody is searching already (or the pool stopped).
+pub(crate) fn notify(
+    sleepers: &Sleepers,
+    slots: &Slots,
+    stopped: impl FnOnce() -> bool,
+    start: impl FnOnce() -> bool,
+) -> bool {
+    // Pairs with the fence in `Slots::release_searching` (step 2): the queue
+    // write before this and the queue reads after that are not SeqCst.
+    fence(Ordering::SeqCst);
+    if stopped() {
+        return true;
+    }
+    if slots.try_reserve_searcher() {
+        hand_over(sleepers, slots, start);
+        return true;
+    }
+    slots.counts().searching > 0
+}
+
+/// Hands a searching slot the caller reserved to a parked worker, or to a
+/// thread `start` starts; gives the reservation back if neither is possible.
+pub(crate) fn hand_over(sleepers: &Sleepers, slots: &Slots, start: impl FnOnce() -> bool) {
+    if sleepers.wake_one() {
+        return;
+    }
+    if !start() {
+        slots.release_searching();
+    }
+}
 
 /// The stack of parked workers and their wake tokens.
 #[derive(Debug)]
@@ -153,10 +242,7 @@ impl Sleepers {
             }
             match deadline {
                 None => {
-                    state = match self.wakers[worker].wait(state) {
-                        Ok(guard) => guard,
-                        Err(poisoned) => poisoned.into_inner(),
-                    };
+                    state = wait(&self.wakers[worker], state);
                 }
                 Some(until) => {
                     let now = Instant::now();
@@ -168,10 +254,7 @@ impl Sleepers {
                         deadline = None;
                         continue;
                     }
-                    state = match self.wakers[worker].wait_timeout(state, until - now) {
-                        Ok((guard, _)) => guard,
-                        Err(poisoned) => poisoned.into_inner().0,
-                    };
+                    state = wait_timeout(&self.wakers[worker], state, until - now).0;
                 }
             }
         }

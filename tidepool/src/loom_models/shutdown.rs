@@ -1,26 +1,12 @@
-//! Loom model of the shutdown latch (`shutdown`) over the real sharded task
+//! Loom model of the shutdown latch (`runtime::lifecycle`) over the real sharded task
 //! counters (`metrics::TaskCounters`): a spawn racing a close and the end of
 //! the last task never strands a task and never stops the pool twice or
 //! while a task is live.
-//!
-//! Run: `RUSTFLAGS="--cfg tidepool_loom" cargo test -p tidepool --test loom_shutdown --release`
 
-#![cfg(tidepool_loom)]
-#![allow(dead_code, unreachable_pub, missing_docs)]
-
-#[path = "loom_support/mod.rs"]
-mod loom_support;
-use loom_support::sync;
-
-#[path = "../src/metrics.rs"]
-mod metrics;
-#[path = "../src/shutdown.rs"]
-mod shutdown;
-
+use crate::metrics::{Outcome, TaskCounters};
+use crate::runtime::Latch;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
-use metrics::{EndCounter, TaskCounters};
-use shutdown::Latch;
 
 struct Pool {
     latch: Latch,
@@ -55,7 +41,7 @@ fn last_operation_stops_exactly_once() {
         let ender = {
             let pool = pool.clone();
             loom::thread::spawn(move || {
-                pool.shards[1].ended(EndCounter::Completed);
+                pool.shards[1].ended(Outcome::Completed);
                 pool.check();
             })
         };

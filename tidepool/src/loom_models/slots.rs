@@ -2,21 +2,9 @@
 //! while the monitor may mark it blocked and give its slot away, another
 //! worker may take that slot, and the first takes a slot back or gives way.
 //! Slots are never lost or duplicated.
-//!
-//! Run: `RUSTFLAGS="--cfg tidepool_loom" cargo test -p tidepool --test loom_slots --release`
 
-#![cfg(tidepool_loom)]
-#![allow(dead_code, unreachable_pub, missing_docs)]
-
-#[path = "loom_support/mod.rs"]
-mod loom_support;
-use loom_support::sync;
-
-#[path = "../src/control/slots.rs"]
-mod slots;
-
+use crate::control::slots::{Slots, TaskStatus};
 use loom::sync::Arc;
-use slots::{Slots, TaskStatus};
 
 #[test]
 fn blocked_slot_is_given_away_exactly_once() {

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-#[path = "support/countdown.rs"]
+#[path = "countdown.rs"]
 mod countdown;
 use countdown::{tick, wait_done};
 

@@ -1,0 +1,122 @@
+//! How workers and the pool reach the monitor thread, and what it reports
+//! back: [`MonitorSignal`].
+//!
+//! # The idle sleep
+//!
+//! The monitor sleeps until woken while the pool is idle. A worker about to
+//! run a task with a slot it took (or was handed) since it last ran one
+//! wakes it ([`MonitorSignal::wake`]), through a Dekker pair: the monitor
+//! sets `idle_sleep`, then re-reads the slot counters and queues
+//! ([`MonitorSignal::announce_idle`]); the slot is taken (by the worker, or
+//! by the notifier that then hands it over, which orders the two) before the
+//! worker reads `idle_sleep`. All SeqCst, so one sees the other, and a
+//! running task is always watched. The loom model `loom_models/monitor_idle.rs`
+//! runs these functions with the real slot counters.
+
+use crate::metrics::{Metrics, ThreadSample};
+use crate::sync::{fence, lock, wait, wait_timeout, AtomicBool, Condvar, Mutex, Ordering};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Points kept in the thread-count series (oldest dropped first): a minute at
+/// 1 ms ticks, ~1.5 MiB.
+const SERIES_CAPACITY: usize = 65_536;
+
+/// How other threads nudge the monitor, and what it reports back.
+#[derive(Debug, Default)]
+pub(crate) struct MonitorSignal {
+    state: Mutex<SignalState>,
+    cv: Condvar,
+    /// The monitor is (about to be) sleeping until woken.
+    idle_sleep: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct SignalState {
+    woken: bool,
+    stopped: bool,
+    busy: Duration,
+    series: VecDeque<ThreadSample>,
+}
+
+impl MonitorSignal {
+    /// Wakes the monitor if it sleeps because the pool was idle. Workers call
+    /// it before running a task with a newly taken slot (see the module docs
+    /// for the pairing).
+    pub(crate) fn wake(&self) {
+        // The slot was taken (SeqCst) before this read: see `seqcst_pair`.
+        crate::sync::seqcst_pair();
+        if self.idle_sleep.load(Ordering::SeqCst) {
+            let mut state = lock(&self.state);
+            state.woken = true;
+            self.cv.notify_one();
+        }
+    }
+
+    /// Tells the monitor to exit.
+    pub(crate) fn stop(&self) {
+        let mut state = lock(&self.state);
+        state.stopped = true;
+        self.cv.notify_one();
+    }
+
+    /// Copies the monitor's own figures into a metrics snapshot.
+    pub(crate) fn fill_metrics(&self, m: &mut Metrics) {
+        let state = lock(&self.state);
+        m.monitor_busy = state.busy;
+        m.thread_series = state.series.iter().copied().collect();
+    }
+
+    /// The monitor found the pool idle: announces that it will sleep until
+    /// woken, then asks `still_idle` again (the Dekker pair with
+    /// [`MonitorSignal::wake`]). Returns true if the pool is still idle and
+    /// the monitor may sleep until woken; false (announcement withdrawn) if
+    /// work showed up meanwhile.
+    pub(crate) fn announce_idle(&self, still_idle: impl FnOnce() -> bool) -> bool {
+        self.idle_sleep.store(true, Ordering::SeqCst);
+        // The fence because `still_idle` reads the queues with weaker loads.
+        fence(Ordering::SeqCst);
+        if still_idle() {
+            return true;
+        }
+        self.idle_sleep.store(false, Ordering::SeqCst);
+        false
+    }
+
+    /// Sleeps for `timeout`, or until woken if `None`, then withdraws any
+    /// idle announcement. Returns false if the monitor should exit.
+    pub(crate) fn sleep(&self, timeout: Option<Duration>) -> bool {
+        let mut state = lock(&self.state);
+        // A wake that came before this sleep-until-woken counts; a timed
+        // sleep ignores it (it was for an earlier sleep).
+        let woken_already = timeout.is_none() && state.woken;
+        if !woken_already && !state.stopped {
+            state = match timeout {
+                Some(t) => wait_timeout(&self.cv, state, t).0,
+                None => loop {
+                    state = wait(&self.cv, state);
+                    if state.woken || state.stopped {
+                        break state;
+                    }
+                },
+            };
+        }
+        state.woken = false;
+        let keep_going = !state.stopped;
+        drop(state);
+        self.idle_sleep.store(false, Ordering::SeqCst);
+        keep_going
+    }
+
+    /// Adds to the monitor's busy time and appends a point to the series.
+    pub(crate) fn record(&self, busy: Duration, point: Option<ThreadSample>) {
+        let mut state = lock(&self.state);
+        state.busy += busy;
+        if let Some(point) = point {
+            if state.series.len() == SERIES_CAPACITY {
+                state.series.pop_front();
+            }
+            state.series.push_back(point);
+        }
+    }
+}

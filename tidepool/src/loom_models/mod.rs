@@ -1,0 +1,16 @@
+//! Loom models of every hand-written protocol, run on the code that ships:
+//! each model drives the library's own functions, compiled against loom's
+//! primitives through the `sync` facade. Built only for
+//! `cargo test --lib` under `--cfg tidepool_loom` (see `.ci/run`).
+//!
+//! * `slots`: slot accounting against the monitor's "mark blocked".
+//! * `park`: park/wake (no lost wake-up, no wasted thread start).
+//! * `monitor_idle`: the monitor's idle sleep against a worker starting.
+//! * `shutdown`: the shutdown latch over the sharded task counters.
+//! * `admission`: the admission state machine of groups and pairs.
+
+mod admission;
+mod monitor_idle;
+mod park;
+mod shutdown;
+mod slots;

@@ -1,0 +1,325 @@
+//! The monitor thread: finds blocked workers and applies the policy.
+//!
+//! # What it does each tick
+//!
+//! 1. [`Monitor::observe`]: reads every worker's status word (an atomic load
+//!    each: cheap) and keeps, per worker, since when it has seen the *same*
+//!    task running.
+//! 2. [`ask_kernel`], for suspects only — workers holding a slot whose
+//!    task has run at least the monitor interval: asks the kernel
+//!    (`sys::ThreadProbe`: one `pread` of `/proc/self/task/<tid>/stat` and one
+//!    CPU-clock read). A suspect found runnable is asked again less and less
+//!    often (doubling, up to [`MAX_PROBE_BACKOFF`] ticks) until it changes
+//!    task, and does not keep the monitor ticking fast meanwhile.
+//! 3. [`Monitor::apply`]: hands the [`Sample`] to the policy and carries out
+//!    its decision: marks blocked workers (their slot goes back to the pool),
+//!    changes the number of slots, wakes or starts workers for queued work.
+//! 4. Records one point of the thread-count series.
+//!
+//! # How long it sleeps
+//!
+//! Like a system monitor, it ticks at the monitor interval only while there
+//! are suspects, doubles its sleep up to [`MAX_SLEEP`] while there are none,
+//! and sleeps until woken while the pool is idle (no worker holds a slot or
+//! runs a task, and nothing is queued). The protocol that makes sure a task
+//! started on an idle pool wakes it is in `control::signal`. The worker wakes
+//! it rather than the spawning thread so that a task spawned onto an idle
+//! pool gets the idle core, not the monitor.
+//!
+//! The monitor holds only a `Weak` reference to the pool between ticks, so a
+//! pool whose handles are gone is never kept alive by it.
+
+use crate::control::policy::{Decision, KernelView, Limits, Policy, Sample, WorkerView};
+use crate::control::slots::{Phase, StatusWord};
+use crate::control::StartReason;
+use crate::metrics::{ThreadCounters, ThreadSample};
+use crate::runtime::Shared;
+use crate::sync::{lock, Arc};
+use crate::sys::ThreadProbe;
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+/// The longest sleep between ticks while the pool is busy. 10 ms keeps the
+/// monitor under 0.1% of a core and still notices a new blocker quickly once
+/// the first tick after it sets the pace back to the interval.
+const MAX_SLEEP: Duration = Duration::from_millis(10);
+
+/// A suspect seen runnable is probed at most every this many ticks.
+const MAX_PROBE_BACKOFF: u32 = 64;
+
+/// Starts the monitor thread of `shared`.
+pub(crate) fn start(shared: &Arc<Shared>) {
+    let weak = Arc::downgrade(shared);
+    let name = format!("{}-monitor", shared.config.thread_name);
+    // A pool without a monitor still runs tasks; it only cannot replace
+    // blocked workers. Better than failing the build on a transient EAGAIN.
+    let _ = std::thread::Builder::new()
+        .name(name)
+        .stack_size(256 * 1024)
+        .spawn(move || Monitor::new(weak).run());
+}
+
+/// What the monitor remembers about one worker entry.
+#[derive(Clone, Copy, Debug)]
+struct Track {
+    /// The status word last seen.
+    seen: StatusWord,
+    /// When that word was first seen.
+    since: Instant,
+    /// The thread's CPU time when first seen in this task.
+    cpu_at_since: Option<Duration>,
+    /// The thread's run delay (time runnable but not running) at the last probe.
+    run_delay: Option<Duration>,
+    /// Ticks to wait before the next kernel probe, and the current backoff.
+    probe_wait: u32,
+    backoff: u32,
+}
+
+impl Track {
+    fn new(seen: StatusWord, now: Instant) -> Self {
+        Track {
+            seen,
+            since: now,
+            cpu_at_since: None,
+            run_delay: None,
+            probe_wait: 0,
+            backoff: 1,
+        }
+    }
+}
+
+/// What one tick found, for choosing the next sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tick {
+    /// A suspect is due for a kernel probe: tick again at the interval.
+    Suspects,
+    /// Busy, but nobody to probe soon: back off.
+    Busy,
+    /// Nothing runs, waits or is queued: sleep until woken.
+    Idle,
+}
+
+struct Monitor {
+    pool: Weak<Shared>,
+    tracks: Vec<Option<Track>>,
+    policy: Option<Policy>,
+    sleep: Duration,
+}
+
+impl Monitor {
+    fn new(pool: Weak<Shared>) -> Self {
+        Monitor {
+            pool,
+            tracks: Vec::new(),
+            policy: None,
+            sleep: Duration::ZERO,
+        }
+    }
+
+    fn run(mut self) {
+        loop {
+            let Some(shared) = self.pool.upgrade() else {
+                return;
+            };
+            if shared.is_stopped() {
+                return;
+            }
+            let started = Instant::now();
+            let tick = self.tick(&shared);
+            let timeout = self.next_sleep(&shared, tick);
+            shared.monitor.record(started.elapsed(), None);
+            if !shared.monitor.sleep(timeout) {
+                return;
+            }
+        }
+    }
+
+    /// How long to sleep after `tick`; `None` is "until woken".
+    fn next_sleep(&mut self, shared: &Shared, tick: Tick) -> Option<Duration> {
+        let interval = shared.config.monitor_interval;
+        let timeout = match tick {
+            Tick::Idle => {
+                let still_idle = || shared.slots.counts().active == 0 && !shared.has_work();
+                if shared.monitor.announce_idle(still_idle) {
+                    None
+                } else {
+                    Some(interval)
+                }
+            }
+            Tick::Suspects => Some(interval),
+            // `max`: an interval longer than MAX_SLEEP (the builder accepts
+            // up to 10 s) is itself the longest sleep.
+            Tick::Busy => Some((self.sleep * 2).clamp(interval, MAX_SLEEP.max(interval))),
+        };
+        self.sleep = timeout.unwrap_or(interval);
+        timeout
+    }
+
+    /// One tick: observe, probe, decide, apply, record.
+    fn tick(&mut self, shared: &Arc<Shared>) -> Tick {
+        let config = &shared.config;
+        let limits = Limits {
+            concurrency: config.concurrency,
+            max_threads: config.max_threads,
+            threshold: config.monitor_interval,
+        };
+        let mut policy = self
+            .policy
+            .take()
+            .unwrap_or_else(|| Policy::new(config.controller));
+        let (sample, any_suspect) = self.observe(shared, &policy, &limits);
+        let decision = policy.decide(&limits, &sample);
+        self.policy = Some(policy);
+        self.apply(shared, &sample, &decision);
+
+        // Idle also needs the policy at rest: a raised target must first be
+        // given back, which takes ticks.
+        let idle = sample.in_task.is_empty()
+            && sample.blocked == 0
+            && sample.queued == 0
+            && sample.slots.active == 0
+            && shared.slots.target() == config.concurrency;
+        let point = (!idle).then(|| ThreadSample {
+            at: sample.now,
+            running: sample.slots.active,
+            blocked: sample.blocked + decision.mark_blocked.len(),
+            idle: sample.parked,
+        });
+        shared.monitor.record(Duration::ZERO, point);
+        match (idle, any_suspect) {
+            (true, _) => Tick::Idle,
+            (false, true) => Tick::Suspects,
+            (false, false) => Tick::Busy,
+        }
+    }
+
+    /// Steps 1 and 2: a sample of the pool, with a kernel view of each
+    /// suspect due for a probe. Also returns whether any suspect is due for
+    /// a probe next tick.
+    fn observe(&mut self, shared: &Shared, policy: &Policy, limits: &Limits) -> (Sample, bool) {
+        let now = Instant::now();
+        let entries = shared.threads.used();
+        if self.tracks.len() < entries.len() {
+            self.tracks.resize(entries.len(), None);
+        }
+        let mut sample = Sample {
+            now: now.duration_since(shared.built_at),
+            ..Sample::default()
+        };
+        let mut any_suspect = false;
+        for (index, entry) in entries.iter().enumerate() {
+            let track = &mut self.tracks[index];
+            let seen = entry.status.load();
+            match seen.phase() {
+                Phase::Idle => {
+                    *track = None;
+                    continue;
+                }
+                Phase::Blocked => {
+                    sample.blocked += 1;
+                    continue;
+                }
+                Phase::InTask => {}
+            }
+            let fresh = !matches!(track, Some(t) if t.seen == seen);
+            let t = track.get_or_insert_with(|| Track::new(seen, now));
+            if fresh {
+                *t = Track::new(seen, now);
+            }
+            let mut view = WorkerView {
+                index,
+                seen,
+                in_task_for: now.duration_since(t.since),
+                kernel: None,
+            };
+            let probe = policy
+                .detects_blocking()
+                .then(|| lock(&entry.probe).clone())
+                .flatten();
+            if let Some(probe) = probe {
+                if fresh {
+                    t.cpu_at_since = probe.cpu_time();
+                } else if policy.is_suspect(limits, &view) {
+                    view.kernel = ask_kernel(shared, &probe, t, view.in_task_for);
+                    // Tick fast only for suspects due for a look next tick;
+                    // one found runnable again and again (CPU-bound) lets
+                    // the monitor slow down, so it does not take a thousand
+                    // wake-ups a second from the busy cores.
+                    any_suspect |= t.probe_wait == 0;
+                }
+            }
+            sample.in_task.push(view);
+        }
+        sample.queued = shared.queued();
+        sample.slots = shared.slots.counts();
+        sample.target = shared.slots.target();
+        sample.threads = shared.threads.alive();
+        sample.parked = shared.sleepers.parked();
+        sample.ended = shared.task_totals();
+        (sample, any_suspect)
+    }
+
+    /// Step 3: carries out the policy's decision.
+    fn apply(&mut self, shared: &Arc<Shared>, sample: &Sample, decision: &Decision) {
+        let counters = &shared.threads.counters;
+        for &(index, seen) in &decision.mark_blocked {
+            if shared.threads.entry(index).status.try_mark_blocked(seen) {
+                shared.slots.release();
+                ThreadCounters::bump(&counters.blocked_detections);
+                self.tracks[index] = None;
+            }
+        }
+        if let Some(target) = decision.set_target {
+            shared.set_target(target);
+        }
+        let reason = if !decision.mark_blocked.is_empty() {
+            StartReason::Compensation
+        } else if decision.set_target.is_some_and(|t| t > sample.target) {
+            StartReason::Policy
+        } else {
+            StartReason::Demand
+        };
+        for _ in 0..decision.wake {
+            if !shared.slots.try_acquire(true) {
+                break;
+            }
+            crate::worker::wake_or_start(shared, reason);
+        }
+    }
+}
+
+/// Step 2 for one suspect: asks the kernel about it through `probe` if it is
+/// due, and schedules the next look. Returns what the kernel said, if asked.
+fn ask_kernel(
+    shared: &Shared,
+    probe: &ThreadProbe,
+    track: &mut Track,
+    in_task_for: Duration,
+) -> Option<KernelView> {
+    if track.probe_wait > 0 {
+        track.probe_wait -= 1;
+        return None;
+    }
+    let waiting = probe.state().is_waiting();
+    let cpu_share = match (track.cpu_at_since, probe.cpu_time()) {
+        (Some(then), Some(cpu)) => {
+            Some(cpu.saturating_sub(then).as_secs_f64() / in_task_for.as_secs_f64().max(1e-9))
+        }
+        _ => None,
+    };
+    if !waiting {
+        // Runnable: if it waits for a CPU, the cores are oversubscribed; more
+        // threads would not help.
+        let delay = probe.run_delay();
+        if let (Some(before), Some(now)) = (track.run_delay, delay) {
+            if now > before {
+                ThreadCounters::bump(&shared.threads.counters.oversubscribed);
+            }
+        }
+        track.run_delay = delay;
+        // Look again later, less and less often.
+        track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
+        track.probe_wait = track.backoff;
+    }
+    Some(KernelView { waiting, cpu_share })
+}

@@ -1,0 +1,128 @@
+//! The thread-locals several layers read: which pool's worker runs on this
+//! thread (set by the worker layer, read by spawning, scheduling, task
+//! accounting and `blocking`), and which pool is dropping its queued tasks
+//! here.
+//!
+//! Every access uses `try_with`: a user's thread-local destructor may spawn,
+//! wake or drop a task after these locals are gone, and a panic there would
+//! abort the process (it would happen in a destructor).
+
+use super::task::Runnable;
+use super::Shared;
+use crate::sync::Arc;
+use crossbeam_deque::Worker;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The worker running on this thread.
+#[derive(Debug)]
+pub(crate) struct WorkerContext {
+    /// The worker's pool.
+    pub(crate) shared: Arc<Shared>,
+    /// The worker's entry index.
+    pub(crate) index: usize,
+    /// The owning end of the worker's deque.
+    pub(crate) local: Worker<Runnable>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<WorkerContext>>> = const { RefCell::new(None) };
+    /// The pool dropping its queued runnables on this thread, if any.
+    static DRAINING: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Makes `context` this thread's worker until [`leave`].
+pub(crate) fn enter(context: Rc<WorkerContext>) {
+    CURRENT.with(|current| *current.borrow_mut() = Some(context));
+}
+
+/// Ends [`enter`].
+pub(crate) fn leave() {
+    let _ = CURRENT.try_with(|current| current.borrow_mut().take());
+}
+
+/// The worker running on this thread, of any pool.
+pub(crate) fn current() -> Option<Rc<WorkerContext>> {
+    CURRENT
+        .try_with(|current| current.borrow().clone())
+        .ok()
+        .flatten()
+}
+
+/// The entry index of the current thread if it is a worker of `shared`.
+pub(crate) fn current_index(shared: &Shared) -> Option<usize> {
+    CURRENT
+        .try_with(|current| match &*current.borrow() {
+            Some(ctx) if std::ptr::eq(Arc::as_ptr(&ctx.shared), shared) => Some(ctx.index),
+            _ => None,
+        })
+        .ok()
+        .flatten()
+}
+
+/// Pushes `runnable` on the current thread's deque if it is a worker of
+/// `shared`; gives it back otherwise.
+///
+/// The runnable stays outside the closure: on a thread whose locals are being
+/// destroyed `try_with` fails, and such a thread is no worker, so the task
+/// must come back to go to a global lane rather than be dropped.
+pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
+    let mut runnable = Some(runnable);
+    let _ = CURRENT.try_with(|current| {
+        if let Some(ctx) = &*current.borrow() {
+            if Arc::ptr_eq(&ctx.shared, shared) {
+                if let Some(runnable) = runnable.take() {
+                    ctx.local.push(runnable);
+                }
+            }
+        }
+    });
+    runnable
+}
+
+/// Runs `f` with the pool a task belongs to, when that task's future is being
+/// polled or dropped on this thread: the pool draining its queues here, or
+/// else the pool whose worker this is (a runnable only ever runs on its own
+/// pool's workers). `f` also gets the worker's entry index, if any.
+///
+/// On a thread whose locals are being destroyed (a user's thread-local
+/// destructor made a stopped pool drop tasks here) `f` is not called: the
+/// end is not counted, rather than panic in a destructor.
+pub(crate) fn with_task_pool(f: impl FnOnce(&Arc<Shared>, Option<usize>)) {
+    let draining = DRAINING.try_with(|d| d.borrow().clone()).ok().flatten();
+    if let Some(shared) = draining {
+        return f(&shared, current_index(&shared));
+    }
+    if let Some(ctx) = current() {
+        f(&ctx.shared, Some(ctx.index));
+    }
+}
+
+/// Runs `f` (which drops runnables of `shared`) with `shared` marked as the
+/// pool draining on this thread, for [`with_task_pool`].
+pub(crate) fn draining<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
+    let previous = DRAINING
+        .try_with(|d| d.borrow_mut().replace(Arc::clone(shared)))
+        .ok()
+        .flatten();
+    let result = f();
+    let _ = DRAINING.try_with(|d| *d.borrow_mut() = previous);
+    result
+}
+
+/// Records a task's queue-to-first-poll latency, in `sys::ticks`: in the
+/// worker's entry, or in the pool's recorder for outside threads.
+pub(crate) fn record_start(latency: u64) {
+    let recorded = CURRENT
+        .try_with(|current| match &*current.borrow() {
+            Some(ctx) => {
+                ctx.shared.threads.entry(ctx.index).latency.record(latency);
+                true
+            }
+            None => false,
+        })
+        .unwrap_or(false);
+    if !recorded {
+        with_task_pool(|shared, _| shared.record_start_outside(latency));
+    }
+}

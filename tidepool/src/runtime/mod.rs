@@ -1,0 +1,381 @@
+//! The runtime core: the state one pool's handles, workers, tasks and monitor
+//! share ([`Shared`]), the task cell, and the protocols that need no thread of
+//! their own (parking, the shutdown latch).
+//!
+//! This layer is passive: it starts no thread and runs no task. The worker
+//! layer above it (`worker`) starts threads, schedules and runs tasks on
+//! this state; the monitor (`monitor`) watches it.
+//!
+//! * `config`: the resolved settings.
+//! * `queues`: the global lanes, one per [`Priority`].
+//! * `threads`: the worker entries and thread accounting.
+//! * `lifecycle`: the shutdown latch and the exit signal.
+//! * `park`: the sleeper stack and the park/wake protocol.
+//! * `context`: the thread-locals (which worker runs here).
+//! * `task`: the task cell, its metadata and the gate hook.
+
+mod config;
+pub(crate) mod context;
+mod lifecycle;
+pub(crate) mod park;
+mod queues;
+pub(crate) mod task;
+mod threads;
+
+pub(crate) use config::Config;
+pub(crate) use lifecycle::{Exits, Latch};
+pub(crate) use queues::Lanes;
+pub use queues::Priority;
+pub use task::PanicPayload;
+pub(crate) use threads::{Entry, Threads};
+
+use crate::control::signal::MonitorSignal;
+use crate::control::slots::{Phase, Slots};
+use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters};
+use crate::sync::{Arc, AtomicBool, Ordering};
+use crossbeam_deque::Steal;
+use crossbeam_utils::CachePadded;
+use park::Sleepers;
+use std::any::Any;
+use std::sync::{Mutex as StdMutex, Weak};
+use std::time::Instant;
+
+/// Everything one pool shares. Each field is one job; the methods here are
+/// the operations that cut across them (task accounting and stopping,
+/// metrics).
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The pool's settings.
+    pub(crate) config: Config,
+    /// The global lanes (workers' own deques are in their entries).
+    pub(crate) lanes: Lanes,
+    /// The worker entries and thread counts.
+    pub(crate) threads: Threads,
+    /// The running slots (see `control::slots`).
+    pub(crate) slots: Slots,
+    /// Parked workers (see `park`).
+    pub(crate) sleepers: Sleepers,
+    /// `open → closed → stopped` (see `lifecycle`).
+    latch: Latch,
+    /// Wakes shutdown waiters when a worker exits or the pool stops.
+    exits: Exits,
+    /// How workers wake the monitor, and what it reports back.
+    pub(crate) monitor: MonitorSignal,
+    /// Task counters of threads outside the pool (spawns from outside, ends
+    /// of tasks dropped outside a worker).
+    external: CachePadded<TaskCounters>,
+    /// Start latencies of tasks first polled outside a worker.
+    external_latency: LatencyRecorder,
+    /// Set when workers may hold more slots than there are (the target was
+    /// lowered, or an urgent slot was lent): workers check it at each task
+    /// boundary and one gives its slot back. A flag, so the common case
+    /// costs one load of a line nobody writes.
+    pub(crate) shrink: CachePadded<AtomicBool>,
+    /// State a higher layer keeps for this pool (see [`Attachment`]).
+    attachment: StdMutex<Option<AttachmentRef>>,
+    /// When the pool was built: the zero of the monitor's clock and series.
+    pub(crate) built_at: Instant,
+}
+
+/// State a higher layer keeps per pool, created on first use: the fairness
+/// arbiter of groups and pairs. The pool holds it weakly (it holds the pool)
+/// and tells it when the pool stops, so what it keeps queued is cancelled.
+pub(crate) trait Attachment: Send + Sync + 'static {
+    /// The pool stopped: drop whatever waits to be queued in it.
+    fn pool_stopped(&self);
+}
+
+#[derive(Debug)]
+struct AttachmentRef {
+    /// For [`Shared::attachment`] to hand out the concrete type.
+    any: Weak<dyn Any + Send + Sync>,
+    /// For [`Shared::on_stop`].
+    hook: Weak<dyn Attachment>,
+}
+
+impl std::fmt::Debug for dyn Attachment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Attachment")
+    }
+}
+
+/// Keeps a pool open: held by every `Pool` handle, group and pair. When the
+/// last one is dropped the pool closes (and stops once its tasks end).
+#[derive(Debug)]
+pub(crate) struct OpenHandle {
+    shared: Arc<Shared>,
+}
+
+impl OpenHandle {
+    /// A pool built from `config`, not yet with any thread.
+    pub(crate) fn new(config: Config) -> Self {
+        OpenHandle {
+            shared: Arc::new(Shared::new(config)),
+        }
+    }
+
+    /// The pool's shared state.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+impl Drop for OpenHandle {
+    fn drop(&mut self) {
+        self.shared.close();
+    }
+}
+
+impl Shared {
+    fn new(config: Config) -> Self {
+        crate::sys::start_tick_calibration();
+        Shared {
+            lanes: Lanes::default(),
+            threads: Threads::new(config.max_threads),
+            slots: Slots::new(config.concurrency),
+            sleepers: Sleepers::new(config.max_threads),
+            latch: Latch::default(),
+            exits: Exits::default(),
+            monitor: MonitorSignal::default(),
+            external: CachePadded::new(TaskCounters::default()),
+            external_latency: LatencyRecorder::default(),
+            shrink: CachePadded::new(AtomicBool::new(false)),
+            attachment: StdMutex::new(None),
+            built_at: Instant::now(),
+            config,
+        }
+    }
+
+    /// This pool's attachment of type `T`, created by `create` if there is
+    /// none alive.
+    pub(crate) fn attachment<T: Attachment>(&self, create: impl FnOnce() -> Arc<T>) -> Arc<T> {
+        let mut slot = self.attachment.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = slot.as_ref().and_then(|r| r.any.upgrade()) {
+            if let Ok(existing) = existing.downcast::<T>() {
+                return existing;
+            }
+        }
+        let created = create();
+        let any: Weak<dyn Any + Send + Sync> = Arc::downgrade(&created) as Weak<T>;
+        let hook: Weak<dyn Attachment> = Arc::downgrade(&created) as Weak<T>;
+        *slot = Some(AttachmentRef { any, hook });
+        created
+    }
+
+    // ----- queues ------------------------------------------------------------
+
+    /// True if any queue, global or a worker's, holds a task.
+    pub(crate) fn has_work(&self) -> bool {
+        self.lanes.any_work()
+            || self
+                .threads
+                .used()
+                .iter()
+                .any(|entry| entry.stealer().is_some_and(|s| !s.is_empty()))
+    }
+
+    /// Tasks waiting in queues now.
+    pub(crate) fn queued(&self) -> usize {
+        self.lanes.len()
+            + self
+                .threads
+                .used()
+                .iter()
+                .filter_map(Entry::stealer)
+                .map(|s| s.len())
+                .sum::<usize>()
+    }
+
+    /// Drops every queued runnable (their tasks count as cancelled).
+    pub(crate) fn drain_queues(self: &Arc<Self>) {
+        context::draining(self, || {
+            self.lanes.drain(drop);
+            for stealer in self.threads.used().iter().filter_map(Entry::stealer) {
+                loop {
+                    match stealer.steal() {
+                        Steal::Success(task) => drop(task),
+                        Steal::Retry => continue,
+                        Steal::Empty => break,
+                    }
+                }
+            }
+        });
+    }
+
+    /// Changes the number of slots (policies). Lowering it raises `shrink` so
+    /// surplus workers give their slots back at their next task boundary.
+    pub(crate) fn set_target(&self, target: usize) {
+        let lower = target < self.slots.target();
+        self.slots.set_target(target);
+        if lower {
+            // Release: a worker that sees the flag sees the new target.
+            self.shrink.store(true, Ordering::Release);
+        }
+    }
+
+    // ----- task accounting -----------------------------------------------------
+
+    /// The counter shard of worker `index`, or the outside threads' shard.
+    pub(crate) fn counters(&self, index: Option<usize>) -> &TaskCounters {
+        match index {
+            Some(index) => &self.threads.entry(index).counters,
+            None => &self.external,
+        }
+    }
+
+    /// Tasks ended so far, however they ended.
+    pub(crate) fn task_totals(&self) -> u64 {
+        self.external.ended_total()
+            + self
+                .threads
+                .used()
+                .iter()
+                .map(|e| e.counters.ended_total())
+                .sum::<u64>()
+    }
+
+    /// Records a task's queue-to-first-poll latency from outside a worker.
+    pub(crate) fn record_start_outside(&self, latency: u64) {
+        self.external_latency.record(latency);
+    }
+
+    /// For a spawn that has counted itself in `counters`: true if the pool
+    /// still accepts tasks; if not, counts the refusal.
+    pub(crate) fn admit_spawn(self: &Arc<Self>, counters: &TaskCounters) -> bool {
+        if self.latch.accepts() {
+            return true;
+        }
+        counters.refused();
+        self.check_drained();
+        false
+    }
+
+    /// Counts a task's end (on worker `index`, or outside the pool) and, if it
+    /// was the last task of a closed pool, stops the pool.
+    pub(crate) fn task_ended(self: &Arc<Self>, index: Option<usize>, how: Outcome) {
+        self.counters(index).ended(how);
+        self.check_drained();
+    }
+
+    /// Tasks accepted and not yet ended: the sum over the counter shards.
+    pub(crate) fn live(&self) -> usize {
+        let live = self.external.live_part()
+            + self
+                .threads
+                .used_seqcst()
+                .iter()
+                .map(|e| e.counters.live_part())
+                .sum::<i64>();
+        usize::try_from(live).unwrap_or(0)
+    }
+
+    // ----- lifecycle -----------------------------------------------------------
+
+    /// After a count that lowers `live`: if the pool is closed and nothing is
+    /// live any more, stop it (see `lifecycle`).
+    fn check_drained(self: &Arc<Self>) {
+        if self.latch.stop_if_drained(|| self.live()) {
+            self.on_stop();
+        }
+    }
+
+    /// Stops taking new tasks; the pool stops by itself once the last task ends.
+    pub(crate) fn close(self: &Arc<Self>) {
+        if !self.latch.close() {
+            return;
+        }
+        self.check_drained();
+        // Parked workers may now retire below `min_threads`.
+        self.monitor.wake();
+    }
+
+    /// True once `close` was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.latch.is_closed()
+    }
+
+    /// True once the pool stopped: workers leave after their current task.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.latch.is_stopped()
+    }
+
+    /// Moves to `stopped` whether drained or not (a shutdown that timed
+    /// out): wakes every worker so they leave, and drops what is queued.
+    pub(crate) fn stop(self: &Arc<Self>) {
+        if self.latch.stop() {
+            self.on_stop();
+        }
+    }
+
+    /// What the one call that stopped the pool does next.
+    fn on_stop(self: &Arc<Self>) {
+        let hook = self
+            .attachment
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|r| r.hook.upgrade());
+        if let Some(hook) = hook {
+            hook.pool_stopped();
+        }
+        self.sleepers.stop_all();
+        self.monitor.stop();
+        self.drain_queues();
+        self.exits.signal();
+    }
+
+    /// Called by a worker thread as its last act: gives its entry back and
+    /// wakes shutdown waiters. `count_down` is false for a retiring worker,
+    /// which took itself off the count when it decided.
+    pub(crate) fn worker_exited(&self, index: usize, count_down: bool) {
+        self.threads.give_back_entry(index);
+        self.exits.signal_after(|| {
+            if count_down {
+                self.threads.count_exit();
+            }
+        });
+    }
+
+    /// Waits until the pool has stopped and at most `allow_threads` worker
+    /// threads are alive, or `deadline` passes. Returns true if it got there.
+    pub(crate) fn wait_stopped(&self, deadline: Option<Instant>, allow_threads: usize) -> bool {
+        self.exits.wait_until(deadline, || {
+            self.is_stopped() && self.threads.alive() <= allow_threads
+        })
+    }
+
+    // ----- metrics -------------------------------------------------------------
+
+    /// A snapshot of every counter.
+    pub(crate) fn metrics(&self) -> Metrics {
+        let mut m = Metrics::default();
+        let mut latency = crate::metrics::new_histogram();
+        m.add_tasks(&self.external);
+        self.external_latency.add_to(&mut latency);
+        let (mut running, mut blocked) = (0, 0);
+        for entry in self.threads.used() {
+            m.add_tasks(&entry.counters);
+            entry.latency.add_to(&mut latency);
+            match entry.status.load().phase() {
+                Phase::InTask => running += 1,
+                Phase::Blocked => blocked += 1,
+                Phase::Idle => {}
+            }
+        }
+        // Saturating: shards are read one by one while tasks move between them.
+        m.in_flight = m
+            .spawned
+            .saturating_sub(m.completed + m.panicked + m.cancelled);
+        m.queued = self.queued() as u64;
+        m.threads = self.threads.alive();
+        m.idle_threads = self.sleepers.parked();
+        m.running_threads = self.slots.counts().active.max(running);
+        m.blocked_threads = blocked;
+        self.threads.counters.fill(&mut m);
+        m.concurrency_target = self.slots.target();
+        m.start_latency =
+            crate::metrics::LatencySummary::from_ticks(&latency, crate::sys::nanos_per_tick());
+        self.monitor.fill_metrics(&mut m);
+        m
+    }
+}

@@ -1,0 +1,257 @@
+//! The task cell: what the runtime wraps around every spawned future, the
+//! metadata it keeps beside it, and the hook through which groups and pairs
+//! take part (the [`Gate`] trait).
+//!
+//! Task cells, waking and join come from `async-task`. Closures run as tasks
+//! too (a future that calls the closure in its first poll), so there is one
+//! code path and one wrapper ([`wrap`]). The wrapper adds what async-task
+//! does not do: it catches panics, records the queue-to-first-poll latency,
+//! tells the task's gate (if any) when a poll starts and ends, and counts the
+//! task's end exactly once, in the pool's counters and in its gate: a future
+//! dropped before it finished counts as cancelled, so
+//! spawned = completed + panicked + cancelled + live.
+
+use crate::metrics::Outcome;
+use crate::sync::Arc;
+use futures_lite::FutureExt;
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use super::queues::Priority;
+
+/// The payload of a panic caught in a task, as `std::panic::catch_unwind`
+/// returns it.
+pub type PanicPayload = Box<dyn Any + Send + 'static>;
+
+/// What a task's future resolves to inside its cell.
+pub(crate) type TaskOutput<T> = Result<T, PanicPayload>;
+
+/// A runnable task of a tidepool pool.
+pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
+
+/// The join side of a task cell.
+pub(crate) type TaskCell<T> = async_task::Task<TaskOutput<T>, TaskMeta>;
+
+/// [`TaskCell`] after `fallible()`: resolves to `None` if cancelled.
+pub(crate) type FallibleCell<T> = async_task::FallibleTask<TaskOutput<T>, TaskMeta>;
+
+/// What the scheduler needs to know about a task without polling it.
+#[derive(Debug)]
+pub(crate) struct TaskMeta {
+    pub(crate) priority: Priority,
+    /// The admission gate of a group's or pair's task; `None` for plain
+    /// tasks, which therefore pay one branch for groups, nothing more.
+    pub(crate) gate: Option<Arc<dyn Gate>>,
+}
+
+/// The hook through which groups and pairs (the `fair` layer) take part in a
+/// task's life. The runtime calls it at five points:
+///
+/// * [`Gate::admit`]: every time the task is scheduled (first spawn and every
+///   wake). The gate returns the runnable to let it into the pool's queues
+///   now, or keeps it (returns `None`) and queues it later itself.
+/// * [`Gate::poll_started`] / [`Gate::poll_ended`]: around every poll, from
+///   inside the task's wrapper.
+/// * [`Gate::after_run`]: by the worker right after every run of the task
+///   (a poll, or the drop of a cancelled future), panicking or not.
+/// * [`Gate::ended`]: once, when the task ends, however it ends.
+pub(crate) trait Gate: Send + Sync + std::fmt::Debug {
+    /// See the trait docs. Takes the gate by `Arc` so it can keep itself
+    /// beside the runnable while the task waits for admission.
+    fn admit(self: Arc<Self>, runnable: Runnable) -> Option<Runnable>;
+    /// See the trait docs.
+    fn poll_started(&self);
+    /// See the trait docs.
+    fn poll_ended(&self);
+    /// See the trait docs.
+    fn after_run(&self);
+    /// See the trait docs.
+    fn ended(&self, outcome: Outcome);
+}
+
+/// Wraps `future` for a task of `gate` (if any). See the module docs.
+///
+/// The wrapper holds no reference to the pool (one shared reference count
+/// touched by two cores per task costs more than the rest of the wrapper): a
+/// task's future is only ever polled or dropped by its own pool's workers, or
+/// by its pool draining its queues, and both tell `context::with_task_pool`
+/// which pool that is.
+pub(crate) fn wrap<F>(
+    future: F,
+    gate: Option<Arc<dyn Gate>>,
+) -> impl Future<Output = TaskOutput<F::Output>> + Send + 'static
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let queued_at = start_sampler::stamp();
+    // Created outside the async block, so it counts the task as cancelled
+    // even if the future is dropped before its first poll.
+    let mut guard = EndGuard {
+        outcome: Outcome::Cancelled,
+        gate,
+    };
+    async move {
+        if queued_at != start_sampler::NOT_SAMPLED {
+            super::context::record_start(crate::sys::ticks().saturating_sub(queued_at));
+        }
+        let future = std::pin::pin!(AssertUnwindSafe(future).catch_unwind());
+        let output = Hooked {
+            future,
+            gate: guard.gate.as_deref(),
+        }
+        .await;
+        guard.outcome = match output {
+            Ok(_) => Outcome::Completed,
+            Err(_) => Outcome::Panicked,
+        };
+        // `guard` drops here, at the end of the task, and counts the outcome.
+        drop(guard);
+        output
+    }
+}
+
+/// Polls the (pinned, panic-catching) future, telling the gate when each
+/// poll starts and ends.
+struct Hooked<'a, F> {
+    future: F,
+    gate: Option<&'a dyn Gate>,
+}
+
+impl<F: Future + Unpin> Future for Hooked<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(gate) = self.gate else {
+            return Pin::new(&mut self.future).poll(cx);
+        };
+        gate.poll_started();
+        // The inner future catches its panics, so this always returns.
+        let poll = Pin::new(&mut self.future).poll(cx);
+        gate.poll_ended();
+        poll
+    }
+}
+
+/// Counts a task's end when dropped: as cancelled unless the wrapper set the
+/// outcome first. Dropping the future early (a cancelled handle, shutdown)
+/// therefore still counts it.
+struct EndGuard {
+    outcome: Outcome,
+    gate: Option<Arc<dyn Gate>>,
+}
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        // The gate first: it gives the task's permits back before the pool
+        // counts the end, which may be the one that lets the pool stop.
+        if let Some(gate) = &self.gate {
+            gate.ended(self.outcome);
+        }
+        let outcome = self.outcome;
+        super::context::with_task_pool(|shared, index| shared.task_ended(index, outcome));
+    }
+}
+
+/// Frees a work item's task cell on the thread that allocated it.
+///
+/// Every task is a cell the spawning thread allocates. Freed by the worker
+/// that ran it — another core — the allocator's free lists bounce between the
+/// cores: with glibc, a spawner and two workers ran tiny work items at ~400 ns
+/// each, against ~310 ns (from outside the pool) and ~220 ns (from inside)
+/// when the spawning thread frees the cells itself (benches/tools/spawn_profile.rs,
+/// two workers). So the spawning thread keeps a waker of each work item it
+/// spawns — a reference that keeps the cell alive — in a short ring, and drops
+/// the oldest as new ones come: by then the item has usually run, and the
+/// cell is freed here, into this thread's allocator cache.
+///
+/// Only for closures: a closure's future finishes in its first poll, so the
+/// kept waker never keeps an unfinished task alive (an async task whose only
+/// reference were this waker would otherwise linger until evicted). A kept
+/// waker is never woken; if the item has not run by eviction, dropping it is
+/// an ordinary reference drop and the worker frees the cell as before.
+pub(crate) mod local_free {
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+    use std::task::Waker;
+
+    /// Cells kept per spawning thread: ~25 KiB of 96-byte cells; long enough
+    /// that the item has usually run by the time it is evicted.
+    const KEPT: usize = 256;
+
+    thread_local! {
+        static RING: RefCell<VecDeque<Waker>> = const { RefCell::new(VecDeque::new()) };
+    }
+
+    /// Keeps `waker` (of a work item just spawned) and drops the oldest kept.
+    pub(crate) fn keep(waker: Waker) {
+        let evicted = RING.try_with(|ring| {
+            let mut ring = ring.borrow_mut();
+            let evicted = if ring.len() >= KEPT {
+                ring.pop_front()
+            } else {
+                None
+            };
+            ring.push_back(waker);
+            evicted
+        });
+        // Dropped outside the borrow: freeing a cell runs no user code for a
+        // finished task, but a task's last reference may run its destructor.
+        drop(evicted);
+    }
+}
+
+/// Which spawns get a queue-to-start measurement.
+///
+/// Reading the time-stamp counter at spawn and at first poll, and recording
+/// the difference, cost ~75 ns of a ~250 ns tiny task on the project machine
+/// (benches/tools/spawn_parts.rs). So each spawning thread measures every spawn
+/// while its spawns are spread out, and one in `BURST_EVERY` while it
+/// spawns in a burst (less than `BURST_GAP_TICKS` apart on average). The
+/// summary stays exact for the latency-sensitive trickle and statistically
+/// sound for floods, whose tasks share the same queue wait.
+pub(crate) mod start_sampler {
+    use std::cell::Cell;
+
+    /// The stamp of a spawn that is not measured.
+    pub(super) const NOT_SAMPLED: u64 = 0;
+
+    /// In a burst, one spawn in this many is measured.
+    const BURST_EVERY: u32 = 8;
+
+    /// Spawns closer than this on average (in ticks: ~5-10 µs at 2-4 GHz)
+    /// form a burst.
+    const BURST_GAP_TICKS: u64 = 20_000;
+
+    thread_local! {
+        /// (spawns left until the next measured one, current interval,
+        /// stamp of the last measured spawn)
+        static STATE: Cell<(u32, u32, u64)> = const { Cell::new((0, 1, 0)) };
+    }
+
+    /// A stamp to measure this spawn's start latency from, or [`NOT_SAMPLED`].
+    #[inline]
+    pub(super) fn stamp() -> u64 {
+        STATE
+            .try_with(|state| {
+                let (left, every, last) = state.get();
+                if left > 1 {
+                    state.set((left - 1, every, last));
+                    return NOT_SAMPLED;
+                }
+                let now = crate::sys::ticks().max(1);
+                let mean_gap = now.saturating_sub(last) / u64::from(every);
+                let every = if mean_gap < BURST_GAP_TICKS {
+                    BURST_EVERY
+                } else {
+                    1
+                };
+                state.set((every, every, now));
+                now
+            })
+            .unwrap_or(NOT_SAMPLED)
+    }
+}

@@ -1,0 +1,188 @@
+//! Thread accounting: the table of worker entries, which of them have a
+//! thread, how many threads are alive, and the pacing of thread starts.
+//!
+//! An *entry* is everything the pool keeps for one worker index, whether or
+//! not a thread has it now: its deque (so tasks left behind by a retiring
+//! thread stay stealable), its task status (read by the monitor), its counter
+//! shard and latency recorder, and the probe the monitor asks the kernel
+//! through. There are `max_threads` entries; a starting thread takes a free
+//! one and gives it back when it exits.
+
+use super::task::Runnable;
+use crate::control::pacing::Pacer;
+use crate::control::slots::TaskStatus;
+use crate::metrics::{LatencyRecorder, TaskCounters, ThreadCounters};
+use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
+use crate::sys::ThreadProbe;
+use crossbeam_deque::{Stealer, Worker};
+use crossbeam_utils::CachePadded;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// What the pool keeps for each worker index, whether or not a thread has it.
+#[derive(Debug, Default)]
+pub(crate) struct Entry {
+    /// Phase and task tick, read by the monitor.
+    pub(crate) status: TaskStatus,
+    /// The stealing end of this entry's deque, created with the first worker.
+    stealer: OnceLock<Stealer<Runnable>>,
+    /// The owning end, held by the thread while it runs; kept here between
+    /// threads so tasks left behind stay stealable.
+    deque: Mutex<Option<Worker<Runnable>>>,
+    /// This worker's shard of the task counters.
+    pub(crate) counters: CachePadded<TaskCounters>,
+    /// Start latencies of the tasks this worker started.
+    pub(crate) latency: LatencyRecorder,
+    /// How the monitor asks the kernel about this worker's thread; `None`
+    /// while no thread has the entry.
+    pub(crate) probe: Mutex<Option<Arc<ThreadProbe>>>,
+}
+
+impl Entry {
+    /// The stealing end of this entry's deque, if it ever had one.
+    pub(crate) fn stealer(&self) -> Option<&Stealer<Runnable>> {
+        self.stealer.get()
+    }
+
+    /// For the thread taking this entry: the owning end of its deque.
+    pub(crate) fn take_deque(&self) -> Worker<Runnable> {
+        let mut slot = lock(&self.deque);
+        match slot.take() {
+            Some(deque) => deque,
+            None => {
+                let deque = Worker::new_fifo();
+                let _ = self.stealer.set(deque.stealer());
+                deque
+            }
+        }
+    }
+
+    /// For the thread leaving this entry: puts the deque back.
+    pub(crate) fn return_deque(&self, deque: Worker<Runnable>) {
+        *lock(&self.deque) = Some(deque);
+    }
+}
+
+/// The entries and the thread counts of one pool.
+#[derive(Debug)]
+pub(crate) struct Threads {
+    /// One entry per possible worker (`max_threads` of them).
+    entries: Box<[Entry]>,
+    /// Entries at or above this index have never had a worker: scans of
+    /// every entry stop here.
+    high_water: AtomicUsize,
+    /// Entries without a worker thread now, lowest index last.
+    free: Mutex<Vec<usize>>,
+    /// Worker threads alive (counted before a thread starts, uncounted when
+    /// it retires or exits).
+    alive: AtomicUsize,
+    /// Paces thread starts beyond `concurrency`.
+    pacer: Mutex<Pacer>,
+    /// Thread starts, retirements and blocking, by reason.
+    pub(crate) counters: ThreadCounters,
+}
+
+impl Threads {
+    /// `capacity` entries (the pool's `max_threads`), none with a thread.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Threads {
+            entries: (0..capacity).map(|_| Entry::default()).collect(),
+            high_water: AtomicUsize::new(0),
+            free: Mutex::new((0..capacity).rev().collect()),
+            alive: AtomicUsize::new(0),
+            pacer: Mutex::new(Pacer::default()),
+            counters: ThreadCounters::default(),
+        }
+    }
+
+    /// Entry `index`.
+    pub(crate) fn entry(&self, index: usize) -> &Entry {
+        &self.entries[index]
+    }
+
+    /// Every entry that ever had a thread.
+    pub(crate) fn used(&self) -> &[Entry] {
+        // Acquire: pairs with the AcqRel `fetch_max` in `take_entry`, so the
+        // entry's stealer set before it was published is visible.
+        &self.entries[..self.high_water.load(Ordering::Acquire)]
+    }
+
+    /// [`Threads::used`] with a SeqCst read of the high-water mark, for the
+    /// shutdown latch's sum of live tasks (its accesses are all SeqCst: see
+    /// `lifecycle`).
+    pub(crate) fn used_seqcst(&self) -> &[Entry] {
+        &self.entries[..self.high_water.load(Ordering::SeqCst)]
+    }
+
+    /// Worker threads alive now.
+    pub(crate) fn alive(&self) -> usize {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// May a thread beyond `concurrency` start now? Asks the pacer, counting
+    /// a refusal.
+    pub(crate) fn pace(&self, since_build: Duration) -> bool {
+        let allowed = lock(&self.pacer).try_start(since_build);
+        if !allowed {
+            ThreadCounters::bump(&self.counters.start_paced);
+        }
+        allowed
+    }
+
+    /// Counts a thread about to start, unless `max` are alive. Returns the
+    /// count before it, or `None` at the limit.
+    pub(crate) fn count_start(&self, max: usize) -> Option<usize> {
+        let mut alive = self.alive.load(Ordering::Relaxed);
+        loop {
+            if alive >= max {
+                return None;
+            }
+            match self.alive.compare_exchange_weak(
+                alive,
+                alive + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(alive),
+                Err(actual) => alive = actual,
+            }
+        }
+    }
+
+    /// Takes one thread off the count if more than `floor` are alive (a
+    /// parked worker retiring). Returns whether it did.
+    pub(crate) fn count_retire(&self, floor: usize) -> bool {
+        let mut alive = self.alive.load(Ordering::Relaxed);
+        while alive > floor {
+            match self.alive.compare_exchange_weak(
+                alive,
+                alive - 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => alive = actual,
+            }
+        }
+        false
+    }
+
+    /// Undoes [`Threads::count_start`] (the start failed) or counts an exit.
+    pub(crate) fn count_exit(&self) {
+        self.alive.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Takes a free entry for a starting thread and publishes it to scans.
+    /// `None` only while a retiring thread (already off the count) has not
+    /// handed its entry back yet.
+    pub(crate) fn take_entry(&self) -> Option<usize> {
+        let index = lock(&self.free).pop()?;
+        self.high_water.fetch_max(index + 1, Ordering::AcqRel);
+        Some(index)
+    }
+
+    /// Gives an entry back (its thread exited, or never started).
+    pub(crate) fn give_back_entry(&self, index: usize) {
+        lock(&self.free).push(index);
+    }
+}

@@ -1,0 +1,197 @@
+//! How a task reaches a worker: spawning, scheduling (spawn and every wake),
+//! queueing, and making sure somebody will run what was queued — waking a
+//! parked worker or starting a thread.
+
+use super::run;
+use crate::control::slots::TaskStatus;
+use crate::control::StartReason;
+use crate::metrics::ThreadCounters;
+use crate::runtime::context;
+use crate::runtime::park;
+use crate::runtime::task::{self, Gate, Runnable, TaskCell, TaskMeta};
+use crate::runtime::{Priority, Shared};
+use crate::sync::{Arc, Ordering};
+use std::future::Future;
+
+/// Accepts `future` as a task of `shared`'s pool, or returns `None` if the
+/// pool is closed. `closure` says the future is a work item's closure (it
+/// finishes in its first poll), which lets the spawning thread free its cell
+/// (see `runtime::task::local_free`).
+pub(crate) fn spawn<F>(
+    shared: &Arc<Shared>,
+    future: F,
+    priority: Priority,
+    gate: Option<Arc<dyn Gate>>,
+    closure: bool,
+) -> Option<TaskCell<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    // Count before asking the latch: see `runtime::lifecycle`.
+    let counters = shared.counters(context::current_index(shared));
+    counters.spawned();
+    if !shared.admit_spawn(counters) {
+        return None;
+    }
+    let meta = TaskMeta {
+        priority,
+        gate: gate.clone(),
+    };
+    let scheduler = Arc::clone(shared);
+    let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
+        move |_| task::wrap(future, gate),
+        move |runnable| schedule(&scheduler, runnable),
+    );
+    if closure {
+        task::local_free::keep(runnable.waker());
+    }
+    runnable.schedule();
+    Some(cell)
+}
+
+/// Schedules a runnable task (spawned or woken): through its gate if it has
+/// one, then into the pool's queues.
+pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable) {
+    let runnable = match runnable.metadata().gate.clone() {
+        Some(gate) => match gate.admit(runnable) {
+            Some(admitted) => admitted,
+            // The gate keeps it and queues it when admitted (`push_global`).
+            None => return,
+        },
+        None => runnable,
+    };
+    let lane = runnable.metadata().priority;
+    // A normal task woken on one of this pool's workers goes on that worker's
+    // own deque (cache-warm, no contention); everything else on its lane.
+    let runnable = if lane == Priority::Normal {
+        context::push_local(shared, runnable)
+    } else {
+        Some(runnable)
+    };
+    if let Some(runnable) = runnable {
+        shared.lanes.push(lane, runnable);
+    }
+    notify_lane(shared, lane);
+}
+
+/// Queues a runnable on its lane's global queue (never a worker's own deque),
+/// then makes sure somebody will run it. For tasks a gate admitted: on a
+/// worker's deque they would jump ahead of an urgent task queued from
+/// outside, since a worker serves its own deque before the global lane.
+pub(crate) fn push_global(shared: &Arc<Shared>, runnable: Runnable) {
+    let lane = runnable.metadata().priority;
+    shared.lanes.push(lane, runnable);
+    notify_lane(shared, lane);
+}
+
+/// [`notify`] after a push on `lane`; a high-priority task that finds every
+/// slot busy and nobody searching borrows the urgent reserve slot: the woken
+/// worker looks at the high lane first, and the `shrink` flag makes some
+/// worker give a slot back at its next task boundary, so the pool is over its
+/// slots for about one task (`control::slots`, invariant 1).
+fn notify_lane(shared: &Arc<Shared>, lane: Priority) {
+    if !notify(shared) && lane == Priority::High && shared.slots.try_reserve_urgent() {
+        // Release: a worker that sees the flag sees the new counts.
+        shared.shrink.store(true, Ordering::Release);
+        ThreadCounters::bump(&shared.threads.counters.reserve_lends);
+        wake_or_start(shared, StartReason::Demand);
+    }
+}
+
+/// Called after new work was queued: wakes or starts a worker if nobody is
+/// searching and a slot is free (the notifier side of `runtime::park`).
+/// Returns true if it took a slot for a worker, or none was needed because
+/// somebody is searching (or the pool stopped: the work was dropped).
+pub(crate) fn notify(shared: &Arc<Shared>) -> bool {
+    let stopped = || {
+        if shared.is_stopped() {
+            // Stopped after the push: nobody will run it, so drop it here
+            // (its task counts as cancelled).
+            shared.drain_queues();
+            return true;
+        }
+        false
+    };
+    park::notify(&shared.sleepers, &shared.slots, stopped, || {
+        start_thread(shared, StartReason::Demand)
+    })
+}
+
+/// Hands a searching slot the caller reserved to a parked worker, or to a new
+/// thread; gives the reservation back if neither is possible.
+///
+/// The monitor, if asleep on an idle pool, is woken by the worker when it
+/// starts a task (`RunLoop::run`), not here: woken first from the spawning
+/// thread, it took the idle core and the worker waited for it, and a spawn
+/// onto an idle pool started after 50-94 µs (median) instead of 12-21 µs
+/// (`benches/tools/wake_latency.rs`).
+pub(crate) fn wake_or_start(shared: &Arc<Shared>, reason: StartReason) {
+    park::hand_over(&shared.sleepers, &shared.slots, || {
+        start_thread(shared, reason)
+    });
+}
+
+/// Starts a worker thread that begins as a searcher, using the caller's
+/// reservation. Returns false if `max_threads` are running, the pacing of
+/// starts beyond `concurrency` says not yet (see `control::pacing`), or the
+/// OS refused the thread.
+fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
+    let threads = &shared.threads;
+    let config = &shared.config;
+    if threads.alive() >= config.concurrency && !threads.pace(shared.built_at.elapsed()) {
+        return false;
+    }
+    let Some(before) = threads.count_start(config.max_threads) else {
+        return false;
+    };
+    let Some(index) = threads.take_entry() else {
+        threads.count_exit();
+        return false;
+    };
+    let mut builder = std::thread::Builder::new().name(format!("{}-{index}", config.thread_name));
+    if let Some(size) = config.stack_size {
+        builder = builder.stack_size(size);
+    }
+    let owned = Arc::clone(shared);
+    let counters = &threads.counters;
+    match builder.spawn(move || run(owned, index)) {
+        Ok(_) => {
+            ThreadCounters::bump(&counters.started);
+            ThreadCounters::bump(match reason {
+                StartReason::Demand => &counters.started_demand,
+                StartReason::Compensation => &counters.started_compensation,
+                StartReason::Policy => &counters.started_policy,
+            });
+            counters
+                .peak_threads
+                .fetch_max(before as u64 + 1, Ordering::Relaxed);
+            true
+        }
+        Err(_) => {
+            // EAGAIN or out of memory: keep running on the threads we have.
+            ThreadCounters::bump(&counters.start_failures);
+            threads.give_back_entry(index);
+            threads.count_exit();
+            false
+        }
+    }
+}
+
+/// If the current thread is a worker running a task, gives its slot away
+/// (declared blocking) so another worker can run meanwhile. The worker takes
+/// a slot back, or gives way, at the end of its task.
+pub(crate) fn declare_blocking() {
+    let Some(ctx) = context::current() else {
+        return;
+    };
+    let shared = &ctx.shared;
+    let status: &TaskStatus = &shared.threads.entry(ctx.index).status;
+    if status.try_mark_blocked(status.load()) {
+        ThreadCounters::bump(&shared.threads.counters.declared_blocking);
+        shared.slots.release();
+        if shared.has_work() {
+            notify(shared);
+        }
+    }
+}
