@@ -507,7 +507,7 @@ impl Spawner {
         }
         let gate: Arc<dyn Gate> = TaskGate::new(Arc::clone(&self.unit), self.side);
         self.unit.stats.spawned.fetch_add(1, Ordering::Relaxed);
-        crate::worker::spawn(shared, future, self.unit.priority, Some(gate), false)
+        crate::worker::spawn(shared, future, self.unit.priority, gate, false)
             .map(JoinHandle::new)
             .ok_or(SpawnError::ShutDown)
     }

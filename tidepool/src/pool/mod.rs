@@ -7,6 +7,7 @@ mod builder;
 pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
 
 use crate::metrics::Metrics;
+use crate::runtime::task::NoGate;
 use crate::runtime::{Config, OpenHandle, Priority, Shared};
 use crate::sync::Arc;
 use crate::task::{JoinHandle, SpawnError};
@@ -406,7 +407,7 @@ impl TaskBuilder<'_> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        worker::spawn(self.pool.shared(), future, self.priority, None, closure)
+        worker::spawn(self.pool.shared(), future, self.priority, NoGate, closure)
             .map(JoinHandle::new)
             .ok_or(SpawnError::ShutDown)
     }

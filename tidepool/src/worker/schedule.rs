@@ -8,7 +8,7 @@ use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context;
 use crate::runtime::park;
-use crate::runtime::task::{self, Gate, Runnable, TaskCell, TaskMeta};
+use crate::runtime::task::{self, MaybeGate, Runnable, TaskCell, TaskMeta};
 use crate::runtime::{Priority, Shared};
 use crate::sync::{Arc, Ordering};
 use std::future::Future;
@@ -17,16 +17,17 @@ use std::future::Future;
 /// pool is closed. `closure` says the future is a work item's closure (it
 /// finishes in its first poll), which lets the spawning thread free its cell
 /// (see `runtime::task::local_free`).
-pub(crate) fn spawn<F>(
+pub(crate) fn spawn<F, G>(
     shared: &Arc<Shared>,
     future: F,
     priority: Priority,
-    gate: Option<Arc<dyn Gate>>,
+    gate: G,
     closure: bool,
 ) -> Option<TaskCell<F::Output>>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    G: MaybeGate,
 {
     // Count before asking the latch: see `runtime::lifecycle`.
     let counters = shared.counters(context::current_index(shared));
@@ -36,7 +37,7 @@ where
     }
     let meta = TaskMeta {
         priority,
-        gate: gate.clone(),
+        gate: gate.to_meta(),
     };
     let scheduler = Arc::clone(shared);
     let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
