@@ -165,7 +165,10 @@ fn plan(cli: Cli) -> Result<Plan, UsageError> {
     }
 
     let experiments = if cli.only.is_empty() {
-        kinds.iter().map(|k| (*k, k.run_ids().to_vec())).collect()
+        kinds
+            .iter()
+            .map(|k| (*k, k.experiment().run_ids()))
+            .collect()
     } else {
         select_ids(&kinds, &cli.only, named_experiments)?
     };
@@ -210,7 +213,7 @@ fn select_ids(
         let found = kinds
             .iter()
             .filter(|k| exp.is_none_or(|e| e == **k))
-            .any(|k| k.run_ids().contains(&id.as_str()));
+            .any(|k| k.experiment().run(id).is_some());
         if !found {
             let scope = match exp {
                 Some(e) => format!("experiment {}", e.name()),
@@ -220,7 +223,7 @@ fn select_ids(
             let mut known: Vec<&str> = kinds
                 .iter()
                 .filter(|k| exp.is_none_or(|e| e == **k))
-                .flat_map(|k| k.run_ids().iter().copied())
+                .flat_map(|k| k.experiment().run_ids())
                 .collect();
             known.sort_unstable();
             known.dedup();
@@ -234,9 +237,9 @@ fn select_ids(
     let mut out = Vec::new();
     for k in kinds {
         let ids: Vec<&'static str> = k
+            .experiment()
             .run_ids()
-            .iter()
-            .copied()
+            .into_iter()
             .filter(|id| {
                 wanted
                     .iter()
@@ -248,7 +251,7 @@ fn select_ids(
                 return Err(UsageError(format!(
                     "--only selects no run of experiment {} (its ids: {})",
                     k.name(),
-                    k.run_ids().join(", ")
+                    k.experiment().run_ids().join(", ")
                 )));
             }
             continue;

@@ -9,47 +9,40 @@ use crate::progress::RunBar;
 use crate::report::table::{ratio_legend, table};
 
 /// Runs the plan, printing each experiment's table to `tables` as it
-/// finishes. Skipped (pending) and failed runs are reported, not fatal.
+/// finishes. A failed run is reported, not fatal.
 pub fn run(plan: &Plan, cores: usize, tables: &mut dyn Write) -> Vec<ExperimentResult> {
     let mut results = Vec::new();
     for (kind, ids) in &plan.experiments {
+        let experiment = kind.experiment();
         let mut runs = Vec::new();
-        for spec in kind.runs().iter().filter(|s| ids.contains(&s.id)) {
-            let label = format!("{}/{}", kind.name(), spec.id);
+        for spec in experiment.runs.iter().filter(|s| ids.contains(&s.id)) {
+            let label = format!("{}/{}", experiment.name, spec.id);
             let bar = RunBar::new(label.clone(), true);
-            let (outcome, measured) = match spec.needs.map(|f| f.check()) {
-                Some(Err(feature)) => {
-                    bar.println(&format!("{label}: skipped, waits for {feature}"));
-                    (Outcome::Pending(feature), Measured::default())
-                }
-                _ => {
-                    let ctx = RunCtx {
-                        scale: plan.scale,
-                        items: plan.items,
-                        cores,
-                        bar: bar.clone(),
-                    };
-                    match kind.run(spec, &ctx) {
-                        Ok(m) => (Outcome::Done, m),
-                        Err(e) => {
-                            bar.println(&format!("{label}: failed: {e}"));
-                            (Outcome::Failed(e), Measured::default())
-                        }
-                    }
+            let ctx = RunCtx {
+                scale: plan.scale,
+                items: plan.items,
+                cores,
+                bar: bar.clone(),
+            };
+            let (outcome, measured) = match (spec.execute)(&ctx) {
+                Ok(m) => (Outcome::Done, m),
+                Err(e) => {
+                    bar.println(&format!("{label}: failed: {e}"));
+                    (Outcome::Failed(e), Measured::default())
                 }
             };
             bar.finish();
             runs.push(RunResult {
-                spec: *spec,
+                spec,
                 outcome,
                 measured,
             });
         }
-        let result = ExperimentResult { kind: *kind, runs };
+        let result = ExperimentResult { experiment, runs };
         let _ = writeln!(
             tables,
             "\n== {} ==  ({})\n{}",
-            kind.name(),
+            experiment.name,
             ratio_legend(&result),
             table(&result).to_text()
         );

@@ -9,7 +9,6 @@
 
 pub mod cli;
 pub mod experiments;
-pub mod features;
 pub mod lab;
 pub mod measure;
 pub mod probe;

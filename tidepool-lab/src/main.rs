@@ -1,6 +1,6 @@
 //! `tidepool-lab`: runs the experiments and writes the report.
 //!
-//! Exit codes: 0 success (pending runs included), 1 a run failed or the
+//! Exit codes: 0 success, 1 a run failed or the
 //! report could not be written, 2 bad input.
 #![forbid(unsafe_code)]
 

@@ -6,83 +6,122 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{done, ids, settle, thread_baseline, Measured, RunCtx, RunResult, RunSpec};
+use super::{
+    done, settle, thread_baseline, Experiment, Measured, RunCtx, RunResult, RunSpec, Scale,
+    ScaleTable,
+};
 use crate::measure::Latch;
 use crate::probe::{self, ThreadSampler};
 use crate::report::plot::Plot;
+use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 
 /// What the experiment shows.
-pub const ABOUT: &str = "100,000 tiny items each write a short line to a shared buffered sink \
+const ABOUT: &str = "100,000 tiny items each write a short line to a shared buffered sink \
 behind a mutex and bump an atomic counter, on pools of 2, 25 and 200 threads. The classic \
 expectation is that many threads contending for one lock run slower than a few (lock convoys, \
 context switches); the table shows how far that holds on this machine, and peak_threads how \
 many threads each pool actually started.";
 
-/// The runs.
-pub const RUNS: &[RunSpec] = &RUNS_ARRAY;
-const RUNS_ARRAY: [RunSpec; 8] = [
-    RunSpec::new("fixed2", "tidepool", "Controller::Fixed with 2 threads."),
-    RunSpec::new("fixed25", "tidepool", "Controller::Fixed with 25 threads."),
-    RunSpec::new(
-        "fixed200",
-        "tidepool",
-        "Controller::Fixed with 200 threads (tidepool starts threads on demand, so peak_threads shows how many it used).",
-    ),
-    RunSpec::new("adaptive", "tidepool", "The default pool (Adaptive)."),
-    RunSpec::new(
-        "hill-climbing",
-        "tidepool",
-        "Controller::HillClimbing: the running target moves to maximise completions per second.",
-    ),
-    RunSpec::new(
-        "tokio",
-        "tokio",
-        "Tasks on tokio's default multi-thread runtime.",
-    ),
-    RunSpec::new(
-        "rayon",
-        "rayon",
-        "rayon::ThreadPool::spawn on a default pool.",
-    ),
-    RunSpec::new(
-        "threadpool200",
-        "threadpool",
-        "threadpool::ThreadPool with 200 threads, all started up front: the classic oversized pool.",
-    ),
-];
-/// The run ids.
-pub const IDS: &[&str] = &ids(&RUNS_ARRAY);
+/// tidepool's default pool, the baseline.
+pub(crate) const ADAPTIVE: &str = "adaptive";
 
-/// Runs one run.
+/// The experiment.
+pub static EXPERIMENT: Experiment = Experiment {
+    name: "thread-count",
+    about: ABOUT,
+    scale: describe_scale,
+    headline: "wall_ms",
+    baseline: ADAPTIVE,
+    runs: &[
+        RunSpec {
+            id: "fixed2",
+            system: "tidepool",
+            description: "Controller::Fixed with 2 threads.",
+            execute: |ctx| run(ctx, || tidepool(TidepoolConfig::fixed(2))),
+        },
+        RunSpec {
+            id: "fixed25",
+            system: "tidepool",
+            description: "Controller::Fixed with 25 threads.",
+            execute: |ctx| run(ctx, || tidepool(TidepoolConfig::fixed(25))),
+        },
+        RunSpec {
+            id: "fixed200",
+            system: "tidepool",
+            description: "Controller::Fixed with 200 threads (tidepool starts threads on demand, so peak_threads shows how many it used).",
+            execute: |ctx| run(ctx, || tidepool(TidepoolConfig::fixed(200))),
+        },
+        RunSpec {
+            id: ADAPTIVE,
+            system: "tidepool",
+            description: "The default pool (Adaptive).",
+            execute: |ctx| run(ctx, || tidepool(TidepoolConfig::default_pool())),
+        },
+        RunSpec {
+            id: "hill-climbing",
+            system: "tidepool",
+            description: "Controller::HillClimbing: the running target moves to maximise completions per second.",
+            execute: |ctx| {
+                run(ctx, || {
+                    tidepool(TidepoolConfig {
+                        controller: Some(tidepool::Controller::HillClimbing),
+                        ..TidepoolConfig::default_pool()
+                    })
+                })
+            },
+        },
+        RunSpec {
+            id: "tokio",
+            system: "tokio",
+            description: "Tasks on tokio's default multi-thread runtime.",
+            execute: |ctx| run(ctx, || tokio_runtime().map(System::Tokio)),
+        },
+        RunSpec {
+            id: "rayon",
+            system: "rayon",
+            description: "rayon::ThreadPool::spawn on a default pool.",
+            execute: |ctx| run(ctx, || rayon_pool(None).map(System::Rayon)),
+        },
+        RunSpec {
+            id: "threadpool200",
+            system: "threadpool",
+            description: "threadpool::ThreadPool with 200 threads, all started up front: the classic oversized pool.",
+            execute: |ctx| run(ctx, || Ok(System::ThreadPool(threadpool::ThreadPool::new(200)))),
+        },
+    ],
+    plots,
+};
+
+/// Items at each scale (before `--items`).
+const SCALES: ScaleTable<usize> = ScaleTable {
+    full: 100_000,
+    quick: 30_000,
+    tiny: 1_000,
+};
+
+fn describe_scale(scale: Scale) -> String {
+    format!("{} items", group_digits(SCALES.at(scale) as f64))
+}
+
+fn tidepool(cfg: TidepoolConfig) -> Result<System, String> {
+    cfg.build().map(System::Tidepool)
+}
+
+/// Runs the tiny items on the system `make` builds.
 ///
 /// # Errors
 ///
 /// When the system cannot be built, or items do not finish or do not add up.
-pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
-    let n = ctx.items_or(ctx.scale.pick(100_000, 30_000, 1_000));
+fn run(ctx: &RunCtx, make: impl FnOnce() -> Result<System, String>) -> Result<Measured, String> {
+    let n = ctx.items_or(SCALES.at(ctx.scale));
     // The progress follower starts before the baseline, so it is not
     // counted as one of the system's threads.
     let latch = Arc::new(Latch::new(n));
     let follow = ctx.follow(&latch);
     let baseline = thread_baseline();
     let sampler = ThreadSampler::start(Duration::from_millis(5), baseline, false);
-    let system = match spec.id {
-        "fixed2" => TidepoolConfig::fixed(2).build().map(System::Tidepool),
-        "fixed25" => TidepoolConfig::fixed(25).build().map(System::Tidepool),
-        "fixed200" => TidepoolConfig::fixed(200).build().map(System::Tidepool),
-        "adaptive" => TidepoolConfig::default_pool().build().map(System::Tidepool),
-        "hill-climbing" => TidepoolConfig {
-            controller: Some(tidepool::Controller::HillClimbing),
-            ..TidepoolConfig::default_pool()
-        }
-        .build()
-        .map(System::Tidepool),
-        "tokio" => tokio_runtime().map(System::Tokio),
-        "rayon" => rayon_pool(None).map(System::Rayon),
-        "threadpool200" => Ok(System::ThreadPool(threadpool::ThreadPool::new(200))),
-        other => Err(format!("thread-count has no run '{other}'")),
-    };
+    let system = make();
     let system = match system {
         Ok(s) => s,
         Err(e) => {
@@ -138,7 +177,7 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
 }
 
 /// Wall time per run, each bar labelled with the threads it used.
-pub fn plots(runs: &[RunResult]) -> Vec<Plot> {
+fn plots(runs: &[RunResult]) -> Vec<Plot> {
     let bars: Vec<(String, f64)> = done(runs)
         .filter_map(|r| {
             let wall = r.measured.get("wall_ms")?;

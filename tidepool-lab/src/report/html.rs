@@ -25,7 +25,7 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;marg
 table{border-collapse:collapse;margin:1em 0;font-size:0.9em}\
 th,td{border:1px solid #ccc;padding:0.3em 0.6em}th{background:#f3f3f3}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}\
-tr.pending td{color:#888;font-style:italic}tr.failed td{color:#a00}\
+tr.failed td{color:#a00}\
 .plot svg{max-width:100%;height:auto;border:1px solid #eee;margin:0.5em 0}\
 code{background:#f6f6f6;padding:0 0.2em}";
 
@@ -37,9 +37,7 @@ fn table_html(t: &Table) -> String {
     s.push_str("</tr>\n");
     let last = t.header.len() - 1;
     for row in &t.rows {
-        let class = if row[last].starts_with("pending") {
-            " class=\"pending\""
-        } else if row[last].starts_with("failed") {
+        let class = if row[last].starts_with("failed") {
             " class=\"failed\""
         } else {
             ""
@@ -69,8 +67,7 @@ pub fn render(r: &Rendered<'_>) -> String {
          <h1>tidepool lab report</h1>\n<p>Machine: {} cores, {}, {}. Scale: {}. \
          Command: <code>{}</code>. tidepool-lab {}.</p>\n\
          <p>Each table compares the runs of one experiment; the ratio column divides a run's \
-         headline figure by tidepool's default run. Metric names end in their unit. Runs marked \
-         pending wait for a library feature and were not run.</p>\n<ul>",
+         headline figure by tidepool's default run. Metric names end in their unit.</p>\n<ul>",
         r.doc.machine.cores,
         escape(&r.doc.machine.cpu),
         escape(&r.doc.machine.os),
@@ -79,16 +76,16 @@ pub fn render(r: &Rendered<'_>) -> String {
         escape(&r.doc.version),
     );
     for exp in r.results {
-        let n = exp.kind.name();
+        let n = exp.experiment.name;
         let _ = write!(s, "<li><a href=\"#{n}\">{n}</a></li>");
     }
     s.push_str("</ul>\n");
     for (exp, plots) in r.results.iter().zip(&r.plots) {
-        let n = exp.kind.name();
+        let n = exp.experiment.name;
         let _ = writeln!(
             s,
             "<h2 id=\"{n}\">{n}</h2>\n<p>{}</p>",
-            escape(exp.kind.about())
+            escape(exp.experiment.about)
         );
         let _ = writeln!(s, "<p><em>{}</em></p>", escape(&ratio_legend(exp)));
         s.push_str(&table_html(&table(exp)));
@@ -110,20 +107,6 @@ pub fn render(r: &Rendered<'_>) -> String {
                 strip_xml_prolog(svg)
             );
         }
-    }
-    let pending = r.pending();
-    if !pending.is_empty() {
-        s.push_str("<h2 id=\"pending\">Pending runs</h2>\n<ul>");
-        for (exp, id, feature) in pending {
-            let _ = write!(
-                s,
-                "<li><code>{}/{}</code> waits for {}</li>",
-                escape(exp),
-                escape(id),
-                escape(&feature)
-            );
-        }
-        s.push_str("</ul>\n");
     }
     s.push_str("</body></html>\n");
     s

@@ -9,13 +9,14 @@
 //!  "experiments": [{"name": "waiting", "about": "...", "baseline": "adaptive-sleep",
 //!    "runs": [{"id": "adaptive-sleep", "system": "tidepool", "description": "...",
 //!              "status": "ok", "metrics": {"mean_start_ms": 0.4, ...}},
-//!             {"id": "gradual500-sleep", ..., "status": "pending",
-//!              "pending": "Controller::Gradual (issue 3)", "metrics": {}}]}]}
+//!             {"id": "rayon-sleep", ..., "status": "failed",
+//!              "error": "...", "metrics": {}}]}]}
 //! ```
 //!
-//! `status` is `ok`, `pending` (the run waits for a library feature, named
-//! in `pending`) or `failed` (the reason is in `error`). Metric names end in
-//! their unit: `_ms`, `_s`, `_ns`, or a count (`items`, `peak_threads`,
+//! `status` is `ok` or `failed` (the reason is in `error`). Earlier versions
+//! also wrote `pending` (with a `pending` field naming a library feature);
+//! every feature has landed, so neither appears any more. Metric names end
+//! in their unit: `_ms`, `_s`, `_ns`, or a count (`items`, `peak_threads`,
 //! `errors`, ...).
 
 use serde::{Deserialize, Serialize};
@@ -61,11 +62,8 @@ pub struct RunDoc {
     pub system: String,
     /// What it did.
     pub description: String,
-    /// `ok`, `pending` or `failed`.
+    /// `ok` or `failed`.
     pub status: String,
-    /// The library feature a pending run waits for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending: Option<String>,
     /// Why a failed run failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -93,9 +91,9 @@ impl Document {
 
 fn experiment(e: &ExperimentResult) -> ExperimentDoc {
     ExperimentDoc {
-        name: e.kind.name().to_string(),
-        about: e.kind.about().to_string(),
-        baseline: e.kind.baseline().to_string(),
+        name: e.experiment.name.to_string(),
+        about: e.experiment.about.to_string(),
+        baseline: e.experiment.baseline.to_string(),
         runs: e
             .runs
             .iter()
@@ -108,17 +106,15 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
                         metrics.insert((*name).to_string(), Value::Number(n));
                     }
                 }
-                let (status, pending, error) = match &r.outcome {
-                    Outcome::Done => ("ok", None, None),
-                    Outcome::Pending(f) => ("pending", Some(f.to_string()), None),
-                    Outcome::Failed(e) => ("failed", None, Some(e.clone())),
+                let (status, error) = match &r.outcome {
+                    Outcome::Done => ("ok", None),
+                    Outcome::Failed(e) => ("failed", Some(e.clone())),
                 };
                 RunDoc {
                     id: r.spec.id.to_string(),
                     system: r.spec.system.to_string(),
                     description: r.description(),
                     status: status.to_string(),
-                    pending,
                     error,
                     metrics,
                 }
@@ -130,8 +126,7 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::{ExperimentKind, Measured, RunResult};
-    use crate::features::GRADUAL;
+    use crate::experiments::{waiting, Measured, RunResult};
 
     fn machine() -> Machine {
         Machine {
@@ -142,24 +137,18 @@ mod tests {
     }
 
     fn results() -> Vec<ExperimentResult> {
-        let runs = ExperimentKind::Waiting.runs();
-        let spec = |id: &str| *runs.iter().find(|r| r.id == id).unwrap();
+        let spec = |id: &str| waiting::EXPERIMENT.run(id).unwrap();
         let mut m = Measured::default();
         m.put("mean_start_ms", 0.4);
         m.put("peak_threads", 55.0);
         m.put("broken_ms", f64::NAN);
         vec![ExperimentResult {
-            kind: ExperimentKind::Waiting,
+            experiment: &waiting::EXPERIMENT,
             runs: vec![
                 RunResult {
                     spec: spec("adaptive-sleep"),
                     outcome: Outcome::Done,
                     measured: m,
-                },
-                RunResult {
-                    spec: spec("gradual500-sleep"),
-                    outcome: Outcome::Pending(GRADUAL),
-                    measured: Measured::default(),
                 },
                 RunResult {
                     spec: spec("rayon-sleep"),
@@ -196,12 +185,10 @@ mod tests {
             ["mean_start_ms", "peak_threads"],
             "metric order is kept"
         );
-        let pending = &e["runs"][1];
-        assert_eq!(pending["status"], "pending");
-        assert_eq!(pending["pending"], "Controller::Gradual (issue 3)");
-        assert_eq!(pending["metrics"], serde_json::json!({}));
-        assert_eq!(e["runs"][2]["status"], "failed");
-        assert_eq!(e["runs"][2]["error"], "boom");
+        let failed = &e["runs"][1];
+        assert_eq!(failed["status"], "failed");
+        assert_eq!(failed["error"], "boom");
+        assert_eq!(failed["metrics"], serde_json::json!({}));
     }
 
     #[test]

@@ -23,12 +23,11 @@ pub fn render(r: &Rendered<'_>) -> String {
     let _ = writeln!(
         s,
         "Each table compares the runs of one experiment; the ratio column divides a run's headline \
-         figure by tidepool's default run. Metric names end in their unit. Runs marked pending \
-         wait for a library feature and were not run.\n"
+         figure by tidepool's default run. Metric names end in their unit.\n"
     );
     for (exp, plots) in r.results.iter().zip(&r.plots) {
-        let _ = writeln!(s, "## {}\n", exp.kind.name());
-        let _ = writeln!(s, "{}\n", exp.kind.about());
+        let _ = writeln!(s, "## {}\n", exp.experiment.name);
+        let _ = writeln!(s, "{}\n", exp.experiment.about);
         let _ = writeln!(s, "{}\n", ratio_legend(exp));
         let _ = writeln!(s, "{}", table(exp).to_markdown());
         for run in &exp.runs {
@@ -38,14 +37,6 @@ pub fn render(r: &Rendered<'_>) -> String {
         for (plot, _) in plots {
             let _ = writeln!(s, "![{}](plots/{}.svg)\n", plot.title, plot.key);
         }
-    }
-    let pending = r.pending();
-    if !pending.is_empty() {
-        let _ = writeln!(s, "## Pending runs\n");
-        for (exp, id, feature) in pending {
-            let _ = writeln!(s, "- `{exp}/{id}` waits for {feature}");
-        }
-        let _ = writeln!(s);
     }
     s
 }

@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::experiments::{ExperimentResult, Outcome};
+use crate::experiments::ExperimentResult;
 
 pub mod html;
 pub mod json;
@@ -29,21 +29,6 @@ pub struct Rendered<'a> {
     pub plots: Vec<Vec<(Plot, String)>>,
     /// The command line that produced the report.
     pub command: &'a str,
-}
-
-impl Rendered<'_> {
-    /// Pending runs: (experiment, id, feature).
-    pub fn pending(&self) -> Vec<(&'static str, &'static str, String)> {
-        self.results
-            .iter()
-            .flat_map(|e| {
-                e.runs.iter().filter_map(move |r| match &r.outcome {
-                    Outcome::Pending(f) => Some((e.kind.name(), r.spec.id, f.to_string())),
-                    _ => None,
-                })
-            })
-            .collect()
-    }
 }
 
 /// Creates the output folder if needed and checks that it can be written.
@@ -76,7 +61,7 @@ pub fn write(
     let mut plots = Vec::new();
     for e in results {
         let mut these = Vec::new();
-        for p in e.kind.plots(&e.runs) {
+        for p in (e.experiment.plots)(&e.runs) {
             let svg = p.to_svg()?;
             these.push((p, svg));
         }

@@ -18,8 +18,7 @@ pub struct Table {
 pub fn ratio_legend(exp: &ExperimentResult) -> String {
     format!(
         "ratio: {} relative to run {} (tidepool's default)",
-        exp.kind.headline(),
-        exp.kind.baseline()
+        exp.experiment.headline, exp.experiment.baseline
     )
 }
 
@@ -35,8 +34,8 @@ pub fn table(exp: &ExperimentResult) -> Table {
             }
         }
     }
-    let headline = exp.kind.headline();
-    let baseline_id = exp.kind.baseline();
+    let headline = exp.experiment.headline;
+    let baseline_id = exp.experiment.baseline;
     let base = exp
         .runs
         .iter()
@@ -64,7 +63,6 @@ pub fn table(exp: &ExperimentResult) -> Table {
             row.push(x.map_or("-".into(), format_ratio));
             row.push(match &r.outcome {
                 Outcome::Done => "ok".into(),
-                Outcome::Pending(f) => format!("pending: {f}"),
                 Outcome::Failed(e) => format!("failed: {e}"),
             });
             row
@@ -88,6 +86,23 @@ pub fn format_ratio(x: f64) -> String {
     } else {
         format!("{x:.4}x")
     }
+}
+
+/// A whole number with thousands separators: `1,000,000`. Fractions are
+/// rounded away; use it for counts and large figures.
+pub fn group_digits(v: f64) -> String {
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 && digits != "0" {
+        out.insert(0, '-');
+    }
+    out
 }
 
 impl Table {
@@ -158,20 +173,18 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::{ExperimentKind, Measured, RunResult};
-    use crate::features::GRADUAL;
+    use crate::experiments::{waiting, Measured, RunResult};
 
     pub(crate) fn sample() -> ExperimentResult {
-        let runs = ExperimentKind::Waiting.runs();
         let mut a = Measured::default();
         a.put("mean_start_ms", 0.5);
         a.put("wall_s", 10.5);
         let mut b = Measured::default();
         b.put("mean_start_ms", 5000.0);
         b.put("wall_s", 50.0);
-        let spec = |id: &str| *runs.iter().find(|r| r.id == id).unwrap();
+        let spec = |id: &str| waiting::EXPERIMENT.run(id).unwrap();
         ExperimentResult {
-            kind: ExperimentKind::Waiting,
+            experiment: &waiting::EXPERIMENT,
             runs: vec![
                 RunResult {
                     spec: spec("fixed10-sleep"),
@@ -185,7 +198,7 @@ mod tests {
                 },
                 RunResult {
                     spec: spec("gradual500-sleep"),
-                    outcome: Outcome::Pending(GRADUAL),
+                    outcome: Outcome::Failed("boom".into()),
                     measured: Measured::default(),
                 },
             ],
@@ -217,7 +230,7 @@ mod tests {
         assert_eq!(t.rows[1][4], "1.00x");
         assert_eq!(t.rows[2][2], "-");
         assert_eq!(t.rows[2][4], "-");
-        assert!(t.rows[2][5].starts_with("pending: Controller::Gradual"));
+        assert_eq!(t.rows[2][5], "failed: boom");
     }
 
     #[test]
