@@ -7,6 +7,7 @@
 //! `results.json`, `report.md` and `report.html`.
 #![forbid(unsafe_code)]
 
+pub mod aggregate;
 pub mod cli;
 pub mod experiments;
 pub mod lab;

@@ -32,12 +32,15 @@ fn main() -> ExitCode {
 
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let results = lab::run(&plan, machine.cores);
     // With --json, standard output carries the document only.
-    let results = if plan.json {
-        lab::run(&plan, machine.cores, &mut std::io::stderr())
+    let tables = report::text::render(&results);
+    if plan.json {
+        eprint!("{tables}");
     } else {
-        lab::run(&plan, machine.cores, &mut std::io::stdout())
-    };
+        print!("{tables}");
+        let _ = std::io::stdout().flush();
+    }
     let doc = Document::new(machine, plan.scale, &results);
     match report::write(&plan.out, &doc, &results, &command) {
         Ok(files) => {

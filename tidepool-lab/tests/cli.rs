@@ -147,3 +147,64 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn repeat_reports_medians_and_spread_and_logs_each_repetition() {
+    let out_dir = scratch("repeat");
+    let o = lab(&[
+        "--tiny",
+        "--repeat",
+        "3",
+        "--only",
+        "thread-count/fixed2,thread-count/adaptive",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    let e = &doc["experiments"][0];
+    assert_eq!(e["name"], "thread-count");
+    assert_eq!(e["repeat"], 3);
+    for run in e["runs"].as_array().unwrap() {
+        assert_eq!(run["repeat"], 3, "{}", run["id"]);
+        for (name, median) in run["metrics"].as_object().unwrap() {
+            let median = median.as_f64().unwrap();
+            let s = &run["spread"][name];
+            let (min, max) = (s["min"].as_f64().unwrap(), s["max"].as_f64().unwrap());
+            assert!(
+                min <= median && median <= max,
+                "{name}: {min} {median} {max}"
+            );
+        }
+    }
+
+    // Not a terminal here: one line per finished repetition, interleaved.
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("thread-count/"))
+        .collect();
+    let order: Vec<&str> = lines.iter().map(|l| l.split(':').next().unwrap()).collect();
+    assert_eq!(
+        order,
+        [
+            "thread-count/fixed2 (1/3)",
+            "thread-count/adaptive (1/3)",
+            "thread-count/fixed2 (2/3)",
+            "thread-count/adaptive (2/3)",
+            "thread-count/fixed2 (3/3)",
+            "thread-count/adaptive (3/3)",
+        ],
+        "{stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("wall_ms ") && l.contains(" s")),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

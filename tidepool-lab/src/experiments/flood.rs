@@ -83,6 +83,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         },
     ],
     plots,
+    default_repeat: 5,
 };
 
 /// Counts and durations at a scale.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
+use crate::aggregate::Spread;
 use crate::measure::Latch;
 use crate::probe::{self, ThreadObservation};
 use crate::progress::RunBar;
@@ -123,6 +124,9 @@ pub struct Experiment {
     pub runs: &'static [RunSpec],
     /// Its plots, from its results.
     pub plots: fn(&[RunResult]) -> Vec<Plot>,
+    /// Repetitions of every run in a default full-scale lab: several for
+    /// the short experiments, one for those that take minutes.
+    pub default_repeat: usize,
 }
 
 impl Experiment {
@@ -208,11 +212,41 @@ pub struct RunResult {
     pub spec: &'static RunSpec,
     /// How it ended.
     pub outcome: Outcome,
-    /// What it measured (empty unless done).
+    /// What it measured (empty unless done): per metric the median over
+    /// the repetitions.
     pub measured: Measured,
+    /// Per metric, the lowest and highest value over the repetitions.
+    pub spread: Vec<Spread>,
+    /// Repetitions that finished.
+    pub repeat: usize,
+    /// Wall time of all its repetitions together, in seconds.
+    pub elapsed_s: f64,
 }
 
 impl RunResult {
+    /// A run that did not get to measure anything.
+    pub fn failed(spec: &'static RunSpec, error: String, elapsed_s: f64) -> RunResult {
+        RunResult {
+            spec,
+            outcome: Outcome::Failed(error),
+            measured: Measured::default(),
+            spread: Vec::new(),
+            repeat: 0,
+            elapsed_s,
+        }
+    }
+
+    /// A metric's median, lowest and highest value over the repetitions.
+    pub fn figure(&self, metric: &str) -> Option<(f64, f64, f64)> {
+        let median = self.measured.get(metric)?;
+        Some(
+            self.spread
+                .iter()
+                .find(|s| s.name == metric)
+                .map_or((median, median, median), |s| (median, s.min, s.max)),
+        )
+    }
+
     /// Description with the run's note, if any.
     pub fn description(&self) -> String {
         match &self.measured.note {
@@ -229,6 +263,8 @@ pub struct ExperimentResult {
     pub experiment: &'static Experiment,
     /// Its runs, in order.
     pub runs: Vec<RunResult>,
+    /// Repetitions planned for every run.
+    pub repeat: usize,
 }
 
 impl ExperimentKind {

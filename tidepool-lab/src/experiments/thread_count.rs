@@ -91,6 +91,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         },
     ],
     plots,
+    default_repeat: 5,
 };
 
 /// Items at each scale (before `--items`).

@@ -70,6 +70,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         },
     ],
     plots,
+    default_repeat: 5,
 };
 
 /// tidepool's default pool, the baseline.

@@ -64,6 +64,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         },
     ],
     plots,
+    default_repeat: 1,
 };
 
 /// Counts and durations at a scale.

@@ -49,6 +49,12 @@ pub struct ExperimentDoc {
     pub about: String,
     /// The run the ratios compare against.
     pub baseline: String,
+    /// The metric the ratios divide (added with `--repeat`).
+    #[serde(default)]
+    pub headline: String,
+    /// Repetitions planned for every run.
+    #[serde(default = "one")]
+    pub repeat: usize,
     /// Its runs.
     pub runs: Vec<RunDoc>,
 }
@@ -67,8 +73,29 @@ pub struct RunDoc {
     /// Why a failed run failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Named figures; each name ends in its unit.
+    /// Named figures, each the median over the repetitions; each name
+    /// ends in its unit.
     pub metrics: Map<String, Value>,
+    /// Per metric, `{"min", "max"}` over the repetitions.
+    #[serde(default)]
+    pub spread: Map<String, Value>,
+    /// Repetitions that finished (0 for a run that failed at once).
+    #[serde(default = "one")]
+    pub repeat: usize,
+    /// Wall time of all its repetitions, in seconds.
+    #[serde(default)]
+    pub elapsed_s: f64,
+}
+
+/// Documents written before `repeat` existed ran everything once.
+fn one() -> usize {
+    1
+}
+
+/// A number as JSON; JSON has no NaN or infinity, so such a figure is left
+/// out (`None`) rather than written as something it is not.
+fn number(v: f64) -> Option<Value> {
+    serde_json::Number::from_f64(v).map(Value::Number)
 }
 
 impl Document {
@@ -94,16 +121,25 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
         name: e.experiment.name.to_string(),
         about: e.experiment.about.to_string(),
         baseline: e.experiment.baseline.to_string(),
+        headline: e.experiment.headline.to_string(),
+        repeat: e.repeat,
         runs: e
             .runs
             .iter()
             .map(|r| {
                 let mut metrics = Map::new();
                 for (name, v) in &r.measured.metrics {
-                    // JSON has no NaN or infinity: such a figure is left out
-                    // rather than written as something it is not.
-                    if let Some(n) = serde_json::Number::from_f64(*v) {
-                        metrics.insert((*name).to_string(), Value::Number(n));
+                    if let Some(n) = number(*v) {
+                        metrics.insert((*name).to_string(), n);
+                    }
+                }
+                let mut spread = Map::new();
+                for s in &r.spread {
+                    if let (Some(min), Some(max)) = (number(s.min), number(s.max)) {
+                        spread.insert(
+                            s.name.to_string(),
+                            serde_json::json!({"min": min, "max": max}),
+                        );
                     }
                 }
                 let (status, error) = match &r.outcome {
@@ -117,6 +153,9 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
                     status: status.to_string(),
                     error,
                     metrics,
+                    spread,
+                    repeat: r.repeat,
+                    elapsed_s: r.elapsed_s,
                 }
             })
             .collect(),
@@ -126,6 +165,7 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::Spread;
     use crate::experiments::{waiting, Measured, RunResult};
 
     fn machine() -> Machine {
@@ -149,13 +189,17 @@ mod tests {
                     spec: spec("adaptive-sleep"),
                     outcome: Outcome::Done,
                     measured: m,
+                    spread: vec![Spread {
+                        name: "mean_start_ms",
+                        min: 0.3,
+                        max: 0.9,
+                    }],
+                    repeat: 3,
+                    elapsed_s: 31.5,
                 },
-                RunResult {
-                    spec: spec("rayon-sleep"),
-                    outcome: Outcome::Failed("boom".into()),
-                    measured: Measured::default(),
-                },
+                RunResult::failed(spec("rayon-sleep"), "boom".into(), 2.0),
             ],
+            repeat: 3,
         }]
     }
 
@@ -185,6 +229,12 @@ mod tests {
             ["mean_start_ms", "peak_threads"],
             "metric order is kept"
         );
+        assert_eq!(e["repeat"], 3);
+        assert_eq!(e["headline"], "mean_start_ms");
+        assert_eq!(ok["repeat"], 3);
+        assert_eq!(ok["spread"]["mean_start_ms"]["min"], 0.3);
+        assert_eq!(ok["spread"]["mean_start_ms"]["max"], 0.9);
+        assert_eq!(ok["elapsed_s"], 31.5);
         let failed = &e["runs"][1];
         assert_eq!(failed["status"], "failed");
         assert_eq!(failed["error"], "boom");

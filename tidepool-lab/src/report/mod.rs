@@ -14,6 +14,7 @@ pub mod json;
 pub mod md;
 pub mod plot;
 pub mod table;
+pub mod text;
 
 use json::Document;
 use plot::Plot;
