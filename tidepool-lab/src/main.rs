@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use tidepool_lab::cli::{self, Parsed};
 use tidepool_lab::experiments::Outcome;
 use tidepool_lab::lab;
-use tidepool_lab::probe::Machine;
+use tidepool_lab::probe::{self, Machine};
 use tidepool_lab::report::{self, json::Document};
 
 fn main() -> ExitCode {
@@ -33,16 +33,16 @@ fn main() -> ExitCode {
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let results = lab::run(&plan, machine.cores);
+    let doc = Document::new(machine, probe::git_commit(), plan.scale, &results);
     // With --json, standard output carries the document only.
-    let tables = report::text::render(&results);
+    let tables = report::text::render(&doc, &results);
     if plan.json {
         eprint!("{tables}");
     } else {
         print!("{tables}");
         let _ = std::io::stdout().flush();
     }
-    let doc = Document::new(machine, plan.scale, &results);
-    match report::write(&plan.out, &doc, &results, &command) {
+    match report::write(&plan.out, &doc, &results, plan.scale, &command) {
         Ok(files) => {
             let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
             eprintln!("report written: {}", names.join(", "));

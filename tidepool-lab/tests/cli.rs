@@ -130,12 +130,35 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         assert_eq!(r["metrics"]["errors"], 0.0, "every request answered");
     }
 
-    for f in ["report.md", "report.html"] {
-        let s = std::fs::read_to_string(out_dir.join(f)).unwrap();
-        assert!(s.contains("thread-count"), "{f}");
-    }
+    // The summary opens both reports and the terminal output: one line per
+    // experiment, computed from the results, with the machine and commit.
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    let summary_md = md.find("## Summary").expect("report.md has a summary");
+    assert!(summary_md < md.find("## waiting").unwrap(), "summary first");
+    let summary_html = html
+        .find("class=\"summary\"")
+        .expect("report.html has a summary");
+    assert!(
+        summary_html < html.find("<h2 id=\"waiting\"").unwrap(),
+        "summary first"
+    );
+    let summary_text = stderr.find("== summary ==").expect("terminal summary");
+    assert!(
+        summary_text < stderr.find("== waiting ==").unwrap(),
+        "summary first"
+    );
+    for e in experiments {
+        let line = e["summary"].as_str().unwrap();
+        assert!(line.contains("Verdict: "), "{line}");
+        assert!(md.contains(line), "report.md has: {line}");
+        assert!(stderr.contains(line), "terminal has: {line}");
+    }
+    assert!(md.contains(" cores ("), "machine in the summary");
+    assert!(md.contains("at commit "), "commit in the summary");
+    assert!(html.contains("Verdict: "));
     assert!(html.contains("<svg"), "plots are inline");
+    assert!(html.contains("<figcaption>"), "every plot says what to see");
     for remote in ["<script", "src=\"http", "href=\"http", "@import"] {
         assert!(!html.contains(remote), "self-contained: found {remote}");
     }

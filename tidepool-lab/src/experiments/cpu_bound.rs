@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{
-    per_item_plot, settle, thread_baseline, Experiment, Measured, RunCtx, RunResult, RunSpec,
-    Scale, ScaleTable,
+    per_item_plot, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx,
+    RunResult, RunSpec, Scale, ScaleTable,
 };
 use crate::measure::{Latch, Timeline};
 use crate::probe::{sustained_peak_runnable, ThreadSampler};
@@ -16,6 +16,9 @@ use crate::report::plot::Plot;
 use crate::stats::Summary;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use crate::work::{calibrated_rounds, fib_rounds};
+use std::fmt::Write as _;
+
+use crate::report::summary::{median, times};
 
 /// What the experiment shows.
 const ABOUT: &str = "Ten jobs that each compute the largest Fibonacci number below 100 in a \
@@ -32,6 +35,8 @@ pub(crate) const THREADS10: &str = "threads10";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "cpu-bound",
     about: ABOUT,
+    question: "Do CPU-bound jobs on more threads than cores slow each other down?",
+    verdict,
     scale: describe_scale,
     headline: "mean_job_s",
     baseline: ADAPTIVE,
@@ -202,12 +207,62 @@ fn run(ctx: &RunCtx, make: impl FnOnce() -> Result<System, String>) -> Result<Me
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
     per_item_plot(
         runs,
+        &[THREADS10, "fixed10", ADAPTIVE, "tokio", "rayon"],
         "cpu-bound-jobs",
-        "Duration of each CPU-bound job",
+        (
+            "Duration of each CPU-bound job",
+            "On ten threads every job shares two cores and takes about five times its time alone; pools that keep running threads at the core count finish each job in its time alone (hill-climbing behaves like adaptive: see the table).",
+        ),
         "job (submission order)",
         "job duration, s",
         false,
     )
     .into_iter()
     .collect()
+}
+
+/// The summary's answer: a job's time on ten threads and on the default
+/// pool, against its time alone.
+fn verdict(exp: &ExperimentResult) -> Option<String> {
+    let ours = median(exp, ADAPTIVE, "mean_job_s")?;
+    let alone = median(exp, ADAPTIVE, "single_job_s")?;
+    let running = median(exp, ADAPTIVE, "peak_running");
+    let mut s = String::new();
+    let threads = median(exp, THREADS10, "mean_job_s");
+    if let Some(t) = threads {
+        let _ = write!(
+            s,
+            "On a thread each a job takes {t:.2} s, {} its {alone:.2} s alone; ",
+            times(t, alone)
+        );
+    }
+    let _ = write!(
+        s,
+        "on tidepool's default {ours:.2} s ({})",
+        times(ours, alone)
+    );
+    if let Some(r) = running {
+        let _ = write!(s, " with at most {r:.0} threads running");
+    }
+    for id in ["tokio", "rayon"] {
+        if let Some(v) = median(exp, id, "mean_job_s") {
+            let _ = write!(s, "; {id} {v:.2} s");
+        }
+    }
+    s.push_str(". Verdict: ");
+    s.push_str(if ours <= alone * 1.5 {
+        "tidepool holds running threads at the cores, so each job takes its time alone"
+    } else {
+        "jobs on tidepool's default take clearly longer than alone here"
+    });
+    if let Some(t) = threads {
+        let _ = write!(
+            s,
+            "; a thread each makes every job {} slower.",
+            times(t, ours)
+        );
+    } else {
+        s.push('.');
+    }
+    Some(s)
 }

@@ -113,6 +113,11 @@ pub struct Experiment {
     pub name: &'static str,
     /// What the experiment shows, in two or three sentences.
     pub about: &'static str,
+    /// The question its summary line answers.
+    pub question: &'static str,
+    /// The summary's answer and verdict, computed from the results; `None`
+    /// when a run it needs did not finish.
+    pub verdict: fn(&ExperimentResult) -> Option<String>,
     /// Its counts and durations at a scale, in words.
     pub scale: fn(Scale) -> String,
     /// The metric the ratio column divides (lower is better for all of them).
@@ -311,20 +316,24 @@ pub(crate) fn by_index(values: &[f64]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// A line plot of every finished run's per-item values by item index, or
-/// `None` if no run finished. `log_y` draws the values on a log scale.
+/// A line plot of the per-item values of the finished runs among `ids`
+/// (in that order), by item index, or `None` if none of them finished.
+/// `log_y` draws the values on a log scale.
 pub(crate) fn per_item_plot(
     runs: &[RunResult],
-    id: &str,
-    title: &str,
+    ids: &[&str],
+    key: &str,
+    titles: (&str, &str),
     x_label: &str,
     y_label: &str,
     log_y: bool,
 ) -> Option<Plot> {
-    let series: Vec<Series> = done(runs)
+    let series: Vec<Series> = ids
+        .iter()
+        .filter_map(|id| done(runs).find(|r| r.spec.id == *id))
         .map(|r| Series::new(r.spec.id, by_index(&r.measured.per_item)))
         .collect();
-    (!series.is_empty()).then(|| Plot::line(id, title, x_label, y_label, series, log_y))
+    (!series.is_empty()).then(|| Plot::line(key, titles, x_label, y_label, series, log_y))
 }
 
 /// The finished runs with their per-item series, for plots.

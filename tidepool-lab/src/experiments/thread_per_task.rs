@@ -5,14 +5,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{
-    metric_bars, settle, thread_baseline, Experiment, Measured, RunCtx, RunResult, RunSpec, Scale,
-    ScaleTable,
+    metric_bars, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx,
+    RunResult, RunSpec, Scale, ScaleTable,
 };
 use crate::measure::Latch;
 use crate::probe::CpuTimes;
 use crate::report::plot::Plot;
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
+use std::fmt::Write as _;
+
+use crate::report::plot::format_value;
+use crate::report::summary::{median, times};
 
 /// What the experiment shows.
 const ABOUT: &str = "A million tiny tasks, each locking a shared mutex to bump a counter. \
@@ -23,6 +27,8 @@ where a pool hands a task to a running thread for well under a microsecond.";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "thread-per-task",
     about: ABOUT,
+    question: "What does starting a thread per tiny task cost, next to a pool?",
+    verdict,
     scale: describe_scale,
     headline: "ns_per_task",
     baseline: TIDEPOOL,
@@ -166,8 +172,53 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
     }
     vec![Plot::bars(
         "thread-per-task-ns",
-        "Cost per tiny task",
+        (
+            "Cost per tiny task (log scale)",
+            "A fresh thread per task costs orders of magnitude more than handing the task to a running pool thread; the pools differ by small factors.",
+        ),
         "wall time per task, ns",
         bars,
     )]
+}
+
+/// The summary's answer: cost per task of a thread each and of each pool.
+fn verdict(exp: &ExperimentResult) -> Option<String> {
+    let cost = |id| median(exp, id, "ns_per_task");
+    let ours = cost(TIDEPOOL)?;
+    let mut s = String::new();
+    if let Some(t) = cost(THREAD_PER_TASK) {
+        let _ = write!(
+            s,
+            "A thread per task costs {} ns per task, {} tidepool's {} ns",
+            group_digits(t),
+            times(t, ours),
+            format_value(ours)
+        );
+    } else {
+        let _ = write!(
+            s,
+            "tidepool's default costs {} ns per task",
+            format_value(ours)
+        );
+    }
+    let peers: Vec<(&str, f64)> = ["tokio", "rayon", "threadpool"]
+        .into_iter()
+        .filter_map(|id| Some((id, cost(id)?)))
+        .collect();
+    for (id, v) in &peers {
+        let _ = write!(s, "; {id} {} ns", format_value(*v));
+    }
+    s.push_str(". Verdict: ");
+    match peers.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
+        Some((_, best)) if ours <= *best => s.push_str("tidepool is the cheapest pool here."),
+        Some((id, best)) => {
+            let _ = write!(
+                s,
+                "tidepool costs {} as much as {id}, the cheapest here.",
+                times(ours, *best)
+            );
+        }
+        None => s.push_str("compare with the peers for a verdict."),
+    }
+    Some(s)
 }

@@ -13,11 +13,15 @@ use super::paced::{finish_system, measure, tidepool_report, ItemProbe, Pace};
 use tidepool::Controller;
 
 use super::{
-    done, per_item_plot, Experiment, Measured, RunCtx, RunResult, RunSpec, Scale, ScaleTable,
+    done, per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
+    ScaleTable,
 };
 use crate::report::plot::{Plot, Series};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
+use std::fmt::Write as _;
+
+use crate::report::summary::{median, ms};
 
 /// What the experiment shows.
 const ABOUT: &str = "Work items arrive one every 10 ms and each spends 500 ms waiting \
@@ -32,6 +36,8 @@ pub(crate) const ADAPTIVE_SLEEP: &str = "adaptive-sleep";
 pub(crate) const FIXED10_SLEEP: &str = "fixed10-sleep";
 /// The pool that adds threads slowly.
 pub(crate) const GRADUAL500_SLEEP: &str = "gradual500-sleep";
+/// The gradual pool with waits long enough to make it climb.
+pub(crate) const GRADUAL500_CLIMB: &str = "gradual500-climb";
 /// Blocking code in plain tokio tasks.
 pub(crate) const TOKIO_BLOCKING_SLEEP: &str = "tokio-blocking-sleep";
 /// Blocking code in tokio's `spawn_blocking`.
@@ -41,6 +47,8 @@ pub(crate) const TOKIO_SPAWN_BLOCKING: &str = "tokio-spawn-blocking";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "waiting",
     about: ABOUT,
+    question: "Does work that blocks starve the pool?",
+    verdict,
     scale: describe_scale,
     headline: "mean_start_ms",
     baseline: ADAPTIVE_SLEEP,
@@ -88,6 +96,12 @@ pub static EXPERIMENT: Experiment = Experiment {
             },
         },
         RunSpec {
+            id: GRADUAL500_CLIMB,
+            system: "tidepool",
+            description: "Controller::Gradual as in gradual500-sleep, with fewer items that each wait ten intervals: no item ends for the first wait, so the pool climbs one thread per interval and its climb shows in the threads plot. Not comparable with the other rows (other counts).",
+            execute: gradual_climb,
+        },
+        RunSpec {
             id: TOKIO_BLOCKING_SLEEP,
             system: "tokio",
             description: "thread::sleep inside tasks spawned on tokio's default multi-thread runtime (one worker per core).",
@@ -127,6 +141,9 @@ struct Params {
     interval_ms: u64,
     /// How long each item waits.
     wait_ms: u64,
+    /// The gradual climb run: items, time between arrivals, the Gradual
+    /// interval; each item waits ten intervals.
+    climb: (usize, u64, u64),
 }
 
 /// The experiment's size at each scale.
@@ -135,16 +152,19 @@ const SCALES: ScaleTable<Params> = ScaleTable {
         items: 1000,
         interval_ms: 10,
         wait_ms: 500,
+        climb: (60, 100, 500),
     },
     quick: Params {
         items: 200,
         interval_ms: 10,
         wait_ms: 250,
+        climb: (30, 100, 250),
     },
     tiny: Params {
         items: 16,
         interval_ms: 2,
         wait_ms: 20,
+        climb: (8, 5, 20),
     },
 };
 
@@ -280,6 +300,43 @@ fn mutex_on_default_pool(ctx: &RunCtx) -> Result<Measured, String> {
     Ok(m)
 }
 
+/// The Gradual pool with items that wait ten of its intervals, so that no
+/// item ends for a while and the pool climbs.
+fn gradual_climb(ctx: &RunCtx) -> Result<Measured, String> {
+    let (items, every_ms, interval_ms) = SCALES.at(ctx.scale).climb;
+    let items = ctx.items_or(items);
+    let interval = Duration::from_millis(interval_ms);
+    let wait = interval * 10;
+    let pace = Pace {
+        items,
+        interval: Duration::from_millis(every_ms),
+        limit: wait * u32::try_from(items).unwrap_or(u32::MAX) + Duration::from_secs(60),
+    };
+    let cfg = TidepoolConfig {
+        controller: Some(Controller::Gradual { interval }),
+        ..TidepoolConfig::default_pool()
+    };
+    let mut m = measure(
+        ctx,
+        pace,
+        || tidepool(cfg),
+        |s: &System, probe: ItemProbe| {
+            s.spawn_fn(move || {
+                probe.start();
+                thread::sleep(wait);
+                probe.end();
+            })
+        },
+        finish_system,
+    )?;
+    m.put("wait_ms", wait.as_secs_f64() * 1e3);
+    m.note = Some(format!(
+        "{items} items, one every {every_ms} ms, each waiting {} ms; Gradual interval {interval_ms} ms.",
+        wait.as_millis()
+    ));
+    Ok(m)
+}
+
 /// Async tasks awaiting `tidepool::sleep` on a pool of one thread.
 fn async_on_one_thread(ctx: &RunCtx) -> Result<Measured, String> {
     let size = Sized::new(ctx, Share::All);
@@ -322,27 +379,50 @@ pub(crate) fn wait_on_held_mutex(wait: Duration) {
     let _ = helper.join();
 }
 
-/// Start latency by item (log scale), and threads over time for the
-/// adaptive and gradual pools.
+/// Start latency by item, split into the pools that queue blocked work
+/// and those that do not (at most five lines each), and threads over time
+/// zoomed on where the pools grow.
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
-    let mut out: Vec<Plot> = per_item_plot(
+    let mut out = Vec::new();
+    out.extend(per_item_plot(
         runs,
-        "waiting-start-latency",
-        "Start latency by item",
+        &[FIXED10_SLEEP, "fixed20-sleep", GRADUAL500_SLEEP, TOKIO_BLOCKING_SLEEP, "threadpool10-sleep"],
+        "waiting-start-latency-queued",
+        (
+            "Start latency by item: pools that queue blocked work",
+            "Each item waits for the ones before it, so latency climbs item after item; the gradual pool grows too slowly to catch up. rayon-sleep behaves like tokio-blocking-sleep (see the table).",
+        ),
         "item (arrival order)",
         "queue-to-start latency, ms (log)",
         true,
-    )
-    .into_iter()
-    .collect();
-    let with_threads: Vec<&RunResult> = done(runs)
-        .filter(|r| [ADAPTIVE_SLEEP, GRADUAL500_SLEEP].contains(&r.spec.id))
+    ));
+    out.extend(per_item_plot(
+        runs,
+        &[ADAPTIVE_SLEEP, "adaptive-mutex", "async-1thread", TOKIO_SPAWN_BLOCKING],
+        "waiting-start-latency-prompt",
+        (
+            "Start latency by item: pools that do not queue it",
+            "Every item starts within about a millisecond of its arrival, all the way through; isolated spikes are single items.",
+        ),
+        "item (arrival order)",
+        "queue-to-start latency, ms (log)",
+        true,
+    ));
+    let shown = [
+        ADAPTIVE_SLEEP,
+        FIXED10_SLEEP,
+        GRADUAL500_SLEEP,
+        GRADUAL500_CLIMB,
+    ];
+    let with_threads: Vec<&RunResult> = shown
+        .iter()
+        .filter_map(|id| done(runs).find(|r| r.spec.id == *id))
         .filter(|r| r.measured.threads.is_some())
         .collect();
     if !with_threads.is_empty() {
         let mut sources: Vec<&str> = Vec::new();
         let mut series = Vec::new();
-        for r in with_threads {
+        for r in &with_threads {
             if let Some((source, pts)) = &r.measured.threads {
                 if !sources.contains(&source.as_str()) {
                     sources.push(source);
@@ -350,14 +430,73 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
                 series.push(Series::new(r.spec.id, pts.clone()));
             }
         }
-        out.push(Plot::line(
+        // The action is in the first seconds: the adaptive pool grows within
+        // one, the gradual one climbs while no item ends.
+        let window = with_threads
+            .iter()
+            .find(|r| r.spec.id == GRADUAL500_CLIMB)
+            .and_then(|r| r.measured.get("wait_ms"))
+            .map(|w| 2.0 * w / 1e3)
+            .or_else(|| with_threads.iter().find_map(|r| r.measured.get("wall_s")));
+        let plot = Plot::line(
             "waiting-threads",
-            "Threads over time: adaptive and gradual",
+            (
+                "Threads over time",
+                "The adaptive pool adds threads within its first second, as items block; the fixed pool stays at 10; the gradual pool adds one per interval only while no item ends, so with short waits it stalls at 2-3 threads and with long waits (gradual500-climb) it climbs step by step.",
+            ),
             "seconds since the pool was built",
             &format!("threads ({})", sources.join("; ")),
             series,
             false,
-        ));
+        );
+        out.push(match window {
+            Some(w) => plot.zoom_x(w),
+            None => plot,
+        });
     }
     out
+}
+
+/// The summary's answer: start latency of the default pool against the
+/// capped ones, and what tokio needs to match it.
+fn verdict(exp: &ExperimentResult) -> Option<String> {
+    let start = |id| median(exp, id, "mean_start_ms");
+    let adaptive = start(ADAPTIVE_SLEEP)?;
+    let mut s = format!(
+        "tidepool's default starts a blocked item in {} on average",
+        ms(adaptive)
+    );
+    let fixed = start(FIXED10_SLEEP);
+    if let Some(f) = fixed {
+        let _ = write!(s, "; a fixed pool of 10 threads in {}", ms(f));
+    }
+    if let Some(g) = start(GRADUAL500_SLEEP) {
+        let _ = write!(s, ", one that adds a thread per 500 ms in {}", ms(g));
+    }
+    match (start(TOKIO_BLOCKING_SLEEP), start(TOKIO_SPAWN_BLOCKING)) {
+        (Some(plain), Some(marked)) => {
+            let _ = write!(
+                s,
+                "; tokio in {} with the blocking in plain tasks, {} when it is marked with spawn_blocking",
+                ms(plain),
+                ms(marked)
+            );
+        }
+        (Some(plain), None) => {
+            let _ = write!(s, "; tokio tasks that block in {}", ms(plain));
+        }
+        (None, Some(marked)) => {
+            let _ = write!(s, "; tokio's spawn_blocking in {}", ms(marked));
+        }
+        (None, None) => {}
+    }
+    s.push_str(". Verdict: ");
+    s.push_str(match fixed {
+        Some(f) if f >= 100.0 * adaptive => {
+            "capped pools queue blocking work for as long as it waits; tidepool's default does not, without annotations."
+        }
+        Some(_) => "no clear difference from a capped pool at this scale.",
+        None => "compare with a capped pool (fixed10-sleep) for a verdict.",
+    });
+    Some(s)
 }

@@ -9,10 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::paced::{finish_system, measure, tidepool_report, ItemProbe, Pace};
-use super::{per_item_plot, Experiment, Measured, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
+use super::{
+    per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
+    ScaleTable,
+};
 use crate::report::plot::Plot;
 use crate::report::table::group_digits;
 use crate::systems::{tokio_runtime, System, TidepoolConfig};
+use std::fmt::Write as _;
+
+use crate::report::summary::{median, ms};
 
 /// What the experiment shows.
 const ABOUT: &str = "A real HTTP/1.1 server on the loopback interface answers every request \
@@ -34,6 +40,8 @@ pub(crate) const TOKIO_ASYNC: &str = "tokio-async-client";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "web-service",
     about: ABOUT,
+    question: "Do blocking HTTP clients starve the pool?",
+    verdict,
     scale: describe_scale,
     headline: "mean_start_ms",
     baseline: ADAPTIVE_BLOCKING,
@@ -336,12 +344,52 @@ async fn answer(mut conn: tokio::net::TcpStream, delay: Duration) {
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
     per_item_plot(
         runs,
+        &[FIXED10_BLOCKING, ADAPTIVE_BLOCKING, TIDEPOOL_ASYNC, TOKIO_ASYNC],
         "web-service-start-latency",
-        "Start latency by request",
+        (
+            "Start latency by request",
+            "Blocking clients on the fixed pool queue: latency climbs request after request; blocking clients on the adaptive pool start as promptly as async ones.",
+        ),
         "request (issue order)",
         "queue-to-start latency, ms (log)",
         true,
     )
     .into_iter()
     .collect()
+}
+
+/// The summary's answer: when a request starts with each client.
+fn verdict(exp: &ExperimentResult) -> Option<String> {
+    let start = |id| median(exp, id, "mean_start_ms");
+    let ours = start(ADAPTIVE_BLOCKING)?;
+    let mut s = format!(
+        "A blocking client on tidepool's default starts a request in {}",
+        ms(ours)
+    );
+    let fixed = start(FIXED10_BLOCKING);
+    if let Some(f) = fixed {
+        let _ = write!(s, ", on a fixed pool of 10 threads in {}", ms(f));
+    }
+    for (id, name) in [
+        (TIDEPOOL_ASYNC, "an async client on tidepool"),
+        (TOKIO_ASYNC, "on tokio"),
+    ] {
+        if let Some(v) = start(id) {
+            let _ = write!(s, "; {name} in {}", ms(v));
+        }
+    }
+    let errors: f64 = exp
+        .runs
+        .iter()
+        .filter_map(|r| r.measured.get("errors"))
+        .sum();
+    let _ = write!(s, "; {errors:.0} failed requests. Verdict: ");
+    s.push_str(match fixed {
+        Some(f) if f >= 100.0 * ours => {
+            "plain blocking clients work on tidepool's default as well as async ones; a capped pool queues them."
+        }
+        Some(_) => "no clear difference from a capped pool at this scale.",
+        None => "compare with fixed10-blocking-client for a verdict.",
+    });
+    Some(s)
 }

@@ -32,6 +32,9 @@ pub struct Document {
     pub version: String,
     /// Where it ran.
     pub machine: Machine,
+    /// `git rev-parse --short HEAD` where the lab ran, or `unknown`.
+    #[serde(default = "unknown")]
+    pub commit: String,
     /// Whether counts were scaled down (`--quick`).
     pub quick: bool,
     /// `full`, `quick` or `tiny`.
@@ -49,6 +52,9 @@ pub struct ExperimentDoc {
     pub about: String,
     /// The run the ratios compare against.
     pub baseline: String,
+    /// The summary line: question, answer in numbers, verdict.
+    #[serde(default)]
+    pub summary: String,
     /// The metric the ratios divide (added with `--repeat`).
     #[serde(default)]
     pub headline: String,
@@ -87,6 +93,11 @@ pub struct RunDoc {
     pub elapsed_s: f64,
 }
 
+/// Documents written before `commit` existed do not know it.
+fn unknown() -> String {
+    "unknown".into()
+}
+
 /// Documents written before `repeat` existed ran everything once.
 fn one() -> usize {
     1
@@ -100,10 +111,16 @@ fn number(v: f64) -> Option<Value> {
 
 impl Document {
     /// Builds the document from the lab's results.
-    pub fn new(machine: Machine, scale: Scale, results: &[ExperimentResult]) -> Document {
+    pub fn new(
+        machine: Machine,
+        commit: String,
+        scale: Scale,
+        results: &[ExperimentResult],
+    ) -> Document {
         Document {
             version: env!("CARGO_PKG_VERSION").to_string(),
             machine,
+            commit,
             quick: scale != Scale::Full,
             scale: scale.name().to_string(),
             experiments: results.iter().map(experiment).collect(),
@@ -122,6 +139,7 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
         about: e.experiment.about.to_string(),
         baseline: e.experiment.baseline.to_string(),
         headline: e.experiment.headline.to_string(),
+        summary: crate::report::summary::line(e),
         repeat: e.repeat,
         runs: e
             .runs
@@ -205,7 +223,7 @@ mod tests {
 
     #[test]
     fn shape_is_stable() {
-        let doc = Document::new(machine(), Scale::Quick, &results());
+        let doc = Document::new(machine(), "abc1234".into(), Scale::Quick, &results());
         let v: Value = serde_json::from_str(&doc.to_json()).unwrap();
         assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(v["machine"]["cores"], 2);
@@ -229,6 +247,11 @@ mod tests {
             ["mean_start_ms", "peak_threads"],
             "metric order is kept"
         );
+        assert_eq!(v["commit"], "abc1234");
+        assert!(e["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("waiting (medians of 3): "));
         assert_eq!(e["repeat"], 3);
         assert_eq!(e["headline"], "mean_start_ms");
         assert_eq!(ok["repeat"], 3);
@@ -243,7 +266,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let doc = Document::new(machine(), Scale::Full, &results());
+        let doc = Document::new(machine(), "unknown".into(), Scale::Full, &results());
         let back: Document = serde_json::from_str(&doc.to_json()).unwrap();
         assert_eq!(back, doc);
         assert!(!back.quick);

@@ -7,12 +7,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::experiments::ExperimentResult;
+use crate::experiments::{ExperimentResult, Scale};
 
 pub mod html;
 pub mod json;
 pub mod md;
 pub mod plot;
+pub mod summary;
 pub mod table;
 pub mod text;
 
@@ -30,6 +31,8 @@ pub struct Rendered<'a> {
     pub plots: Vec<Vec<(Plot, String)>>,
     /// The command line that produced the report.
     pub command: &'a str,
+    /// The scale the runs used.
+    pub scale: Scale,
 }
 
 /// Creates the output folder if needed and checks that it can be written.
@@ -57,6 +60,7 @@ pub fn write(
     dir: &Path,
     doc: &Document,
     results: &[ExperimentResult],
+    scale: Scale,
     command: &str,
 ) -> Result<Vec<PathBuf>, String> {
     let mut plots = Vec::new();
@@ -73,6 +77,7 @@ pub fn write(
         results,
         plots,
         command,
+        scale,
     };
 
     let tmp = dir.join(format!(".tidepool-lab-tmp-{}", std::process::id()));

@@ -88,6 +88,23 @@ pub fn table(exp: &ExperimentResult) -> Table {
     Table { header, rows }
 }
 
+/// The columns a reader needs first: run, system, the headline metric, the
+/// ratio and the status. The full table keeps every metric.
+pub fn headline_table(exp: &ExperimentResult, full: &Table) -> Table {
+    let n = full.header.len();
+    let keep: Vec<usize> = (0..n)
+        .filter(|&c| c < 2 || c + 2 >= n || full.header[c] == exp.experiment.headline)
+        .collect();
+    Table {
+        header: keep.iter().map(|&c| full.header[c].clone()).collect(),
+        rows: full
+            .rows
+            .iter()
+            .map(|r| keep.iter().map(|&c| r[c].clone()).collect())
+            .collect(),
+    }
+}
+
 /// A median with its spread: `12.3 (11.9-13.0)`, or the value alone when
 /// every repetition gave the same.
 pub fn format_figure(median: f64, min: f64, max: f64) -> String {
@@ -258,7 +275,7 @@ mod tests {
             ]
         );
         assert_eq!(t.rows[0][4], "10,000x slower");
-        assert_eq!(t.rows[0][2], "5000 (4000-6000)", "median (min-max)");
+        assert_eq!(t.rows[0][2], "5,000 (4,000-6,000)", "median (min-max)");
         assert_eq!(t.rows[1][2], "0.500", "no spread, no range");
         assert_eq!(format_ratio(6020.4), "6,020x slower");
         assert_eq!(format_ratio(1_207_303.0), "1,207,303x slower");

@@ -1,13 +1,15 @@
-//! The terminal's report: a table per experiment.
+//! The terminal's report: the summary, then a table per experiment.
 
 use std::fmt::Write as _;
 
+use super::json::Document;
+use super::summary;
 use super::table::{ratio_legend, table};
 use crate::experiments::ExperimentResult;
 
-/// Renders every experiment's table as plain text.
-pub fn render(results: &[ExperimentResult]) -> String {
-    let mut s = String::new();
+/// Renders the summary and every experiment's table as plain text.
+pub fn render(doc: &Document, results: &[ExperimentResult]) -> String {
+    let mut s = format!("\n{}", summary::text(doc, results));
     for exp in results {
         let _ = writeln!(
             s,
