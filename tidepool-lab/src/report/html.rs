@@ -28,7 +28,7 @@ pub fn escape(s: &str) -> String {
 pub const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}\
 .table-wrap{max-width:100%;overflow-x:auto}\
 table{border-collapse:collapse;margin:0.5em 0;font-size:0.88em}\
-th,td{border:1px solid #ccc;padding:0.3em 0.5em;vertical-align:top;overflow-wrap:anywhere}\
+th,td{border:1px solid #ccc;padding:0.3em 0.5em;vertical-align:top;overflow-wrap:break-word}\
 th{background:#f3f3f3;text-align:left}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}\
 tr.failed td{color:#a00}\
@@ -166,7 +166,7 @@ mod tests {
         // No fixed widths anywhere; tables scroll inside their box and
         // cells wrap, so the page fits 800 px whatever the figures.
         assert!(STYLE.contains(".table-wrap{max-width:100%;overflow-x:auto}"));
-        assert!(STYLE.contains("overflow-wrap:anywhere"));
+        assert!(STYLE.contains("overflow-wrap:break-word"));
         assert!(STYLE.contains("svg{max-width:100%;height:auto"));
         for declaration in STYLE.split(['{', ';', '}']) {
             assert!(

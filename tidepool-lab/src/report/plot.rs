@@ -22,9 +22,9 @@ const PALETTE: [RGBColor; 7] = [
     RGBColor(230, 159, 0),   // orange
     RGBColor(0, 158, 115),   // bluish green
     RGBColor(213, 94, 0),    // vermillion
-    RGBColor(86, 180, 233),  // sky blue
     RGBColor(204, 121, 167), // reddish purple
     RGBColor(0, 0, 0),       // black
+    RGBColor(86, 180, 233),  // sky blue (last: it is closest to blue)
 ];
 
 /// Colour of series or bar `i`.
@@ -268,7 +268,7 @@ impl Plot {
             .disable_x_mesh()
             .x_labels(0)
             .y_desc(&self.y_label)
-            .y_label_formatter(&|v| format_value(*v))
+            .y_label_formatter(&|v| format_tick(*v))
             .draw()
             .map_err(|e| e.to_string())?;
         let below =
@@ -281,7 +281,8 @@ impl Plot {
             chart
                 .draw_series(std::iter::once(Rectangle::new(
                     [(x + 0.1, floor), (x + 0.9, top)],
-                    colour(i).mix(0.85).filled(),
+                    // One colour: the label under each bar names it.
+                    colour(0).mix(0.85).filled(),
                 )))
                 .map_err(|e| e.to_string())?;
             let (px, py) = chart.backend_coord(&(x + 0.5, top));
@@ -329,8 +330,8 @@ where
         .configure_mesh()
         .x_desc(&plot.x_label)
         .y_desc(&plot.y_label)
-        .x_label_formatter(&|v| format_value(*v))
-        .y_label_formatter(&|v| format_value(*v))
+        .x_label_formatter(&|v| format_tick(*v))
+        .y_label_formatter(&|v| format_tick(*v))
         .draw()
         .map_err(|e| e.to_string())?;
     for (i, s) in series.iter().enumerate() {
@@ -368,6 +369,17 @@ fn draw_legend<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// An axis tick: [`format_value`] without trailing zeros, so ticks read
+/// `0.5, 1, 1.5` rather than `0.500, 1, 1.50`.
+pub fn format_tick(v: f64) -> String {
+    let s = format_value(v);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
 }
 
 /// A number in a short, readable form for labels and tables.
@@ -443,6 +455,10 @@ mod tests {
     #[test]
     fn value_format() {
         assert_eq!(format_value(0.0), "0");
+        assert_eq!(format_tick(0.5), "0.5");
+        assert_eq!(format_tick(1.5), "1.5");
+        assert_eq!(format_tick(100_000.0), "100,000");
+        assert_eq!(format_tick(0.001), "0.001");
         assert_eq!(format_value(12345.6), "12,346");
         assert_eq!(format_value(100_000.0), "100,000");
         assert_eq!(format_value(16.0), "16");
