@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use crate::experiments::{ExperimentKind, Scale};
+use crate::experiments::{Experiment, ExperimentKind, Scale};
 
 /// `tidepool-lab`: runs the classic thread-pool experiments on tidepool and
 /// its peers (tokio, rayon, threadpool) and writes a report.
@@ -42,6 +42,13 @@ pub struct Cli {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub items: Option<i64>,
 
+    /// Run every selected run N times, interleaved (A, B, C, A, B, C, ...),
+    /// each time on a fresh pool, and report medians with their spread.
+    /// Default: 5 for thread-per-task, flood and thread-count and 1 for the
+    /// others at full scale; 1 at --quick.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub repeat: Option<i64>,
+
     /// Tiny counts and short waits, for the lab's own tests (implies --quick).
     #[arg(long, hide = true)]
     pub tiny: bool,
@@ -56,10 +63,24 @@ pub struct Plan {
     pub scale: Scale,
     /// Item-count override (at least 1).
     pub items: Option<usize>,
+    /// `--repeat`: repetitions of every run, in place of the defaults.
+    pub repeat: Option<usize>,
     /// Output folder.
     pub out: PathBuf,
     /// Print the JSON document on standard output.
     pub json: bool,
+}
+
+impl Plan {
+    /// How many times each run of `experiment` runs: `--repeat` if given,
+    /// else the experiment's default at full scale and once when scaled
+    /// down.
+    pub fn repeats_of(&self, experiment: &Experiment) -> usize {
+        self.repeat.unwrap_or(match self.scale {
+            Scale::Full => experiment.default_repeat,
+            Scale::Quick | Scale::Tiny => 1,
+        })
+    }
 }
 
 /// Bad input: one line naming the problem. Exit code 2.
@@ -135,18 +156,8 @@ fn plan(cli: Cli) -> Result<Plan, UsageError> {
     } else {
         Scale::Full
     };
-    let items = match cli.items {
-        None => None,
-        Some(n) if n >= 1 => Some(
-            usize::try_from(n)
-                .map_err(|_| UsageError(format!("--items {n} is too large for this machine")))?,
-        ),
-        Some(n) => {
-            return Err(UsageError(format!(
-                "--items must be a count of at least 1, got {n}"
-            )))
-        }
-    };
+    let items = count("--items", cli.items)?;
+    let repeat = count("--repeat", cli.repeat)?;
     if cli.out.as_os_str().is_empty() {
         return Err(UsageError(
             "--out needs a folder name, got an empty one".into(),
@@ -165,7 +176,10 @@ fn plan(cli: Cli) -> Result<Plan, UsageError> {
     }
 
     let experiments = if cli.only.is_empty() {
-        kinds.iter().map(|k| (*k, k.run_ids().to_vec())).collect()
+        kinds
+            .iter()
+            .map(|k| (*k, k.experiment().run_ids()))
+            .collect()
     } else {
         select_ids(&kinds, &cli.only, named_experiments)?
     };
@@ -173,9 +187,23 @@ fn plan(cli: Cli) -> Result<Plan, UsageError> {
         experiments,
         scale,
         items,
+        repeat,
         out: cli.out,
         json: cli.json,
     })
+}
+
+/// Checks an optional count flag: at least 1 and fits this machine.
+fn count(flag: &str, value: Option<i64>) -> Result<Option<usize>, UsageError> {
+    match value {
+        None => Ok(None),
+        Some(n) if n >= 1 => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| UsageError(format!("{flag} {n} is too large for this machine"))),
+        Some(n) => Err(UsageError(format!(
+            "{flag} must be a count of at least 1, got {n}"
+        ))),
+    }
 }
 
 /// Applies `--only` to the chosen experiments. Every id must match a run of
@@ -210,7 +238,7 @@ fn select_ids(
         let found = kinds
             .iter()
             .filter(|k| exp.is_none_or(|e| e == **k))
-            .any(|k| k.run_ids().contains(&id.as_str()));
+            .any(|k| k.experiment().run(id).is_some());
         if !found {
             let scope = match exp {
                 Some(e) => format!("experiment {}", e.name()),
@@ -220,7 +248,7 @@ fn select_ids(
             let mut known: Vec<&str> = kinds
                 .iter()
                 .filter(|k| exp.is_none_or(|e| e == **k))
-                .flat_map(|k| k.run_ids().iter().copied())
+                .flat_map(|k| k.experiment().run_ids())
                 .collect();
             known.sort_unstable();
             known.dedup();
@@ -234,9 +262,9 @@ fn select_ids(
     let mut out = Vec::new();
     for k in kinds {
         let ids: Vec<&'static str> = k
+            .experiment()
             .run_ids()
-            .iter()
-            .copied()
+            .into_iter()
             .filter(|id| {
                 wanted
                     .iter()
@@ -248,7 +276,7 @@ fn select_ids(
                 return Err(UsageError(format!(
                     "--only selects no run of experiment {} (its ids: {})",
                     k.name(),
-                    k.run_ids().join(", ")
+                    k.experiment().run_ids().join(", ")
                 )));
             }
             continue;
@@ -350,6 +378,19 @@ mod tests {
         assert!(err(&["--items", "-5"]).contains("-5"));
         assert!(err(&["--items", "many"]).contains("many"));
         assert_eq!(run(&["--items", "7"]).unwrap().items, Some(7));
+        assert!(err(&["--repeat", "0"]).contains("--repeat must be a count of at least 1, got 0"));
+        assert_eq!(run(&["--repeat", "3"]).unwrap().repeat, Some(3));
+    }
+
+    #[test]
+    fn repeats_default_by_experiment_at_full_scale_only() {
+        let full = run(&[]).unwrap();
+        let flood = ExperimentKind::Flood.experiment();
+        let waiting = ExperimentKind::Waiting.experiment();
+        assert_eq!(full.repeats_of(flood), 5);
+        assert_eq!(full.repeats_of(waiting), 1);
+        assert_eq!(run(&["--quick"]).unwrap().repeats_of(flood), 1);
+        assert_eq!(run(&["--repeat", "2"]).unwrap().repeats_of(waiting), 2);
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //! `results.json`, `report.md` and `report.html`.
 #![forbid(unsafe_code)]
 
+pub mod aggregate;
 pub mod cli;
 pub mod experiments;
-pub mod features;
 pub mod lab;
 pub mod measure;
 pub mod probe;

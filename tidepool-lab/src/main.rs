@@ -1,6 +1,6 @@
 //! `tidepool-lab`: runs the experiments and writes the report.
 //!
-//! Exit codes: 0 success (pending runs included), 1 a run failed or the
+//! Exit codes: 0 success, 1 a run failed or the
 //! report could not be written, 2 bad input.
 #![forbid(unsafe_code)]
 
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use tidepool_lab::cli::{self, Parsed};
 use tidepool_lab::experiments::Outcome;
 use tidepool_lab::lab;
-use tidepool_lab::probe::Machine;
+use tidepool_lab::probe::{self, Machine};
 use tidepool_lab::report::{self, json::Document};
 
 fn main() -> ExitCode {
@@ -32,14 +32,17 @@ fn main() -> ExitCode {
 
     let machine = Machine::detect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let results = lab::run(&plan, machine.cores);
+    let doc = Document::new(machine, probe::git_commit(), plan.scale, &results);
     // With --json, standard output carries the document only.
-    let results = if plan.json {
-        lab::run(&plan, machine.cores, &mut std::io::stderr())
+    let tables = report::text::render(&doc, &results);
+    if plan.json {
+        eprint!("{tables}");
     } else {
-        lab::run(&plan, machine.cores, &mut std::io::stdout())
-    };
-    let doc = Document::new(machine, plan.scale, &results);
-    match report::write(&plan.out, &doc, &results, &command) {
+        print!("{tables}");
+        let _ = std::io::stdout().flush();
+    }
+    match report::write(&plan.out, &doc, &results, plan.scale, &command) {
         Ok(files) => {
             let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
             eprintln!("report written: {}", names.join(", "));

@@ -222,6 +222,21 @@ pub fn sustained_peak_runnable(obs: &[ThreadObservation]) -> Option<usize> {
     }
 }
 
+/// The commit the lab was built from, `git rev-parse --short HEAD` in the
+/// current folder, or `unknown` (no git, not a checkout).
+pub fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// The machine the lab ran on, for the report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Machine {

@@ -60,8 +60,7 @@ fn bad_input_exits_2_with_one_line() {
 #[test]
 fn tiny_run_of_every_experiment_writes_every_claimed_id() {
     let out_dir = scratch("tiny");
-    // A small run of each experiment (async-1thread needs only the core
-    // runtime; one pending-capable run is included so skipping is covered).
+    // A small run of each experiment, tidepool's and its peers'.
     let ids = [
         "waiting/adaptive-sleep",
         "waiting/async-1thread",
@@ -112,15 +111,10 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
             .iter()
             .find(|r| r["id"] == id)
             .unwrap_or_else(|| panic!("run {want} missing"));
-        match run["status"].as_str().unwrap() {
-            "ok" => {
-                let m = run["metrics"].as_object().unwrap();
-                assert!(!m.is_empty(), "{want} has metrics");
-                assert!(m.values().all(Value::is_number), "{want}: {m:?}");
-            }
-            "pending" => assert!(run["pending"].is_string(), "{want} names its feature"),
-            other => panic!("{want}: status {other}: {}", run["error"]),
-        }
+        assert_eq!(run["status"], "ok", "{want}: {}", run["error"]);
+        let m = run["metrics"].as_object().unwrap();
+        assert!(!m.is_empty(), "{want} has metrics");
+        assert!(m.values().all(Value::is_number), "{want}: {m:?}");
     }
     // Every run in the file was asked for: nothing more, nothing less.
     let total: usize = experiments
@@ -136,12 +130,35 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         assert_eq!(r["metrics"]["errors"], 0.0, "every request answered");
     }
 
-    for f in ["report.md", "report.html"] {
-        let s = std::fs::read_to_string(out_dir.join(f)).unwrap();
-        assert!(s.contains("thread-count"), "{f}");
-    }
+    // The summary opens both reports and the terminal output: one line per
+    // experiment, computed from the results, with the machine and commit.
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    let summary_md = md.find("## Summary").expect("report.md has a summary");
+    assert!(summary_md < md.find("## waiting").unwrap(), "summary first");
+    let summary_html = html
+        .find("class=\"summary\"")
+        .expect("report.html has a summary");
+    assert!(
+        summary_html < html.find("<h2 id=\"waiting\"").unwrap(),
+        "summary first"
+    );
+    let summary_text = stderr.find("== summary ==").expect("terminal summary");
+    assert!(
+        summary_text < stderr.find("== waiting ==").unwrap(),
+        "summary first"
+    );
+    for e in experiments {
+        let line = e["summary"].as_str().unwrap();
+        assert!(line.contains("Verdict: "), "{line}");
+        assert!(md.contains(line), "report.md has: {line}");
+        assert!(stderr.contains(line), "terminal has: {line}");
+    }
+    assert!(md.contains(" cores ("), "machine in the summary");
+    assert!(md.contains("at commit "), "commit in the summary");
+    assert!(html.contains("Verdict: "));
     assert!(html.contains("<svg"), "plots are inline");
+    assert!(html.contains("<figcaption>"), "every plot says what to see");
     for remote in ["<script", "src=\"http", "href=\"http", "@import"] {
         assert!(!html.contains(remote), "self-contained: found {remote}");
     }
@@ -151,5 +168,66 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+#[test]
+fn repeat_reports_medians_and_spread_and_logs_each_repetition() {
+    let out_dir = scratch("repeat");
+    let o = lab(&[
+        "--tiny",
+        "--repeat",
+        "3",
+        "--only",
+        "thread-count/fixed2,thread-count/adaptive",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    let e = &doc["experiments"][0];
+    assert_eq!(e["name"], "thread-count");
+    assert_eq!(e["repeat"], 3);
+    for run in e["runs"].as_array().unwrap() {
+        assert_eq!(run["repeat"], 3, "{}", run["id"]);
+        for (name, median) in run["metrics"].as_object().unwrap() {
+            let median = median.as_f64().unwrap();
+            let s = &run["spread"][name];
+            let (min, max) = (s["min"].as_f64().unwrap(), s["max"].as_f64().unwrap());
+            assert!(
+                min <= median && median <= max,
+                "{name}: {min} {median} {max}"
+            );
+        }
+    }
+
+    // Not a terminal here: one line per finished repetition, interleaved.
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("thread-count/"))
+        .collect();
+    let order: Vec<&str> = lines.iter().map(|l| l.split(':').next().unwrap()).collect();
+    assert_eq!(
+        order,
+        [
+            "thread-count/fixed2 (1/3)",
+            "thread-count/adaptive (1/3)",
+            "thread-count/fixed2 (2/3)",
+            "thread-count/adaptive (2/3)",
+            "thread-count/fixed2 (3/3)",
+            "thread-count/adaptive (3/3)",
+        ],
+        "{stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("wall_ms ") && l.contains(" s")),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&out_dir);
 }

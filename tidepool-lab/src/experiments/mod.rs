@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
-use crate::features::Feature;
+use crate::aggregate::Spread;
 use crate::measure::Latch;
 use crate::probe::{self, ThreadObservation};
 use crate::progress::RunBar;
@@ -64,8 +64,9 @@ impl Scale {
     }
 }
 
-/// One run of an experiment: a system and a configuration.
-#[derive(Debug, Clone, Copy)]
+/// One run of an experiment: a system and a configuration, and the
+/// function that carries it out. A run is described here and nowhere else.
+#[derive(Clone, Copy)]
 pub struct RunSpec {
     /// Stable id (`--only` takes it; results.json carries it).
     pub id: &'static str,
@@ -73,27 +74,75 @@ pub struct RunSpec {
     pub system: &'static str,
     /// What the run does, in one sentence.
     pub description: &'static str,
-    /// A library feature the run needs and that may not have landed yet.
-    pub needs: Option<Feature>,
+    /// Carries the run out once.
+    pub execute: fn(&RunCtx) -> Result<Measured, String>,
 }
 
-impl RunSpec {
-    /// A run that needs nothing beyond the core library.
-    pub const fn new(id: &'static str, system: &'static str, description: &'static str) -> RunSpec {
-        RunSpec {
-            id,
-            system,
-            description,
-            needs: None,
-        }
+impl std::fmt::Debug for RunSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSpec")
+            .field("id", &self.id)
+            .field("system", &self.system)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counts and durations of an experiment at each [`Scale`], in one table.
+#[derive(Debug, Clone, Copy)]
+pub struct ScaleTable<P> {
+    /// The counts of the issue.
+    pub full: P,
+    /// `--quick`.
+    pub quick: P,
+    /// `--tiny` (the lab's own tests).
+    pub tiny: P,
+}
+
+impl<P: Copy> ScaleTable<P> {
+    /// The entry for `scale`.
+    pub fn at(&self, scale: Scale) -> P {
+        scale.pick(self.full, self.quick, self.tiny)
+    }
+}
+
+/// An experiment, described once: what it shows, how big it is, which run
+/// the others are compared with, its runs and its plots.
+#[derive(Debug)]
+pub struct Experiment {
+    /// Name on the command line and in the results.
+    pub name: &'static str,
+    /// What the experiment shows, in two or three sentences.
+    pub about: &'static str,
+    /// The question its summary line answers.
+    pub question: &'static str,
+    /// The summary's answer and verdict, computed from the results; `None`
+    /// when a run it needs did not finish.
+    pub verdict: fn(&ExperimentResult) -> Option<String>,
+    /// Its counts and durations at a scale, in words.
+    pub scale: fn(Scale) -> String,
+    /// The metric the ratio column divides (lower is better for all of them).
+    pub headline: &'static str,
+    /// The run that stands for tidepool's default: the ratio column compares
+    /// every run with it.
+    pub baseline: &'static str,
+    /// Its runs, in the order they run.
+    pub runs: &'static [RunSpec],
+    /// Its plots, from its results.
+    pub plots: fn(&[RunResult]) -> Vec<Plot>,
+    /// Repetitions of every run in a default full-scale lab: several for
+    /// the short experiments, one for those that take minutes.
+    pub default_repeat: usize,
+}
+
+impl Experiment {
+    /// The run with this id.
+    pub fn run(&self, id: &str) -> Option<&'static RunSpec> {
+        self.runs.iter().find(|r| r.id == id)
     }
 
-    /// A run that waits for `feature`.
-    pub const fn needing(self, feature: Feature) -> RunSpec {
-        RunSpec {
-            needs: Some(feature),
-            ..self
-        }
+    /// The run ids, in order.
+    pub fn run_ids(&self) -> Vec<&'static str> {
+        self.runs.iter().map(|r| r.id).collect()
     }
 }
 
@@ -157,8 +206,6 @@ impl Measured {
 pub enum Outcome {
     /// It ran and measured.
     Done,
-    /// Skipped: it needs a library feature that has not landed.
-    Pending(Feature),
     /// It ran and failed (the message says why).
     Failed(String),
 }
@@ -167,14 +214,44 @@ pub enum Outcome {
 #[derive(Debug, Clone)]
 pub struct RunResult {
     /// The run.
-    pub spec: RunSpec,
+    pub spec: &'static RunSpec,
     /// How it ended.
     pub outcome: Outcome,
-    /// What it measured (empty unless done).
+    /// What it measured (empty unless done): per metric the median over
+    /// the repetitions.
     pub measured: Measured,
+    /// Per metric, the lowest and highest value over the repetitions.
+    pub spread: Vec<Spread>,
+    /// Repetitions that finished.
+    pub repeat: usize,
+    /// Wall time of all its repetitions together, in seconds.
+    pub elapsed_s: f64,
 }
 
 impl RunResult {
+    /// A run that did not get to measure anything.
+    pub fn failed(spec: &'static RunSpec, error: String, elapsed_s: f64) -> RunResult {
+        RunResult {
+            spec,
+            outcome: Outcome::Failed(error),
+            measured: Measured::default(),
+            spread: Vec::new(),
+            repeat: 0,
+            elapsed_s,
+        }
+    }
+
+    /// A metric's median, lowest and highest value over the repetitions.
+    pub fn figure(&self, metric: &str) -> Option<(f64, f64, f64)> {
+        let median = self.measured.get(metric)?;
+        Some(
+            self.spread
+                .iter()
+                .find(|s| s.name == metric)
+                .map_or((median, median, median), |s| (median, s.min, s.max)),
+        )
+    }
+
     /// Description with the run's note, if any.
     pub fn description(&self) -> String {
         match &self.measured.note {
@@ -188,121 +265,30 @@ impl RunResult {
 #[derive(Debug, Clone)]
 pub struct ExperimentResult {
     /// Which experiment.
-    pub kind: ExperimentKind,
+    pub experiment: &'static Experiment,
     /// Its runs, in order.
     pub runs: Vec<RunResult>,
+    /// Repetitions planned for every run.
+    pub repeat: usize,
 }
 
 impl ExperimentKind {
+    /// The experiment's description.
+    pub fn experiment(self) -> &'static Experiment {
+        match self {
+            ExperimentKind::Waiting => &waiting::EXPERIMENT,
+            ExperimentKind::ThreadPerTask => &thread_per_task::EXPERIMENT,
+            ExperimentKind::Flood => &flood::EXPERIMENT,
+            ExperimentKind::ThreadCount => &thread_count::EXPERIMENT,
+            ExperimentKind::CpuBound => &cpu_bound::EXPERIMENT,
+            ExperimentKind::WebService => &web_service::EXPERIMENT,
+        }
+    }
+
     /// The experiment's name on the command line and in the results.
     pub fn name(self) -> &'static str {
-        match self {
-            ExperimentKind::Waiting => "waiting",
-            ExperimentKind::ThreadPerTask => "thread-per-task",
-            ExperimentKind::Flood => "flood",
-            ExperimentKind::ThreadCount => "thread-count",
-            ExperimentKind::CpuBound => "cpu-bound",
-            ExperimentKind::WebService => "web-service",
-        }
+        self.experiment().name
     }
-
-    /// Its runs.
-    pub fn runs(self) -> &'static [RunSpec] {
-        match self {
-            ExperimentKind::Waiting => waiting::RUNS,
-            ExperimentKind::ThreadPerTask => thread_per_task::RUNS,
-            ExperimentKind::Flood => flood::RUNS,
-            ExperimentKind::ThreadCount => thread_count::RUNS,
-            ExperimentKind::CpuBound => cpu_bound::RUNS,
-            ExperimentKind::WebService => web_service::RUNS,
-        }
-    }
-
-    /// Its run ids.
-    pub fn run_ids(self) -> &'static [&'static str] {
-        match self {
-            ExperimentKind::Waiting => waiting::IDS,
-            ExperimentKind::ThreadPerTask => thread_per_task::IDS,
-            ExperimentKind::Flood => flood::IDS,
-            ExperimentKind::ThreadCount => thread_count::IDS,
-            ExperimentKind::CpuBound => cpu_bound::IDS,
-            ExperimentKind::WebService => web_service::IDS,
-        }
-    }
-
-    /// What the experiment shows, in two or three sentences.
-    pub fn about(self) -> &'static str {
-        match self {
-            ExperimentKind::Waiting => waiting::ABOUT,
-            ExperimentKind::ThreadPerTask => thread_per_task::ABOUT,
-            ExperimentKind::Flood => flood::ABOUT,
-            ExperimentKind::ThreadCount => thread_count::ABOUT,
-            ExperimentKind::CpuBound => cpu_bound::ABOUT,
-            ExperimentKind::WebService => web_service::ABOUT,
-        }
-    }
-
-    /// The run that stands for tidepool's default: the ratio column compares
-    /// every run with it.
-    pub fn baseline(self) -> &'static str {
-        match self {
-            ExperimentKind::Waiting => "adaptive-sleep",
-            ExperimentKind::ThreadPerTask => "tidepool",
-            ExperimentKind::Flood => "unthrottled",
-            ExperimentKind::ThreadCount => "adaptive",
-            ExperimentKind::CpuBound => "adaptive",
-            ExperimentKind::WebService => "adaptive-blocking-client",
-        }
-    }
-
-    /// The metric the ratio column is about.
-    pub fn headline(self) -> &'static str {
-        match self {
-            ExperimentKind::Waiting | ExperimentKind::WebService => "mean_start_ms",
-            ExperimentKind::ThreadPerTask | ExperimentKind::ThreadCount => "wall_ms",
-            ExperimentKind::Flood => "urgent_start_ms",
-            ExperimentKind::CpuBound => "mean_job_s",
-        }
-    }
-
-    /// Runs one of its runs.
-    ///
-    /// # Errors
-    ///
-    /// A message when the run could not be carried out.
-    pub fn run(self, spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
-        match self {
-            ExperimentKind::Waiting => waiting::run(spec, ctx),
-            ExperimentKind::ThreadPerTask => thread_per_task::run(spec, ctx),
-            ExperimentKind::Flood => flood::run(spec, ctx),
-            ExperimentKind::ThreadCount => thread_count::run(spec, ctx),
-            ExperimentKind::CpuBound => cpu_bound::run(spec, ctx),
-            ExperimentKind::WebService => web_service::run(spec, ctx),
-        }
-    }
-
-    /// The experiment's plots, from its results.
-    pub fn plots(self, runs: &[RunResult]) -> Vec<Plot> {
-        match self {
-            ExperimentKind::Waiting => waiting::plots(runs),
-            ExperimentKind::ThreadPerTask => thread_per_task::plots(runs),
-            ExperimentKind::Flood => flood::plots(runs),
-            ExperimentKind::ThreadCount => thread_count::plots(runs),
-            ExperimentKind::CpuBound => cpu_bound::plots(runs),
-            ExperimentKind::WebService => web_service::plots(runs),
-        }
-    }
-}
-
-/// The ids of a run table, for the `IDS` constants.
-pub(crate) const fn ids<const N: usize>(runs: &[RunSpec; N]) -> [&'static str; N] {
-    let mut out = [""; N];
-    let mut i = 0;
-    while i < N {
-        out[i] = runs[i].id;
-        i += 1;
-    }
-    out
 }
 
 /// The process's thread count now, for a sampler's baseline.
@@ -330,20 +316,24 @@ pub(crate) fn by_index(values: &[f64]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// A line plot of every finished run's per-item values by item index, or
-/// `None` if no run finished. `log_y` draws the values on a log scale.
+/// A line plot of the per-item values of the finished runs among `ids`
+/// (in that order), by item index, or `None` if none of them finished.
+/// `log_y` draws the values on a log scale.
 pub(crate) fn per_item_plot(
     runs: &[RunResult],
-    id: &str,
-    title: &str,
+    ids: &[&str],
+    key: &str,
+    titles: (&str, &str),
     x_label: &str,
     y_label: &str,
     log_y: bool,
 ) -> Option<Plot> {
-    let series: Vec<Series> = done(runs)
+    let series: Vec<Series> = ids
+        .iter()
+        .filter_map(|id| done(runs).find(|r| r.spec.id == *id))
         .map(|r| Series::new(r.spec.id, by_index(&r.measured.per_item)))
         .collect();
-    (!series.is_empty()).then(|| Plot::line(id, title, x_label, y_label, series, log_y))
+    (!series.is_empty()).then(|| Plot::line(key, titles, x_label, y_label, series, log_y))
 }
 
 /// The finished runs with their per-item series, for plots.
@@ -356,4 +346,30 @@ pub(crate) fn metric_bars(runs: &[RunResult], metric: &str) -> Vec<(String, f64)
     done(runs)
         .filter_map(|r| r.measured.get(metric).map(|v| (r.spec.id.to_string(), v)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_experiment_is_well_formed() {
+        for kind in ExperimentKind::value_variants() {
+            let e = kind.experiment();
+            assert_eq!(
+                Some(e.name),
+                kind.to_possible_value().as_ref().map(|v| v.get_name()),
+                "the command line and the results use one name"
+            );
+            let ids = e.run_ids();
+            let mut unique = ids.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), ids.len(), "{}: duplicate run id", e.name);
+            assert!(e.run(e.baseline).is_some(), "{}: baseline is a run", e.name);
+            for scale in [Scale::Full, Scale::Quick, Scale::Tiny] {
+                assert!(!(e.scale)(scale).is_empty());
+            }
+        }
+    }
 }

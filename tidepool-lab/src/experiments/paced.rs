@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use tidepool::Pool;
 
 use super::{sampled_threads, settle, thread_baseline, Measured, RunCtx};
-use crate::features;
 use crate::measure::{paced, Latch, Timeline};
 use crate::probe::{self, ThreadSampler};
 use crate::stats::Summary;
@@ -54,13 +53,16 @@ pub(crate) struct SelfReport {
     pub(crate) extra: Vec<(&'static str, f64)>,
 }
 
-/// Reads what a tidepool pool knows about its threads.
+/// Reads what a tidepool pool knows about its threads. An empty
+/// `thread_series` (a pool that records none) leaves the plot to the
+/// `/proc` sampler.
 pub(crate) fn tidepool_report(pool: &Pool) -> SelfReport {
     let m = pool.metrics();
-    let series = features::thread_series(&m).ok().map(|pts| {
-        let v = pts
+    let series = (!m.thread_series.is_empty()).then(|| {
+        let v = m
+            .thread_series
             .iter()
-            .map(|p| (p.at_s, (p.running + p.blocked + p.idle) as f64))
+            .map(|p| (p.at.as_secs_f64(), (p.running + p.blocked + p.idle) as f64))
             .collect();
         ("pool metrics".to_string(), v)
     });

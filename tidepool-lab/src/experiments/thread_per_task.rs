@@ -4,72 +4,117 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{ids, metric_bars, settle, thread_baseline, Measured, RunCtx, RunResult, RunSpec};
+use super::{
+    metric_bars, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx,
+    RunResult, RunSpec, Scale, ScaleTable,
+};
 use crate::measure::Latch;
 use crate::probe::CpuTimes;
 use crate::report::plot::Plot;
+use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
+use std::fmt::Write as _;
+
+use crate::report::plot::format_value;
+use crate::report::summary::{median, times};
 
 /// What the experiment shows.
-pub const ABOUT: &str = "A million tiny tasks, each locking a shared mutex to bump a counter. \
+const ABOUT: &str = "A million tiny tasks, each locking a shared mutex to bump a counter. \
 Starting an OS thread for each one costs tens of microseconds, most of it kernel time, \
 where a pool hands a task to a running thread for well under a microsecond.";
 
-/// The runs.
-pub const RUNS: &[RunSpec] = &RUNS_ARRAY;
-const RUNS_ARRAY: [RunSpec; 5] = [
-    RunSpec::new(
-        "thread-per-task",
-        "std::thread",
-        "A detached std::thread::spawn per task.",
-    ),
-    RunSpec::new(
-        "tidepool",
-        "tidepool",
-        "Pool::spawn_fn on the default pool, from one outside thread.",
-    ),
-    RunSpec::new(
-        "tokio",
-        "tokio",
-        "tokio::runtime::Runtime::spawn of an async block, default multi-thread runtime.",
-    ),
-    RunSpec::new(
-        "rayon",
-        "rayon",
-        "rayon::ThreadPool::spawn on a default pool.",
-    ),
-    RunSpec::new(
-        "threadpool",
-        "threadpool",
-        "threadpool::ThreadPool::execute with one thread per core.",
-    ),
-];
-/// The run ids.
-pub const IDS: &[&str] = &ids(&RUNS_ARRAY);
+/// The experiment.
+pub static EXPERIMENT: Experiment = Experiment {
+    name: "thread-per-task",
+    about: ABOUT,
+    question: "What does starting a thread per tiny task cost, next to a pool?",
+    verdict,
+    scale: describe_scale,
+    headline: "ns_per_task",
+    baseline: TIDEPOOL,
+    runs: &[
+        RunSpec {
+            id: THREAD_PER_TASK,
+            system: "std::thread",
+            description: "A detached std::thread::spawn per task.",
+            // A thread each for all of them takes too long: a tenth.
+            execute: |ctx| run(ctx, 10, || Ok(System::ThreadPerItem)),
+        },
+        RunSpec {
+            id: TIDEPOOL,
+            system: "tidepool",
+            description: "Pool::spawn_fn on the default pool, from one outside thread.",
+            execute: |ctx| {
+                run(ctx, 1, || {
+                    TidepoolConfig::default_pool().build().map(System::Tidepool)
+                })
+            },
+        },
+        RunSpec {
+            id: "tokio",
+            system: "tokio",
+            description:
+                "tokio::runtime::Runtime::spawn of an async block, default multi-thread runtime.",
+            execute: |ctx| run(ctx, 1, || tokio_runtime().map(System::Tokio)),
+        },
+        RunSpec {
+            id: "rayon",
+            system: "rayon",
+            description: "rayon::ThreadPool::spawn on a default pool.",
+            execute: |ctx| run(ctx, 1, || rayon_pool(None).map(System::Rayon)),
+        },
+        RunSpec {
+            id: "threadpool",
+            system: "threadpool",
+            description: "threadpool::ThreadPool::execute with one thread per core.",
+            execute: |ctx| {
+                let cores = ctx.cores;
+                run(ctx, 1, move || {
+                    Ok(System::ThreadPool(threadpool::ThreadPool::new(cores)))
+                })
+            },
+        },
+    ],
+    plots,
+    default_repeat: 5,
+};
 
-/// Runs one run.
+/// tidepool's default pool, the baseline.
+pub(crate) const TIDEPOOL: &str = "tidepool";
+/// A thread per task.
+pub(crate) const THREAD_PER_TASK: &str = "thread-per-task";
+
+/// Tasks at each scale (before `--items`).
+const SCALES: ScaleTable<usize> = ScaleTable {
+    full: 1_000_000,
+    quick: 200_000,
+    tiny: 2_000,
+};
+
+fn describe_scale(scale: Scale) -> String {
+    let n = SCALES.at(scale);
+    format!(
+        "{} tasks ({} threads)",
+        group_digits(n as f64),
+        group_digits((n / 10) as f64)
+    )
+}
+
+/// Runs `tasks / divisor` tasks on the system `make` builds.
 ///
 /// # Errors
 ///
 /// When the system cannot be built, tasks do not finish, or the counter
 /// does not add up.
-pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
-    let tasks = ctx.items_or(ctx.scale.pick(1_000_000, 200_000, 2_000));
+fn run(
+    ctx: &RunCtx,
+    divisor: usize,
+    make: impl FnOnce() -> Result<System, String>,
+) -> Result<Measured, String> {
+    let tasks = ctx.items_or(SCALES.at(ctx.scale));
+    let n = (tasks / divisor).max(1);
     let baseline = thread_baseline();
-    let (system, n) = match spec.id {
-        "thread-per-task" => (System::ThreadPerItem, (tasks / 10).max(1)),
-        "tidepool" => (
-            System::Tidepool(TidepoolConfig::default_pool().build()?),
-            tasks,
-        ),
-        "tokio" => (System::Tokio(tokio_runtime()?), tasks),
-        "rayon" => (System::Rayon(rayon_pool(None)?), tasks),
-        "threadpool" => (
-            System::ThreadPool(threadpool::ThreadPool::new(ctx.cores)),
-            tasks,
-        ),
-        other => return Err(format!("thread-per-task has no run '{other}'")),
-    };
+    let system = make()?;
     let counter = Arc::new(Mutex::new(0_u64));
     let latch = Arc::new(Latch::new(n));
     let follow = ctx.follow(&latch);
@@ -120,15 +165,60 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
 }
 
 /// Nanoseconds per task, a bar per run.
-pub fn plots(runs: &[RunResult]) -> Vec<Plot> {
+fn plots(runs: &[RunResult]) -> Vec<Plot> {
     let bars = metric_bars(runs, "ns_per_task");
     if bars.is_empty() {
         return Vec::new();
     }
     vec![Plot::bars(
         "thread-per-task-ns",
-        "Cost per tiny task",
+        (
+            "Cost per tiny task (log scale)",
+            "A fresh thread per task costs orders of magnitude more than handing the task to a running pool thread; the pools differ by small factors.",
+        ),
         "wall time per task, ns",
         bars,
     )]
+}
+
+/// The summary's answer: cost per task of a thread each and of each pool.
+fn verdict(exp: &ExperimentResult) -> Option<String> {
+    let cost = |id| median(exp, id, "ns_per_task");
+    let ours = cost(TIDEPOOL)?;
+    let mut s = String::new();
+    if let Some(t) = cost(THREAD_PER_TASK) {
+        let _ = write!(
+            s,
+            "A thread per task costs {} ns per task, {} tidepool's {} ns",
+            group_digits(t),
+            times(t, ours),
+            format_value(ours)
+        );
+    } else {
+        let _ = write!(
+            s,
+            "tidepool's default costs {} ns per task",
+            format_value(ours)
+        );
+    }
+    let peers: Vec<(&str, f64)> = ["tokio", "rayon", "threadpool"]
+        .into_iter()
+        .filter_map(|id| Some((id, cost(id)?)))
+        .collect();
+    for (id, v) in &peers {
+        let _ = write!(s, "; {id} {} ns", format_value(*v));
+    }
+    s.push_str(". Verdict: ");
+    match peers.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
+        Some((_, best)) if ours <= *best => s.push_str("tidepool is the cheapest pool here."),
+        Some((id, best)) => {
+            let _ = write!(
+                s,
+                "tidepool costs {} as much as {id}, the cheapest here.",
+                times(ours, *best)
+            );
+        }
+        None => s.push_str("compare with the peers for a verdict."),
+    }
+    Some(s)
 }

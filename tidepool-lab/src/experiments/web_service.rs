@@ -9,43 +9,138 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::paced::{finish_system, measure, tidepool_report, ItemProbe, Pace};
-use super::{ids, per_item_plot, Measured, RunCtx, RunResult, RunSpec};
+use super::{
+    per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
+    ScaleTable,
+};
 use crate::report::plot::Plot;
+use crate::report::table::group_digits;
 use crate::systems::{tokio_runtime, System, TidepoolConfig};
+use std::fmt::Write as _;
+
+use crate::report::summary::{median, ms};
 
 /// What the experiment shows.
-pub const ABOUT: &str = "A real HTTP/1.1 server on the loopback interface answers every request \
+const ABOUT: &str = "A real HTTP/1.1 server on the loopback interface answers every request \
 after 500 ms, without holding a thread per request. 1,000 requests are issued one every 10 ms, \
 each from a work item or task on the pool under test. Blocking clients on a capped pool queue \
 up exactly like the waiting experiment; blocking clients on the adaptive pool, and async \
 clients on any pool, start at once.";
 
-/// The runs.
-pub const RUNS: &[RunSpec] = &RUNS_ARRAY;
-const RUNS_ARRAY: [RunSpec; 4] = [
-    RunSpec::new("fixed10-blocking-client", "tidepool", "Plain blocking std::net client code in work items on Controller::Fixed with 10 threads."),
-    RunSpec::new("adaptive-blocking-client", "tidepool", "Plain blocking std::net client code in work items on the default pool (Adaptive)."),
-    RunSpec::new("tidepool-async-client", "tidepool", "An async client over tidepool::Async<TcpStream> in tasks on the default pool."),
-    RunSpec::new("tokio-async-client", "tokio", "An async client over tokio::net::TcpStream in tasks on tokio's default multi-thread runtime."),
-];
-/// The run ids.
-pub const IDS: &[&str] = &ids(&RUNS_ARRAY);
+/// Blocking clients on the classic capped pool.
+pub(crate) const FIXED10_BLOCKING: &str = "fixed10-blocking-client";
+/// Blocking clients on tidepool's default pool, the baseline.
+pub(crate) const ADAPTIVE_BLOCKING: &str = "adaptive-blocking-client";
+/// Async clients on tidepool.
+pub(crate) const TIDEPOOL_ASYNC: &str = "tidepool-async-client";
+/// Async clients on tokio.
+pub(crate) const TOKIO_ASYNC: &str = "tokio-async-client";
+
+/// The experiment.
+pub static EXPERIMENT: Experiment = Experiment {
+    name: "web-service",
+    about: ABOUT,
+    question: "Do blocking HTTP clients starve the pool?",
+    verdict,
+    scale: describe_scale,
+    headline: "mean_start_ms",
+    baseline: ADAPTIVE_BLOCKING,
+    runs: &[
+        RunSpec {
+            id: FIXED10_BLOCKING,
+            system: "tidepool",
+            description: "Plain blocking std::net client code in work items on Controller::Fixed with 10 threads.",
+            execute: |ctx| run(ctx, Client::Blocking(TidepoolConfig::fixed(10))),
+        },
+        RunSpec {
+            id: ADAPTIVE_BLOCKING,
+            system: "tidepool",
+            description: "Plain blocking std::net client code in work items on the default pool (Adaptive).",
+            execute: |ctx| run(ctx, Client::Blocking(TidepoolConfig::default_pool())),
+        },
+        RunSpec {
+            id: TIDEPOOL_ASYNC,
+            system: "tidepool",
+            description: "An async client over tidepool::Async<TcpStream> in tasks on the default pool.",
+            execute: |ctx| run(ctx, Client::TidepoolAsync),
+        },
+        RunSpec {
+            id: TOKIO_ASYNC,
+            system: "tokio",
+            description: "An async client over tokio::net::TcpStream in tasks on tokio's default multi-thread runtime.",
+            execute: |ctx| run(ctx, Client::TokioAsync),
+        },
+    ],
+    plots,
+    default_repeat: 1,
+};
+
+/// Counts and durations at a scale.
+#[derive(Debug, Clone, Copy)]
+struct Params {
+    /// Requests (before `--items`).
+    requests: usize,
+    /// Time between requests.
+    interval_ms: u64,
+    /// How long the server takes to answer.
+    answer_ms: u64,
+}
+
+/// The experiment's size at each scale.
+const SCALES: ScaleTable<Params> = ScaleTable {
+    full: Params {
+        requests: 1000,
+        interval_ms: 10,
+        answer_ms: 500,
+    },
+    quick: Params {
+        requests: 200,
+        interval_ms: 10,
+        answer_ms: 250,
+    },
+    tiny: Params {
+        requests: 10,
+        interval_ms: 2,
+        answer_ms: 20,
+    },
+};
+
+fn describe_scale(scale: Scale) -> String {
+    let p = SCALES.at(scale);
+    format!(
+        "{} requests every {} ms, {} ms answers",
+        group_digits(p.requests as f64),
+        p.interval_ms,
+        p.answer_ms
+    )
+}
+
+/// How the clients run.
+enum Client {
+    /// Blocking `std::net` code in work items on a tidepool pool.
+    Blocking(TidepoolConfig),
+    /// `tidepool::Async<TcpStream>` in tasks on the default pool.
+    TidepoolAsync,
+    /// `tokio::net::TcpStream` in tasks on tokio's default runtime.
+    TokioAsync,
+}
 
 /// The request every client sends.
 const REQUEST: &[u8] = b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 /// The answer's body.
 const BODY: &str = "slow hello\n";
 
-/// Runs one run.
+/// Issues the requests from `client`.
 ///
 /// # Errors
 ///
 /// When the server or the system cannot be started, or requests do not
 /// finish. Failed requests are counted in `errors`, not returned.
-pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
-    let items = ctx.items_or(ctx.scale.pick(1000, 200, 10));
-    let interval = Duration::from_millis(ctx.scale.pick(10, 10, 2));
-    let delay = Duration::from_millis(ctx.scale.pick(500, 250, 20));
+fn run(ctx: &RunCtx, client: Client) -> Result<Measured, String> {
+    let p = SCALES.at(ctx.scale);
+    let items = ctx.items_or(p.requests);
+    let interval = Duration::from_millis(p.interval_ms);
+    let delay = Duration::from_millis(p.answer_ms);
     let server = SlowServer::start(delay)?;
     let addr = server.addr;
     let errors = Arc::new(AtomicUsize::new(0));
@@ -54,32 +149,24 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
         interval,
         limit: delay * u32::try_from(items).unwrap_or(u32::MAX) + Duration::from_secs(60),
     };
-    let blocking = |s: &System, probe: ItemProbe| {
-        let errors = errors.clone();
-        s.spawn_fn(move || {
-            probe.start();
-            if let Err(e) = blocking_get(addr) {
-                note_error(&errors, probe.index(), &e);
-            }
-            probe.end();
-        })
-    };
-    let mut m = match spec.id {
-        "fixed10-blocking-client" => measure(
+    let mut m = match client {
+        Client::Blocking(cfg) => measure(
             ctx,
             pace,
-            || TidepoolConfig::fixed(10).build().map(System::Tidepool),
-            blocking,
+            || cfg.build().map(System::Tidepool),
+            |s: &System, probe: ItemProbe| {
+                let errors = errors.clone();
+                s.spawn_fn(move || {
+                    probe.start();
+                    if let Err(e) = blocking_get(addr) {
+                        note_error(&errors, probe.index(), &e);
+                    }
+                    probe.end();
+                })
+            },
             finish_system,
         ),
-        "adaptive-blocking-client" => measure(
-            ctx,
-            pace,
-            || TidepoolConfig::default_pool().build().map(System::Tidepool),
-            blocking,
-            finish_system,
-        ),
-        "tidepool-async-client" => measure(
+        Client::TidepoolAsync => measure(
             ctx,
             pace,
             || TidepoolConfig::default_pool().build(),
@@ -99,7 +186,7 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
                 r
             },
         ),
-        "tokio-async-client" => measure(
+        Client::TokioAsync => measure(
             ctx,
             pace,
             tokio_runtime,
@@ -118,7 +205,6 @@ pub fn run(spec: &RunSpec, ctx: &RunCtx) -> Result<Measured, String> {
                 Default::default()
             },
         ),
-        other => Err(format!("web-service has no run '{other}'")),
     }?;
     server.stop();
     m.put("errors", errors.load(Ordering::Relaxed) as f64);
@@ -255,15 +341,55 @@ async fn answer(mut conn: tokio::net::TcpStream, delay: Duration) {
 }
 
 /// Start latency by request (log scale).
-pub fn plots(runs: &[RunResult]) -> Vec<Plot> {
+fn plots(runs: &[RunResult]) -> Vec<Plot> {
     per_item_plot(
         runs,
+        &[FIXED10_BLOCKING, ADAPTIVE_BLOCKING, TIDEPOOL_ASYNC, TOKIO_ASYNC],
         "web-service-start-latency",
-        "Start latency by request",
+        (
+            "Start latency by request",
+            "Blocking clients on the fixed pool queue: latency climbs request after request; blocking clients on the adaptive pool start as promptly as async ones.",
+        ),
         "request (issue order)",
         "queue-to-start latency, ms (log)",
         true,
     )
     .into_iter()
     .collect()
+}
+
+/// The summary's answer: when a request starts with each client.
+fn verdict(exp: &ExperimentResult) -> Option<String> {
+    let start = |id| median(exp, id, "mean_start_ms");
+    let ours = start(ADAPTIVE_BLOCKING)?;
+    let mut s = format!(
+        "A blocking client on tidepool's default starts a request in {}",
+        ms(ours)
+    );
+    let fixed = start(FIXED10_BLOCKING);
+    if let Some(f) = fixed {
+        let _ = write!(s, ", on a fixed pool of 10 threads in {}", ms(f));
+    }
+    for (id, name) in [
+        (TIDEPOOL_ASYNC, "an async client on tidepool"),
+        (TOKIO_ASYNC, "on tokio"),
+    ] {
+        if let Some(v) = start(id) {
+            let _ = write!(s, "; {name} in {}", ms(v));
+        }
+    }
+    let errors: f64 = exp
+        .runs
+        .iter()
+        .filter_map(|r| r.measured.get("errors"))
+        .sum();
+    let _ = write!(s, "; {errors:.0} failed requests. Verdict: ");
+    s.push_str(match fixed {
+        Some(f) if f >= 100.0 * ours => {
+            "plain blocking clients work on tidepool's default as well as async ones; a capped pool queues them."
+        }
+        Some(_) => "no clear difference from a capped pool at this scale.",
+        None => "compare with fixed10-blocking-client for a verdict.",
+    });
+    Some(s)
 }

@@ -9,13 +9,14 @@
 //!  "experiments": [{"name": "waiting", "about": "...", "baseline": "adaptive-sleep",
 //!    "runs": [{"id": "adaptive-sleep", "system": "tidepool", "description": "...",
 //!              "status": "ok", "metrics": {"mean_start_ms": 0.4, ...}},
-//!             {"id": "gradual500-sleep", ..., "status": "pending",
-//!              "pending": "Controller::Gradual (issue 3)", "metrics": {}}]}]}
+//!             {"id": "rayon-sleep", ..., "status": "failed",
+//!              "error": "...", "metrics": {}}]}]}
 //! ```
 //!
-//! `status` is `ok`, `pending` (the run waits for a library feature, named
-//! in `pending`) or `failed` (the reason is in `error`). Metric names end in
-//! their unit: `_ms`, `_s`, `_ns`, or a count (`items`, `peak_threads`,
+//! `status` is `ok` or `failed` (the reason is in `error`). Earlier versions
+//! also wrote `pending` (with a `pending` field naming a library feature);
+//! every feature has landed, so neither appears any more. Metric names end
+//! in their unit: `_ms`, `_s`, `_ns`, or a count (`items`, `peak_threads`,
 //! `errors`, ...).
 
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,9 @@ pub struct Document {
     pub version: String,
     /// Where it ran.
     pub machine: Machine,
+    /// `git rev-parse --short HEAD` where the lab ran, or `unknown`.
+    #[serde(default = "unknown")]
+    pub commit: String,
     /// Whether counts were scaled down (`--quick`).
     pub quick: bool,
     /// `full`, `quick` or `tiny`.
@@ -48,6 +52,15 @@ pub struct ExperimentDoc {
     pub about: String,
     /// The run the ratios compare against.
     pub baseline: String,
+    /// The summary line: question, answer in numbers, verdict.
+    #[serde(default)]
+    pub summary: String,
+    /// The metric the ratios divide (added with `--repeat`).
+    #[serde(default)]
+    pub headline: String,
+    /// Repetitions planned for every run.
+    #[serde(default = "one")]
+    pub repeat: usize,
     /// Its runs.
     pub runs: Vec<RunDoc>,
 }
@@ -61,24 +74,53 @@ pub struct RunDoc {
     pub system: String,
     /// What it did.
     pub description: String,
-    /// `ok`, `pending` or `failed`.
+    /// `ok` or `failed`.
     pub status: String,
-    /// The library feature a pending run waits for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending: Option<String>,
     /// Why a failed run failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Named figures; each name ends in its unit.
+    /// Named figures, each the median over the repetitions; each name
+    /// ends in its unit.
     pub metrics: Map<String, Value>,
+    /// Per metric, `{"min", "max"}` over the repetitions.
+    #[serde(default)]
+    pub spread: Map<String, Value>,
+    /// Repetitions that finished (0 for a run that failed at once).
+    #[serde(default = "one")]
+    pub repeat: usize,
+    /// Wall time of all its repetitions, in seconds.
+    #[serde(default)]
+    pub elapsed_s: f64,
+}
+
+/// Documents written before `commit` existed do not know it.
+fn unknown() -> String {
+    "unknown".into()
+}
+
+/// Documents written before `repeat` existed ran everything once.
+fn one() -> usize {
+    1
+}
+
+/// A number as JSON; JSON has no NaN or infinity, so such a figure is left
+/// out (`None`) rather than written as something it is not.
+fn number(v: f64) -> Option<Value> {
+    serde_json::Number::from_f64(v).map(Value::Number)
 }
 
 impl Document {
     /// Builds the document from the lab's results.
-    pub fn new(machine: Machine, scale: Scale, results: &[ExperimentResult]) -> Document {
+    pub fn new(
+        machine: Machine,
+        commit: String,
+        scale: Scale,
+        results: &[ExperimentResult],
+    ) -> Document {
         Document {
             version: env!("CARGO_PKG_VERSION").to_string(),
             machine,
+            commit,
             quick: scale != Scale::Full,
             scale: scale.name().to_string(),
             experiments: results.iter().map(experiment).collect(),
@@ -93,34 +135,45 @@ impl Document {
 
 fn experiment(e: &ExperimentResult) -> ExperimentDoc {
     ExperimentDoc {
-        name: e.kind.name().to_string(),
-        about: e.kind.about().to_string(),
-        baseline: e.kind.baseline().to_string(),
+        name: e.experiment.name.to_string(),
+        about: e.experiment.about.to_string(),
+        baseline: e.experiment.baseline.to_string(),
+        headline: e.experiment.headline.to_string(),
+        summary: crate::report::summary::line(e),
+        repeat: e.repeat,
         runs: e
             .runs
             .iter()
             .map(|r| {
                 let mut metrics = Map::new();
                 for (name, v) in &r.measured.metrics {
-                    // JSON has no NaN or infinity: such a figure is left out
-                    // rather than written as something it is not.
-                    if let Some(n) = serde_json::Number::from_f64(*v) {
-                        metrics.insert((*name).to_string(), Value::Number(n));
+                    if let Some(n) = number(*v) {
+                        metrics.insert((*name).to_string(), n);
                     }
                 }
-                let (status, pending, error) = match &r.outcome {
-                    Outcome::Done => ("ok", None, None),
-                    Outcome::Pending(f) => ("pending", Some(f.to_string()), None),
-                    Outcome::Failed(e) => ("failed", None, Some(e.clone())),
+                let mut spread = Map::new();
+                for s in &r.spread {
+                    if let (Some(min), Some(max)) = (number(s.min), number(s.max)) {
+                        spread.insert(
+                            s.name.to_string(),
+                            serde_json::json!({"min": min, "max": max}),
+                        );
+                    }
+                }
+                let (status, error) = match &r.outcome {
+                    Outcome::Done => ("ok", None),
+                    Outcome::Failed(e) => ("failed", Some(e.clone())),
                 };
                 RunDoc {
                     id: r.spec.id.to_string(),
                     system: r.spec.system.to_string(),
                     description: r.description(),
                     status: status.to_string(),
-                    pending,
                     error,
                     metrics,
+                    spread,
+                    repeat: r.repeat,
+                    elapsed_s: r.elapsed_s,
                 }
             })
             .collect(),
@@ -130,8 +183,8 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::{ExperimentKind, Measured, RunResult};
-    use crate::features::GRADUAL;
+    use crate::aggregate::Spread;
+    use crate::experiments::{waiting, Measured, RunResult};
 
     fn machine() -> Machine {
         Machine {
@@ -142,37 +195,35 @@ mod tests {
     }
 
     fn results() -> Vec<ExperimentResult> {
-        let runs = ExperimentKind::Waiting.runs();
-        let spec = |id: &str| *runs.iter().find(|r| r.id == id).unwrap();
+        let spec = |id: &str| waiting::EXPERIMENT.run(id).unwrap();
         let mut m = Measured::default();
         m.put("mean_start_ms", 0.4);
         m.put("peak_threads", 55.0);
         m.put("broken_ms", f64::NAN);
         vec![ExperimentResult {
-            kind: ExperimentKind::Waiting,
+            experiment: &waiting::EXPERIMENT,
             runs: vec![
                 RunResult {
                     spec: spec("adaptive-sleep"),
                     outcome: Outcome::Done,
                     measured: m,
+                    spread: vec![Spread {
+                        name: "mean_start_ms",
+                        min: 0.3,
+                        max: 0.9,
+                    }],
+                    repeat: 3,
+                    elapsed_s: 31.5,
                 },
-                RunResult {
-                    spec: spec("gradual500-sleep"),
-                    outcome: Outcome::Pending(GRADUAL),
-                    measured: Measured::default(),
-                },
-                RunResult {
-                    spec: spec("rayon-sleep"),
-                    outcome: Outcome::Failed("boom".into()),
-                    measured: Measured::default(),
-                },
+                RunResult::failed(spec("rayon-sleep"), "boom".into(), 2.0),
             ],
+            repeat: 3,
         }]
     }
 
     #[test]
     fn shape_is_stable() {
-        let doc = Document::new(machine(), Scale::Quick, &results());
+        let doc = Document::new(machine(), "abc1234".into(), Scale::Quick, &results());
         let v: Value = serde_json::from_str(&doc.to_json()).unwrap();
         assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(v["machine"]["cores"], 2);
@@ -196,17 +247,26 @@ mod tests {
             ["mean_start_ms", "peak_threads"],
             "metric order is kept"
         );
-        let pending = &e["runs"][1];
-        assert_eq!(pending["status"], "pending");
-        assert_eq!(pending["pending"], "Controller::Gradual (issue 3)");
-        assert_eq!(pending["metrics"], serde_json::json!({}));
-        assert_eq!(e["runs"][2]["status"], "failed");
-        assert_eq!(e["runs"][2]["error"], "boom");
+        assert_eq!(v["commit"], "abc1234");
+        assert!(e["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("waiting (medians of 3): "));
+        assert_eq!(e["repeat"], 3);
+        assert_eq!(e["headline"], "mean_start_ms");
+        assert_eq!(ok["repeat"], 3);
+        assert_eq!(ok["spread"]["mean_start_ms"]["min"], 0.3);
+        assert_eq!(ok["spread"]["mean_start_ms"]["max"], 0.9);
+        assert_eq!(ok["elapsed_s"], 31.5);
+        let failed = &e["runs"][1];
+        assert_eq!(failed["status"], "failed");
+        assert_eq!(failed["error"], "boom");
+        assert_eq!(failed["metrics"], serde_json::json!({}));
     }
 
     #[test]
     fn round_trips() {
-        let doc = Document::new(machine(), Scale::Full, &results());
+        let doc = Document::new(machine(), "unknown".into(), Scale::Full, &results());
         let back: Document = serde_json::from_str(&doc.to_json()).unwrap();
         assert_eq!(back, doc);
         assert!(!back.quick);

@@ -7,13 +7,15 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::experiments::{ExperimentResult, Outcome};
+use crate::experiments::{ExperimentResult, Scale};
 
 pub mod html;
 pub mod json;
 pub mod md;
 pub mod plot;
+pub mod summary;
 pub mod table;
+pub mod text;
 
 use json::Document;
 use plot::Plot;
@@ -29,21 +31,8 @@ pub struct Rendered<'a> {
     pub plots: Vec<Vec<(Plot, String)>>,
     /// The command line that produced the report.
     pub command: &'a str,
-}
-
-impl Rendered<'_> {
-    /// Pending runs: (experiment, id, feature).
-    pub fn pending(&self) -> Vec<(&'static str, &'static str, String)> {
-        self.results
-            .iter()
-            .flat_map(|e| {
-                e.runs.iter().filter_map(move |r| match &r.outcome {
-                    Outcome::Pending(f) => Some((e.kind.name(), r.spec.id, f.to_string())),
-                    _ => None,
-                })
-            })
-            .collect()
-    }
+    /// The scale the runs used.
+    pub scale: Scale,
 }
 
 /// Creates the output folder if needed and checks that it can be written.
@@ -71,12 +60,13 @@ pub fn write(
     dir: &Path,
     doc: &Document,
     results: &[ExperimentResult],
+    scale: Scale,
     command: &str,
 ) -> Result<Vec<PathBuf>, String> {
     let mut plots = Vec::new();
     for e in results {
         let mut these = Vec::new();
-        for p in e.kind.plots(&e.runs) {
+        for p in (e.experiment.plots)(&e.runs) {
             let svg = p.to_svg()?;
             these.push((p, svg));
         }
@@ -87,6 +77,7 @@ pub fn write(
         results,
         plots,
         command,
+        scale,
     };
 
     let tmp = dir.join(format!(".tidepool-lab-tmp-{}", std::process::id()));

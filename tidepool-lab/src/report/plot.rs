@@ -14,6 +14,28 @@ const LEGEND_WIDTH: u32 = 230;
 /// to it, so a measured zero still shows, at the bottom).
 const LOG_FLOOR: f64 = 1e-3;
 
+/// Line and bar colours: the Okabe-Ito palette (told apart with colour
+/// blindness too), without its yellow, which vanishes on white. No two are
+/// look-alikes, so a plot keeps to at most this many series.
+const PALETTE: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),   // blue
+    RGBColor(230, 159, 0),   // orange
+    RGBColor(0, 158, 115),   // bluish green
+    RGBColor(213, 94, 0),    // vermillion
+    RGBColor(204, 121, 167), // reddish purple
+    RGBColor(0, 0, 0),       // black
+    RGBColor(86, 180, 233),  // sky blue (last: it is closest to blue)
+];
+
+/// Colour of series or bar `i`.
+fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Bars whose largest value is at least this many times the smallest get
+/// a log axis, so the small ones stay visible.
+const LOG_BARS_FROM: f64 = 50.0;
+
 /// One named line or set of points.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
@@ -42,6 +64,9 @@ pub enum Shape {
         series: Vec<Series>,
         /// Logarithmic y axis.
         log_y: bool,
+        /// Right end of the x axis, to zoom on where things happen; points
+        /// beyond it are left out.
+        x_max: Option<f64>,
     },
     /// One labelled bar per value.
     Bars {
@@ -55,8 +80,10 @@ pub enum Shape {
 pub struct Plot {
     /// File-name stem (`plots/<key>.svg`).
     pub key: String,
-    /// Caption.
+    /// Title, drawn in the plot.
     pub title: String,
+    /// One line under the plot saying what to see in it.
+    pub caption: String,
     /// X axis label.
     pub x_label: String,
     /// Y axis label.
@@ -66,10 +93,10 @@ pub struct Plot {
 }
 
 impl Plot {
-    /// A line plot.
+    /// A line plot; `caption` says what to see in it.
     pub fn line(
         key: &str,
-        title: &str,
+        (title, caption): (&str, &str),
         x_label: &str,
         y_label: &str,
         series: Vec<Series>,
@@ -78,21 +105,41 @@ impl Plot {
         Plot {
             key: key.into(),
             title: title.into(),
+            caption: caption.into(),
             x_label: x_label.into(),
             y_label: y_label.into(),
-            shape: Shape::Lines { series, log_y },
+            shape: Shape::Lines {
+                series,
+                log_y,
+                x_max: None,
+            },
         }
     }
 
-    /// A bar plot.
-    pub fn bars(key: &str, title: &str, y_label: &str, bars: Vec<(String, f64)>) -> Plot {
+    /// A bar plot; `caption` says what to see in it. The y axis is
+    /// logarithmic when the values span orders of magnitude.
+    pub fn bars(
+        key: &str,
+        (title, caption): (&str, &str),
+        y_label: &str,
+        bars: Vec<(String, f64)>,
+    ) -> Plot {
         Plot {
             key: key.into(),
             title: title.into(),
+            caption: caption.into(),
             x_label: String::new(),
             y_label: y_label.into(),
             shape: Shape::Bars { bars },
         }
+    }
+
+    /// Ends the x axis of a line plot at `x_max`.
+    pub fn zoom_x(mut self, x_max: f64) -> Plot {
+        if let Shape::Lines { x_max: m, .. } = &mut self.shape {
+            *m = Some(x_max);
+        }
+        self
     }
 
     /// Renders the plot as an SVG document.
@@ -106,7 +153,25 @@ impl Plot {
             let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
             root.fill(&WHITE).map_err(|e| e.to_string())?;
             match &self.shape {
-                Shape::Lines { series, log_y } => self.draw_lines(&root, series, *log_y),
+                Shape::Lines {
+                    series,
+                    log_y,
+                    x_max,
+                } => {
+                    let shown: Vec<Series> = series
+                        .iter()
+                        .map(|s| Series {
+                            name: s.name.clone(),
+                            points: s
+                                .points
+                                .iter()
+                                .copied()
+                                .filter(|p| x_max.is_none_or(|m| p.0 <= m))
+                                .collect(),
+                        })
+                        .collect();
+                    self.draw_lines(&root, &shown, *log_y)
+                }
                 Shape::Bars { bars } => self.draw_bars(&root, bars),
             }
             .map_err(|e| format!("plot {}: {e}", self.key))?;
@@ -161,24 +226,49 @@ impl Plot {
         root: &DrawingArea<DB, plotters::coord::Shift>,
         bars: &[(String, f64)],
     ) -> Result<(), String> {
+        let positive: Vec<f64> = bars.iter().map(|b| b.1).filter(|v| *v > 0.0).collect();
+        let lo = positive.iter().copied().fold(f64::MAX, f64::min);
+        let hi = positive.iter().copied().fold(0.0_f64, f64::max);
+        if !positive.is_empty() && hi / lo >= LOG_BARS_FROM {
+            let range = ((lo / 3.0)..(hi * 3.0)).log_scale();
+            self.draw_bars_on(root, bars, range, lo / 3.0)
+        } else {
+            let top = if hi <= 0.0 { 1.0 } else { hi * 1.15 };
+            self.draw_bars_on(root, bars, 0.0..top, 0.0)
+        }
+    }
+
+    /// Draws the bars on a y coordinate (linear or log) whose bottom is
+    /// `floor`.
+    fn draw_bars_on<DB, Y>(
+        &self,
+        root: &DrawingArea<DB, plotters::coord::Shift>,
+        bars: &[(String, f64)],
+        y: Y,
+        floor: f64,
+    ) -> Result<(), String>
+    where
+        DB: DrawingBackend,
+        Y: AsRangedCoord<Value = f64>,
+        Y::CoordDescType: ValueFormatter<f64>,
+    {
         // Bar i spans [i + 0.1, i + 0.9] on a plain numeric x axis; its name
         // is drawn under its centre by hand, so the labels always line up
         // with the bars whatever their number.
         let n = bars.len().max(1) as f64;
-        let hi = bars.iter().map(|b| b.1).fold(0.0_f64, f64::max);
-        let hi = if hi <= 0.0 { 1.0 } else { hi * 1.15 };
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, ("sans-serif", 20))
             .margin(12)
-            .x_label_area_size(40)
+            .x_label_area_size(48)
             .y_label_area_size(80)
-            .build_cartesian_2d(0.0..n, 0.0..hi)
+            .build_cartesian_2d::<RangedCoordf64, Y>((0.0..n).into(), y)
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(0)
             .y_desc(&self.y_label)
+            .y_label_formatter(&|v| format_tick(*v))
             .draw()
             .map_err(|e| e.to_string())?;
         let below =
@@ -187,23 +277,29 @@ impl Plot {
             .pos(Pos::new(HPos::Center, VPos::Bottom));
         for (i, (name, v)) in bars.iter().enumerate() {
             let x = i as f64;
-            let color = Palette99::pick(i).mix(0.85);
+            let top = v.max(floor);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
-                    [(x + 0.1, 0.0), (x + 0.9, *v)],
-                    color.filled(),
+                    [(x + 0.1, floor), (x + 0.9, top)],
+                    // One colour: the label under each bar names it.
+                    colour(0).mix(0.85).filled(),
                 )))
                 .map_err(|e| e.to_string())?;
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    format_value(*v),
-                    (x + 0.5, *v + hi * 0.01),
-                    above.clone(),
-                )))
+            let (px, py) = chart.backend_coord(&(x + 0.5, top));
+            root.draw(&Text::new(format_value(*v), (px, py - 3), above.clone()))
                 .map_err(|e| e.to_string())?;
-            let (px, py) = chart.backend_coord(&(x + 0.5, 0.0));
-            root.draw(&Text::new(name.clone(), (px, py + 8), below.clone()))
+            // A long label goes on two lines, split before its "(...)".
+            let (px, py) = chart.backend_coord(&(x + 0.5, floor));
+            let (first, second) = match name.find(" (") {
+                Some(at) => (&name[..at], Some(name[at + 1..].to_string())),
+                None => (name.as_str(), None),
+            };
+            root.draw(&Text::new(first.to_string(), (px, py + 8), below.clone()))
                 .map_err(|e| e.to_string())?;
+            if let Some(second) = second {
+                root.draw(&Text::new(second, (px, py + 24), below.clone()))
+                    .map_err(|e| e.to_string())?;
+            }
         }
         Ok(())
     }
@@ -234,10 +330,12 @@ where
         .configure_mesh()
         .x_desc(&plot.x_label)
         .y_desc(&plot.y_label)
+        .x_label_formatter(&|v| format_tick(*v))
+        .y_label_formatter(&|v| format_tick(*v))
         .draw()
         .map_err(|e| e.to_string())?;
     for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = colour(i).to_rgba();
         let pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x, lift(y))).collect();
         let markers = pts.len() <= 60;
         chart
@@ -259,7 +357,7 @@ fn draw_legend<DB: DrawingBackend>(
     series: &[Series],
 ) -> Result<(), String> {
     for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = colour(i).to_rgba();
         let y = 50 + 20 * i32::try_from(i).unwrap_or(i32::MAX / 40);
         area.draw(&Rectangle::new([(4, y - 4), (22, y + 4)], color.filled()))
             .map_err(|e| e.to_string())?;
@@ -273,15 +371,26 @@ fn draw_legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// An axis tick: [`format_value`] without trailing zeros, so ticks read
+/// `0.5, 1, 1.5` rather than `0.500, 1, 1.50`.
+pub fn format_tick(v: f64) -> String {
+    let s = format_value(v);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 /// A number in a short, readable form for labels and tables.
 pub fn format_value(v: f64) -> String {
     let a = v.abs();
     if v == 0.0 {
         "0".into()
-    } else if v.fract() == 0.0 && a < 1e15 {
-        // Counts (and whole numbers generally) print without decimals.
-        format!("{v:.0}")
     } else if a >= 1000.0 {
+        crate::report::table::group_digits(v)
+    } else if v.fract() == 0.0 {
+        // Counts (and whole numbers generally) print without decimals.
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
@@ -302,7 +411,7 @@ mod tests {
     fn renders_lines_and_bars() {
         let line = Plot::line(
             "l",
-            "Lines",
+            ("Lines", "what to see"),
             "x",
             "y",
             vec![Series::new(
@@ -316,23 +425,42 @@ mod tests {
         assert!(svg.contains("Lines"));
         let bars = Plot::bars(
             "b",
-            "Bars",
+            ("Bars", "what to see"),
             "ms",
             vec![("one".into(), 3.0), ("two".into(), 0.5)],
         );
         let svg = bars.to_svg().unwrap();
         assert!(svg.contains("two"));
         // Nothing to draw still yields a valid, empty chart.
-        assert!(Plot::line("e", "E", "x", "y", vec![], false)
+        assert!(Plot::line("e", ("E", "c"), "x", "y", vec![], false)
             .to_svg()
             .is_ok());
-        assert!(Plot::bars("e", "E", "y", vec![]).to_svg().is_ok());
+        assert!(Plot::bars("e", ("E", "c"), "y", vec![]).to_svg().is_ok());
+        // Values across orders of magnitude: a log axis, plain tick labels.
+        let wide = Plot::bars(
+            "w",
+            ("Wide", "c"),
+            "ns",
+            vec![("thread (a)".into(), 35_921.0), ("pool".into(), 173.0)],
+        )
+        .to_svg()
+        .unwrap();
+        assert!(wide.contains("10,000"), "log ticks");
+        assert!(
+            !wide.contains("0000.0<") && !wide.contains(".0</text>"),
+            "no decimals on whole ticks"
+        );
     }
 
     #[test]
     fn value_format() {
         assert_eq!(format_value(0.0), "0");
-        assert_eq!(format_value(12345.6), "12346");
+        assert_eq!(format_tick(0.5), "0.5");
+        assert_eq!(format_tick(1.5), "1.5");
+        assert_eq!(format_tick(100_000.0), "100,000");
+        assert_eq!(format_tick(0.001), "0.001");
+        assert_eq!(format_value(12345.6), "12,346");
+        assert_eq!(format_value(100_000.0), "100,000");
         assert_eq!(format_value(16.0), "16");
         assert_eq!(format_value(2.0), "2");
         assert_eq!(format_value(12.34), "12.3");

@@ -17,15 +17,24 @@ pub struct Table {
 /// What the ratio column of `exp`'s table means, in one line.
 pub fn ratio_legend(exp: &ExperimentResult) -> String {
     format!(
-        "ratio: {} relative to run {} (tidepool's default)",
-        exp.kind.headline(),
-        exp.kind.baseline()
+        "ratio: each run's {} divided by that of run {} (tidepool's default); lower is better",
+        exp.experiment.headline, exp.experiment.baseline
+    )
+}
+
+/// The ratio column's header: what it divides, and which way is better.
+pub fn ratio_header(exp: &ExperimentResult) -> String {
+    format!(
+        "{} ÷ {} (lower is better)",
+        exp.experiment.headline, exp.experiment.baseline
     )
 }
 
 /// Builds the table of `exp`. Metric columns appear in the order the runs
-/// report them; the ratio column divides each run's headline metric by the
-/// baseline run's (`-` when the baseline did not run or is zero).
+/// report them, each cell `median (min-max)` over the repetitions (just the
+/// value when they agree); the ratio column divides each run's median
+/// headline metric by the baseline run's (`-` when the baseline did not run
+/// or is zero).
 pub fn table(exp: &ExperimentResult) -> Table {
     let mut metrics: Vec<&str> = Vec::new();
     for r in &exp.runs {
@@ -35,8 +44,8 @@ pub fn table(exp: &ExperimentResult) -> Table {
             }
         }
     }
-    let headline = exp.kind.headline();
-    let baseline_id = exp.kind.baseline();
+    let headline = exp.experiment.headline;
+    let baseline_id = exp.experiment.baseline;
     let base = exp
         .runs
         .iter()
@@ -45,7 +54,7 @@ pub fn table(exp: &ExperimentResult) -> Table {
 
     let mut header = vec!["run".to_string(), "system".to_string()];
     header.extend(metrics.iter().map(|m| m.to_string()));
-    header.push("ratio".to_string());
+    header.push(ratio_header(exp));
     header.push("status".to_string());
 
     let rows = exp
@@ -54,17 +63,23 @@ pub fn table(exp: &ExperimentResult) -> Table {
         .map(|r| {
             let mut row = vec![r.spec.id.to_string(), r.spec.system.to_string()];
             for m in &metrics {
-                row.push(r.measured.get(m).map_or("-".into(), format_value));
+                row.push(
+                    r.figure(m)
+                        .map_or("-".into(), |(v, lo, hi)| format_figure(v, lo, hi)),
+                );
             }
             let x = r
                 .measured
                 .get(headline)
                 .zip(base)
                 .and_then(|(v, b)| ratio(v, b));
-            row.push(x.map_or("-".into(), format_ratio));
+            row.push(if r.spec.id == baseline_id && x.is_some() {
+                "baseline".into()
+            } else {
+                x.map_or("-".into(), format_ratio)
+            });
             row.push(match &r.outcome {
                 Outcome::Done => "ok".into(),
-                Outcome::Pending(f) => format!("pending: {f}"),
                 Outcome::Failed(e) => format!("failed: {e}"),
             });
             row
@@ -73,21 +88,70 @@ pub fn table(exp: &ExperimentResult) -> Table {
     Table { header, rows }
 }
 
-/// A ratio with precision to match its size: `0.018x`, `1.00x`, `12.3x`,
-/// `6020x`, `1.2e6x`.
-pub fn format_ratio(x: f64) -> String {
-    if x >= 10_000.0 {
-        // Past five digits the exact figure is noise: 1.2e6x reads better.
-        format!("{x:.1e}x")
-    } else if x >= 100.0 {
-        format!("{x:.0}x")
-    } else if x >= 10.0 {
-        format!("{x:.1}x")
-    } else if x >= 0.01 {
-        format!("{x:.2}x")
-    } else {
-        format!("{x:.4}x")
+/// The columns a reader needs first: run, system, the headline metric, the
+/// ratio and the status. The full table keeps every metric.
+pub fn headline_table(exp: &ExperimentResult, full: &Table) -> Table {
+    let n = full.header.len();
+    let keep: Vec<usize> = (0..n)
+        .filter(|&c| c < 2 || c + 2 >= n || full.header[c] == exp.experiment.headline)
+        .collect();
+    Table {
+        header: keep.iter().map(|&c| full.header[c].clone()).collect(),
+        rows: full
+            .rows
+            .iter()
+            .map(|r| keep.iter().map(|&c| r[c].clone()).collect())
+            .collect(),
     }
+}
+
+/// A median with its spread: `12.3 (11.9-13.0)`, or the value alone when
+/// every repetition gave the same.
+pub fn format_figure(median: f64, min: f64, max: f64) -> String {
+    let (v, lo, hi) = (format_value(median), format_value(min), format_value(max));
+    if lo == hi {
+        v
+    } else {
+        format!("{v} ({lo}-{hi})")
+    }
+}
+
+/// A ratio of times (lower is better) in words: `3.6x slower`, `2,500x
+/// faster`, `same` within half a percent.
+pub fn format_ratio(x: f64) -> String {
+    if (0.995..=1.005).contains(&x) {
+        return "same".into();
+    }
+    let (factor, word) = if x > 1.0 {
+        (x, "slower")
+    } else {
+        (1.0 / x, "faster")
+    };
+    let n = if factor >= 100.0 {
+        group_digits(factor)
+    } else if factor >= 10.0 {
+        format!("{factor:.1}")
+    } else {
+        format!("{factor:.2}")
+    };
+    format!("{n}x {word}")
+}
+
+/// A whole number with thousands separators: `1,000,000`. Fractions are
+/// rounded away; use it for counts and large figures.
+pub fn group_digits(v: f64) -> String {
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 && digits != "0" {
+        out.insert(0, '-');
+    }
+    out
 }
 
 impl Table {
@@ -158,37 +222,41 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::{ExperimentKind, Measured, RunResult};
-    use crate::features::GRADUAL;
+    use crate::aggregate::Spread;
+    use crate::experiments::{waiting, Measured, RunResult};
 
     pub(crate) fn sample() -> ExperimentResult {
-        let runs = ExperimentKind::Waiting.runs();
         let mut a = Measured::default();
         a.put("mean_start_ms", 0.5);
         a.put("wall_s", 10.5);
         let mut b = Measured::default();
         b.put("mean_start_ms", 5000.0);
         b.put("wall_s", 50.0);
-        let spec = |id: &str| *runs.iter().find(|r| r.id == id).unwrap();
+        let spec = |id: &str| waiting::EXPERIMENT.run(id).unwrap();
+        let done = |id: &str, measured: Measured, spread: Vec<Spread>| RunResult {
+            spec: spec(id),
+            outcome: Outcome::Done,
+            measured,
+            spread,
+            repeat: 3,
+            elapsed_s: 1.0,
+        };
         ExperimentResult {
-            kind: ExperimentKind::Waiting,
+            experiment: &waiting::EXPERIMENT,
             runs: vec![
-                RunResult {
-                    spec: spec("fixed10-sleep"),
-                    outcome: Outcome::Done,
-                    measured: b,
-                },
-                RunResult {
-                    spec: spec("adaptive-sleep"),
-                    outcome: Outcome::Done,
-                    measured: a,
-                },
-                RunResult {
-                    spec: spec("gradual500-sleep"),
-                    outcome: Outcome::Pending(GRADUAL),
-                    measured: Measured::default(),
-                },
+                done(
+                    "fixed10-sleep",
+                    b,
+                    vec![Spread {
+                        name: "mean_start_ms",
+                        min: 4000.0,
+                        max: 6000.0,
+                    }],
+                ),
+                done("adaptive-sleep", a, Vec::new()),
+                RunResult::failed(spec("gradual500-sleep"), "boom".into(), 0.5),
             ],
+            repeat: 3,
         }
     }
 
@@ -202,22 +270,25 @@ mod tests {
                 "system",
                 "mean_start_ms",
                 "wall_s",
-                "ratio",
+                "mean_start_ms ÷ adaptive-sleep (lower is better)",
                 "status"
             ]
         );
-        assert_eq!(t.rows[0][4], "1.0e4x");
-        assert_eq!(format_ratio(6020.4), "6020x");
-        assert_eq!(format_ratio(1_207_303.0), "1.2e6x");
-        assert_eq!(format_ratio(0.0002), "0.0002x");
-        assert_eq!(
-            ratio_legend(&sample()),
-            "ratio: mean_start_ms relative to run adaptive-sleep (tidepool's default)"
-        );
-        assert_eq!(t.rows[1][4], "1.00x");
+        assert_eq!(t.rows[0][4], "10,000x slower");
+        assert_eq!(t.rows[0][2], "5,000 (4,000-6,000)", "median (min-max)");
+        assert_eq!(t.rows[1][2], "0.500", "no spread, no range");
+        assert_eq!(format_ratio(6020.4), "6,020x slower");
+        assert_eq!(format_ratio(1_207_303.0), "1,207,303x slower");
+        assert_eq!(format_ratio(0.0002), "5,000x faster");
+        assert_eq!(format_ratio(0.83), "1.20x faster");
+        assert_eq!(format_ratio(1.001), "same");
+        assert_eq!(group_digits(1234.0), "1,234");
+        assert_eq!(group_digits(-999.0), "-999");
+        assert!(ratio_legend(&sample()).contains("lower is better"));
+        assert_eq!(t.rows[1][4], "baseline");
         assert_eq!(t.rows[2][2], "-");
         assert_eq!(t.rows[2][4], "-");
-        assert!(t.rows[2][5].starts_with("pending: Controller::Gradual"));
+        assert_eq!(t.rows[2][5], "failed: boom");
     }
 
     #[test]
