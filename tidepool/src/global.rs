@@ -1,10 +1,23 @@
 //! The process-wide pool, built lazily with the defaults: the equivalent of a
-//! runtime's shared pool (`QueueUserWorkItem`).
+//! runtime's shared pool (`QueueUserWorkItem`), and the free functions.
+//!
+//! Every free function uses *the current pool*: the pool whose task is
+//! running on this thread, else the pool whose `block_on` runs on this
+//! thread, else the global pool. So work spawned inside a pool's task stays
+//! in that pool.
 
-use crate::pool::{Builder, Pool};
+use crate::fork::{self, Scope};
+use crate::pool::{spawn_in, Builder, Pool};
+use crate::runtime::{context, Priority, Shared};
+use crate::sync::Arc;
 use crate::task::JoinHandle;
 use std::future::Future;
 use std::sync::OnceLock;
+
+/// Runs `f` with the current pool (see the module docs).
+fn with_current_pool<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
+    context::with_current_pool(|| Arc::clone(global().shared()), f)
+}
 
 static GLOBAL: OnceLock<Pool> = OnceLock::new();
 
@@ -23,7 +36,8 @@ pub fn global() -> &'static Pool {
     })
 }
 
-/// Spawns an async task on the process-wide pool. See [`Pool::spawn`].
+/// Spawns an async task on the current pool: the pool running this task,
+/// or the global pool outside any pool. See [`Pool::spawn`].
 ///
 /// ```
 /// let handle = tidepool::spawn(async { 1 + 1 });
@@ -34,28 +48,159 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    global().spawn(future)
+    with_current_pool(|shared| spawn_in(shared, future, Priority::Normal, false))
+        .unwrap_or_else(|_| JoinHandle::refused())
 }
 
-/// Spawns a closure on the process-wide pool. See [`Pool::spawn_fn`].
+/// Spawns a closure on the current pool: the pool running this task, or
+/// the global pool outside any pool. See [`Pool::spawn_fn`].
 ///
 /// ```
 /// let handle = tidepool::spawn_fn(|| 2 * 21);
 /// assert_eq!(handle.join().unwrap(), 42);
+///
+/// // Inside a pool's task, spawns stay in that pool.
+/// let pool = tidepool::Pool::builder().thread_name("mine").build().unwrap();
+/// let inner = pool.spawn_fn(|| {
+///     tidepool::spawn_fn(|| std::thread::current().name().map(str::to_owned)).join()
+/// });
+/// assert!(inner.join().unwrap().unwrap().unwrap().starts_with("mine-"));
 /// ```
 pub fn spawn_fn<F, R>(work: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    global().spawn_fn(work)
+    with_current_pool(|shared| spawn_in(shared, async move { work() }, Priority::Normal, true))
+        .unwrap_or_else(|_| JoinHandle::refused())
 }
 
-/// Runs a future to completion on the calling thread. See [`Pool::block_on`].
+/// Runs a future to completion on the calling thread, with the current pool
+/// (the global pool outside any pool) for what it spawns. See
+/// [`Pool::block_on`]: on a worker, the wait helps the pool instead of
+/// blocking the thread.
 ///
 /// ```
 /// assert_eq!(tidepool::block_on(async { 3 }), 3);
 /// ```
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    global().block_on(future)
+    match Pool::current() {
+        Some(pool) => pool.block_on(future),
+        None => global().block_on(future),
+    }
+}
+
+/// Runs `a` and `b`, possibly in parallel, on the current pool (the global
+/// pool outside any pool), and returns both results.
+///
+/// The closures may borrow from the caller's stack. On a worker, `b` is
+/// queued where idle workers can steal it and `a` runs at once; then `b`
+/// runs here too unless a thief took it, in which case this worker runs
+/// other queued work until `b` is done. So a recursion of any depth never
+/// needs more threads than the pool's `concurrency`. Called from outside the
+/// pool, the whole join runs on a worker while this thread waits (on a pool
+/// that was shut down, both closures run on this thread).
+///
+/// # Panics
+///
+/// If `a` or `b` panics, the panic is resumed here once both have finished
+/// (`a`'s, if both panicked).
+///
+/// ```
+/// fn sum(values: &[u64]) -> u64 {
+///     if values.len() <= 1024 {
+///         return values.iter().sum();
+///     }
+///     let (left, right) = values.split_at(values.len() / 2);
+///     let (a, b) = tidepool::join(|| sum(left), || sum(right));
+///     a + b
+/// }
+/// let values: Vec<u64> = (1..=100_000).collect();
+/// assert_eq!(sum(&values), 5_000_050_000);
+/// ```
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    with_current_pool(|shared| fork::join_in(shared, a, b))
+}
+
+/// Runs `op` with a [`Scope`] on the current pool (the global pool outside
+/// any pool); tasks spawned in the scope may borrow from outside it, and
+/// `scope` returns once every one of them has finished.
+///
+/// The waiting thread helps: on a worker, it runs the scope's tasks that
+/// nobody has started (newest first) and other queued work while the rest
+/// finish, so a scope never needs more threads than the pool has slots.
+/// Inside an async task, prefer spawning tasks and awaiting their
+/// [`JoinHandle`]s: a scope blocks the task's thread until it ends (it does
+/// not deadlock, since the thread helps, but it holds a worker meanwhile).
+///
+/// # Panics
+///
+/// A panic in `op` or in any spawned task is resumed here once every task
+/// of the scope has finished (`op`'s first, else the first task's).
+///
+/// ```
+/// let mut values = vec![1, 2, 3, 4, 5, 6];
+/// let (left, right) = values.split_at_mut(3);
+/// tidepool::scope(|s| {
+///     s.spawn(|_| left.iter_mut().for_each(|v| *v *= 2));
+///     s.spawn(|_| right.iter_mut().for_each(|v| *v += 100));
+/// });
+/// assert_eq!(values, [2, 4, 6, 104, 105, 106]);
+/// ```
+pub fn scope<'scope, OP, R>(op: OP) -> R
+where
+    OP: FnOnce(&Scope<'scope>) -> R + Send,
+    R: Send,
+{
+    with_current_pool(|shared| fork::scope_in(shared, op))
+}
+
+/// Calls `f` on every item of `items`, in parallel on the current pool (the
+/// global pool outside any pool): the slice is split in halves with
+/// [`join`] down to about eight chunks per slot, and idle workers steal
+/// halves, so uneven items balance out.
+///
+/// # Panics
+///
+/// If `f` panics, the panic is resumed here once every chunk has finished.
+///
+/// ```
+/// let mut values: Vec<u64> = (0..10_000).collect();
+/// tidepool::for_each(&mut values, |v| *v *= *v);
+/// assert_eq!(values[9_999], 9_999 * 9_999);
+/// ```
+pub fn for_each<T, F>(items: &mut [T], f: F)
+where
+    T: Send,
+    F: Fn(&mut T) + Sync,
+{
+    with_current_pool(|shared| fork::for_each_in(shared, items, f))
+}
+
+/// Calls `f` on every index of `range`, in parallel on the current pool (the
+/// global pool outside any pool), split like [`for_each`].
+///
+/// # Panics
+///
+/// If `f` panics, the panic is resumed here once every chunk has finished.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// let total = AtomicU64::new(0);
+/// tidepool::for_range(0..1_000, |i| {
+///     total.fetch_add(i as u64, Ordering::Relaxed);
+/// });
+/// assert_eq!(total.into_inner(), 499_500);
+/// ```
+pub fn for_range<F>(range: std::ops::Range<usize>, f: F)
+where
+    F: Fn(usize) + Sync,
+{
+    with_current_pool(|shared| fork::for_range_in(shared, range, f))
 }

@@ -45,11 +45,12 @@ struct ReadmeDoctests;
 // by `.ci/modcycles`); ARCHITECTURE.md at the repository root says what each
 // one owns and how a task travels through them.
 //
-//   global ─▶ pool ─▶ fair ─▶ task ─▶ worker ─▶ runtime ─▶ control ─▶ metrics, sys, sync
-//              │                        ▲          ▲
-//              └──────▶ monitor ────────┴──────────┘
+//   global ─▶ pool ─▶ fork ─▶ fair ─▶ task ─▶ worker ─▶ runtime ─▶ control ─▶ metrics, sys, sync
+//              │                                 ▲          ▲
+//              └──────▶ monitor ─────────────────┴──────────┘
 //
 // * pool:    Pool, TaskBuilder, Builder: the public face; starts the monitor.
+// * fork:    join, scope and parallel loops: closures that borrow, helping waits.
 // * fair:    groups and concurrent/exclusive pairs (admission gates).
 // * task:    JoinHandle and the task errors users see.
 // * monitor: the thread that finds blocked workers and applies the policy.
@@ -59,6 +60,7 @@ struct ReadmeDoctests;
 // * control: slot accounting, policies, pacing, the monitor's signal.
 mod control;
 mod fair;
+mod fork;
 mod global;
 #[cfg(all(test, tidepool_loom))]
 mod loom_models;
@@ -77,7 +79,8 @@ pub use fair::{
     ConcurrentSpawner, ExclusiveSpawner, Group, GroupBuilder, GroupError, GroupMetrics,
     QUEUE_BUDGET_PER_SLOT,
 };
-pub use global::{block_on, global, spawn, spawn_fn};
+pub use fork::Scope;
+pub use global::{block_on, for_each, for_range, global, join, scope, spawn, spawn_fn};
 pub use metrics::{LatencySummary, Metrics, ThreadSample};
 pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,

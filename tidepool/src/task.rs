@@ -41,10 +41,12 @@ impl<T> JoinHandle<T> {
 
     /// Waits for the task on this thread and returns its output.
     ///
-    /// Called on a pool worker, the wait counts as declared blocking (see
-    /// [`blocking`](crate::blocking)): the worker's running slot goes to
-    /// another worker for the duration, so a task waiting for another task
-    /// cannot deadlock a pool that has room to grow.
+    /// Called on a pool worker, the thread does not block while the task is
+    /// unfinished: it runs the pool's queued work, usually the awaited task
+    /// itself if it has not started. So a recursive fork-join written with
+    /// `spawn_fn` and `join` never needs more threads than the pool's
+    /// `concurrency`, whatever its depth. (A helped task runs on this
+    /// thread's stack and delays this call's return by its own length.)
     ///
     /// # Errors
     ///
@@ -55,7 +57,12 @@ impl<T> JoinHandle<T> {
     /// let handle = tidepool::spawn_fn(|| 1 + 1);
     /// assert_eq!(handle.join().unwrap(), 2);
     /// ```
-    pub fn join(self) -> Result<T, JoinError> {
+    pub fn join(mut self) -> Result<T, JoinError> {
+        if let Some(output) = crate::worker::poll_helping(Pin::new(&mut self)) {
+            return output;
+        }
+        // Not a worker, or helping nested too deep: block (declared, if on
+        // a worker, so the slot goes to another worker meanwhile).
         crate::blocking(|| futures_lite::future::block_on(self))
     }
 

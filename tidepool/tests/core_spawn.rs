@@ -246,24 +246,31 @@ fn a_detached_work_items_output_is_dropped_when_it_finishes() {
 
 /// Starts measured on a worker that never stops to park are in the next
 /// snapshot: twenty trickled child tasks run back to back on one worker,
-/// and the snapshot is read while that worker is still inside the last one.
+/// and the snapshot is read while that worker is still inside the last one
+/// (the one spawned first: a worker runs its newest local task first).
 #[test]
 fn start_latency_snapshots_include_a_busy_workers_starts() {
     within(HANG, || {
-        let pool = Pool::builder().concurrency(1).build().unwrap();
+        // Fixed: the parent's sleeps must not get it replaced by a second
+        // worker, which would steal the children out of order.
+        let pool = Pool::builder()
+            .concurrency(1)
+            .controller(tidepool::Controller::Fixed)
+            .build()
+            .unwrap();
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         let (inside_tx, inside_rx) = std::sync::mpsc::channel::<()>();
         let p = pool.clone();
         drop(pool.spawn_fn(move || {
-            // Spawned from the worker, 50 µs apart: a trickle, each measured.
-            for _ in 0..19 {
-                drop(p.spawn_fn(|| ()));
-                std::thread::sleep(Duration::from_micros(50));
-            }
             drop(p.spawn_fn(move || {
                 inside_tx.send(()).unwrap();
                 release_rx.recv_timeout(HANG).unwrap();
             }));
+            // Spawned from the worker, 50 µs apart: a trickle, each measured.
+            for _ in 0..19 {
+                std::thread::sleep(Duration::from_micros(50));
+                drop(p.spawn_fn(|| ()));
+            }
         }));
         inside_rx.recv_timeout(HANG).unwrap();
         // The parent and its 20 children have started; the worker is still
@@ -272,4 +279,33 @@ fn start_latency_snapshots_include_a_busy_workers_starts() {
         release_tx.send(()).unwrap();
         assert!(count >= 21, "only {count} of 21 starts in the snapshot");
     });
+}
+
+/// A task that yields goes behind the work that waits, not back on top of
+/// its worker's (LIFO) deque: on one slot, its sibling runs at its first
+/// yield.
+#[test]
+fn a_yielding_task_lets_its_sibling_run_at_once() {
+    let yields = within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .controller(tidepool::Controller::Fixed)
+            .build()
+            .unwrap();
+        let p = pool.clone();
+        let spinner = pool.spawn(async move {
+            let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let set = flag.clone();
+            drop(p.spawn_fn(move || set.store(true, Ordering::SeqCst)));
+            let mut yields = 0u32;
+            while !flag.load(Ordering::SeqCst) {
+                futures_lite::future::yield_now().await;
+                yields += 1;
+            }
+            yields
+        });
+        spinner.join().unwrap()
+    });
+    // One yield; two if the fairness pick came up in between.
+    assert!(yields <= 2, "the sibling waited {yields} yields");
 }

@@ -12,6 +12,7 @@ const LAYERS: &[&str] = &[
     "loom_models", // test-only, above everything
     "global",
     "pool",
+    "fork",
     "fair",
     "task",
     "monitor",

@@ -275,21 +275,38 @@ impl TaskStatus {
         StatusWord(self.word.load(Ordering::Acquire))
     }
 
-    /// The worker starts task number `tick` while holding a slot.
+    /// The worker starts its next task while holding a slot. Returns the
+    /// task's tick (the previous one plus one: only the worker changes
+    /// ticks, so the word itself is the counter).
     ///
     /// A plain store is enough: the word is `Idle` now and nobody else writes
     /// an `Idle` word (the monitor only swaps `InTask` words).
-    pub(crate) fn begin_task(&self, tick: u64) {
+    pub(crate) fn begin_task(&self) -> u64 {
+        let tick = self.load().tick().wrapping_add(1);
         self.word
             .store(tick << 2 | PHASE_IN_TASK, Ordering::Release);
+        tick
     }
 
-    /// The worker finished task `tick`. Returns true if it still holds its
-    /// slot, false if the slot was given away while the task ran.
+    /// Like [`TaskStatus::begin_task`], for a worker that holds no slot: it
+    /// resumes a task after a helping wait in which its slot was given away
+    /// and none was free again. The task runs as if found blocked.
+    pub(crate) fn begin_task_blocked(&self) {
+        let tick = self.load().tick().wrapping_add(1);
+        self.word
+            .store(tick << 2 | PHASE_BLOCKED, Ordering::Release);
+    }
+
+    /// The worker finished (or suspended) its current task. Returns true if
+    /// it still holds its slot, false if the slot was given away while the
+    /// task ran.
     ///
     /// AcqRel pairs with the AcqRel of [`TaskStatus::try_mark_blocked`]: if that
     /// swap won, the worker sees `Blocked` here and knows it owns no slot.
-    pub(crate) fn end_task(&self, tick: u64) -> bool {
+    pub(crate) fn end_task(&self) -> bool {
+        // The monitor keeps the tick when it marks the word, so reading it
+        // first and swapping after is safe.
+        let tick = self.load().tick();
         let previous = self.word.swap(tick << 2 | PHASE_IDLE, Ordering::AcqRel);
         previous & 3 != PHASE_BLOCKED
     }
@@ -342,21 +359,37 @@ mod tests {
     #[test]
     fn blocked_mark_and_task_end_race_has_one_winner() {
         let status = TaskStatus::default();
-        status.begin_task(7);
+        assert_eq!(status.begin_task(), 1);
         let seen = status.load();
         assert_eq!(seen.phase(), Phase::InTask);
-        assert_eq!(seen.tick(), 7);
+        assert_eq!(seen.tick(), 1);
         assert!(status.try_mark_blocked(seen));
         // A second mark of the same task fails: the slot is given away once.
         assert!(!status.try_mark_blocked(seen));
-        assert!(!status.end_task(7), "worker must learn it lost its slot");
+        assert!(!status.end_task(), "worker must learn it lost its slot");
+        assert_eq!(
+            status.load().tick(),
+            1,
+            "the mark and the end keep the tick"
+        );
 
-        status.begin_task(8);
-        let stale = StatusWord(7 << 2 | PHASE_IN_TASK);
+        assert_eq!(status.begin_task(), 2);
+        let stale = StatusWord(1 << 2 | PHASE_IN_TASK);
         assert!(
             !status.try_mark_blocked(stale),
             "a finished task cannot be marked"
         );
-        assert!(status.end_task(8));
+        assert!(status.end_task());
+    }
+
+    #[test]
+    fn a_task_resumed_without_a_slot_ends_as_blocked() {
+        let status = TaskStatus::default();
+        status.begin_task();
+        assert!(status.end_task());
+        status.begin_task_blocked();
+        assert_eq!(status.load().phase(), Phase::Blocked);
+        assert_eq!(status.load().tick(), 2);
+        assert!(!status.end_task(), "it holds no slot");
     }
 }

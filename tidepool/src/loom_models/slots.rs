@@ -13,7 +13,7 @@ fn blocked_slot_is_given_away_exactly_once() {
         let status = Arc::new(TaskStatus::default());
         // Worker A holds the only slot and starts task 1.
         assert!(slots.try_acquire(false));
-        status.begin_task(1);
+        status.begin_task();
 
         let monitor = {
             let (slots, status) = (slots.clone(), status.clone());
@@ -32,7 +32,7 @@ fn blocked_slot_is_given_away_exactly_once() {
             loom::thread::spawn(move || slots.try_acquire(false))
         };
         // Worker A finishes its task and takes a slot back if it lost it.
-        let kept = status.end_task(1);
+        let kept = status.end_task();
         let a_holds = kept || slots.try_acquire(false);
 
         let marked = monitor.join().unwrap();

@@ -7,6 +7,7 @@ mod builder;
 pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
 
 use crate::metrics::Metrics;
+use crate::runtime::context;
 use crate::runtime::task::NoGate;
 use crate::runtime::{Config, OpenHandle, Priority, Shared};
 use crate::sync::Arc;
@@ -51,13 +52,73 @@ impl Pool {
     }
 
     pub(crate) fn from_config(config: Config) -> Pool {
-        let handle = Arc::new(OpenHandle::new(config));
+        let handle = OpenHandle::new(config);
         monitor::start(handle.shared());
         Pool { handle }
     }
 
-    fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         self.handle.shared()
+    }
+
+    /// The pool whose task is running on this thread, or `None` outside any
+    /// pool (or in a pool whose every handle was dropped: it is closing).
+    ///
+    /// The free functions ([`spawn`](crate::spawn), [`join`](crate::join),
+    /// ...) use this pool when there is one, and the global pool otherwise.
+    ///
+    /// ```
+    /// use tidepool::Pool;
+    /// assert!(Pool::current().is_none());
+    /// let pool = Pool::builder().concurrency(1).build()?;
+    /// let inner = pool.spawn_fn(|| Pool::current().map(|p| p.concurrency()));
+    /// assert_eq!(inner.join().unwrap(), Some(1));
+    /// # Ok::<(), tidepool::BuildError>(())
+    /// ```
+    pub fn current() -> Option<Pool> {
+        OpenHandle::current().map(|handle| Pool { handle })
+    }
+
+    /// Runs `a` and `b`, possibly in parallel, on this pool and returns both
+    /// results. The closures may borrow from the caller's stack. See
+    /// [`join`](crate::join) for how it works and how panics propagate.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let data = vec![1, 2, 3, 4];
+    /// let (left, right) = pool.join(|| data[..2].iter().sum::<i32>(), || data[2..].iter().sum::<i32>());
+    /// assert_eq!(left + right, 10);
+    /// ```
+    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA + Send,
+        B: FnOnce() -> RB + Send,
+        RA: Send,
+        RB: Send,
+    {
+        crate::fork::join_in(self.shared(), a, b)
+    }
+
+    /// Runs `op` with a [`Scope`](crate::Scope) on this pool, and returns
+    /// once every task spawned in it has finished. See
+    /// [`scope`](crate::scope).
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let mut counts = [0u32; 4];
+    /// pool.scope(|s| {
+    ///     for (i, count) in counts.iter_mut().enumerate() {
+    ///         s.spawn(move |_| *count = i as u32 * 2);
+    ///     }
+    /// });
+    /// assert_eq!(counts, [0, 2, 4, 6]);
+    /// ```
+    pub fn scope<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&crate::Scope<'scope>) -> R + Send,
+        R: Send,
+    {
+        crate::fork::scope_in(self.shared(), op)
     }
 
     /// Runs `future` as a task on the pool. While it awaits (a timer, a
@@ -192,11 +253,13 @@ impl Pool {
     }
 
     /// Runs `future` to completion on the calling thread, driving timers and
-    /// sockets while it waits. Tasks it spawns run on the pool.
+    /// sockets while it waits. Tasks it spawns with the free functions
+    /// ([`spawn`](crate::spawn), ...) run on this pool.
     ///
-    /// Called on one of the pool's own workers, the wait counts as declared
-    /// blocking (see [`blocking`](crate::blocking)), so it cannot starve the
-    /// pool.
+    /// Called on a worker of a pool, the thread does not block: while the
+    /// future is pending it runs that pool's queued work (usually what the
+    /// future waits for), so waiting inside the pool never needs another
+    /// thread.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -207,7 +270,14 @@ impl Pool {
     /// assert_eq!(answer, 42);
     /// ```
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        crate::blocking(|| async_io::block_on(future))
+        let mut future = std::pin::pin!(future);
+        if let Some(output) = worker::poll_helping(future.as_mut()) {
+            return output;
+        }
+        // Not a worker, or helping nested too deep: block (declared, if on a
+        // worker, so the slot goes to another worker meanwhile).
+        worker::declare_blocking();
+        context::entered(self.shared(), || async_io::block_on(future))
     }
 
     /// A snapshot of the pool's counters, latencies and thread counts.
@@ -279,7 +349,7 @@ impl Pool {
     fn shutdown_until(&self, deadline: Option<Instant>) -> Result<(), ShutdownError> {
         let shared = self.shared();
         shared.close();
-        if crate::runtime::context::current_index(shared).is_some() {
+        if context::current_index(shared).is_some() {
             return Err(ShutdownError::OnWorkerThread);
         }
         if shared.wait_stopped(deadline, 0) {
@@ -407,9 +477,7 @@ impl TaskBuilder<'_> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        worker::spawn(self.pool.shared(), future, self.priority, NoGate, closure)
-            .map(JoinHandle::new)
-            .ok_or(SpawnError::ShutDown)
+        spawn_in(self.pool.shared(), future, self.priority, closure)
     }
 
     /// Like [`TaskBuilder::spawn_fn`], but says so if the pool is shut down.
@@ -424,4 +492,22 @@ impl TaskBuilder<'_> {
     {
         self.spawn_task(async move { work() }, true)
     }
+}
+
+/// Spawns a plain task on `shared`'s pool: the one spawn path of `Pool`,
+/// `TaskBuilder` and the free functions. `closure` says the future runs a
+/// closure (see `worker::spawn`).
+pub(crate) fn spawn_in<F>(
+    shared: &Arc<Shared>,
+    future: F,
+    priority: Priority,
+    closure: bool,
+) -> Result<JoinHandle<F::Output>, SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    worker::spawn(shared, future, priority, NoGate, closure)
+        .map(JoinHandle::new)
+        .ok_or(SpawnError::ShutDown)
 }

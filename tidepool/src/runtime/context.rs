@@ -29,6 +29,45 @@ thread_local! {
     static CURRENT: RefCell<Option<Rc<WorkerContext>>> = const { RefCell::new(None) };
     /// The pool dropping its queued runnables on this thread, if any.
     static DRAINING: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+    /// The pool whose `block_on` runs on this (non-worker) thread, if any.
+    static ENTERED: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `shared` as the pool that free functions (`tidepool::spawn`
+/// and friends) use on this thread, unless it is a worker (whose own pool
+/// comes first). For `Pool::block_on` from outside the pool.
+pub(crate) fn entered<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
+    let previous = ENTERED
+        .try_with(|e| e.borrow_mut().replace(Arc::clone(shared)))
+        .ok()
+        .flatten();
+    // Restored even if `f` unwinds.
+    struct Restore(Option<Arc<Shared>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            let _ = ENTERED.try_with(|e| *e.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(previous);
+    f()
+}
+
+/// Runs `f` with the pool free functions use on this thread: the pool of the
+/// worker running here, else the pool whose `block_on` runs here, else
+/// `fallback`.
+pub(crate) fn with_current_pool<R>(
+    fallback: impl FnOnce() -> Arc<Shared>,
+    f: impl FnOnce(&Arc<Shared>) -> R,
+) -> R {
+    if let Some(ctx) = current() {
+        return f(&ctx.shared);
+    }
+    let entered = ENTERED.try_with(|e| e.borrow().clone()).ok().flatten();
+    match entered {
+        Some(shared) => f(&shared),
+        None => f(&fallback()),
+    }
 }
 
 /// Makes `context` this thread's worker until [`leave`].

@@ -37,7 +37,7 @@ use crossbeam_deque::Steal;
 use crossbeam_utils::CachePadded;
 use park::Sleepers;
 use std::any::Any;
-use std::sync::{Mutex as StdMutex, Weak};
+use std::sync::{Mutex as StdMutex, OnceLock, Weak};
 use std::time::Instant;
 
 /// Everything one pool shares. Each field is one job; the methods here are
@@ -73,6 +73,9 @@ pub(crate) struct Shared {
     pub(crate) shrink: CachePadded<AtomicBool>,
     /// State a higher layer keeps for this pool (see [`Attachment`]).
     attachment: StdMutex<Option<AttachmentRef>>,
+    /// The handle that keeps this pool open, for `Pool::current` on its
+    /// workers; weak, since the handle owns this state.
+    owner: OnceLock<Weak<OpenHandle>>,
     /// When the pool was built: the zero of the monitor's clock and series.
     pub(crate) built_at: Instant,
 }
@@ -108,10 +111,18 @@ pub(crate) struct OpenHandle {
 
 impl OpenHandle {
     /// A pool built from `config`, not yet with any thread.
-    pub(crate) fn new(config: Config) -> Self {
-        OpenHandle {
+    pub(crate) fn new(config: Config) -> Arc<Self> {
+        let handle = Arc::new(OpenHandle {
             shared: Arc::new(Shared::new(config)),
-        }
+        });
+        let _ = handle.shared.owner.set(Arc::downgrade(&handle));
+        handle
+    }
+
+    /// The handle of the pool whose worker runs on this thread, if any and
+    /// if the pool is still open (some handle to it exists).
+    pub(crate) fn current() -> Option<Arc<OpenHandle>> {
+        context::current()?.shared.owner.get()?.upgrade()
     }
 
     /// The pool's shared state.
@@ -141,6 +152,7 @@ impl Shared {
             external_latency: LatencyRecorder::default(),
             shrink: CachePadded::new(AtomicBool::new(false)),
             attachment: StdMutex::new(None),
+            owner: OnceLock::new(),
             built_at: Instant::now(),
             config,
         }

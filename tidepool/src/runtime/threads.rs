@@ -50,7 +50,11 @@ impl Entry {
         match slot.take() {
             Some(deque) => deque,
             None => {
-                let deque = Worker::new_fifo();
+                // LIFO for the owner (the newest task first: a fork-join's
+                // stack discipline, and cache-warm), FIFO for thieves (the
+                // oldest, usually the biggest piece of a split). See
+                // `worker` for what bounds the wait of the oldest.
+                let deque = Worker::new_lifo();
                 let _ = self.stealer.set(deque.stealer());
                 deque
             }

@@ -1,20 +1,24 @@
 //! Worker threads: the run loop and finding work (this file), and how tasks
 //! reach workers (`schedule`: spawn, wake, notify, thread starts).
 //!
-//! Each worker owns a FIFO deque (`crossbeam-deque`). Normal-priority tasks
-//! woken on a worker go to its deque; everything else goes to a global lane.
-//! A worker looks for work in this order:
+//! Each worker owns a deque (`crossbeam-deque`): LIFO for its owner, FIFO
+//! for thieves. Normal-priority tasks spawned or woken on a worker go to its
+//! deque (a task that yields goes to the back of its lane instead);
+//! everything else goes to a global lane. A worker looks for work in this
+//! order:
 //!
 //! 1. the high lane (urgent work is never behind local work);
-//! 2. its own deque;
+//! 2. its own deque, newest first: a fork-join's stack discipline (the task
+//!    a join waits for is usually on top) and the warmest cache;
 //! 3. as a *searcher*: the normal lane (taking a batch), the other workers'
-//!    deques (stealing a batch), the low lane.
+//!    deques (stealing a batch, oldest first), the low lane.
 //!
-//! Two rules keep every lane moving: every [`FAIRNESS_INTERVAL`]-th pick
-//! starts with the normal global lane (work from outside the pool is never
-//! starved by local work), and every other such pick starts with the low
-//! lane. So with every lane busy, each lane gets at least one pick in
-//! [`FAIRNESS_INTERVAL`] per worker.
+//! Three rules keep everything moving: every [`FAIRNESS_INTERVAL`]-th pick
+//! starts, in turn, with the normal global lane (work from outside the pool
+//! is never starved by local work), with the low lane, or with the *oldest*
+//! task of the worker's own deque (so LIFO never starves the bottom of the
+//! deque, even with no thief). With every lane busy, each gets at least one
+//! pick in three [`FAIRNESS_INTERVAL`]s per worker.
 //!
 //! The run loop does not know about policies: it publishes its task status
 //! at task boundaries, obeys the slot it holds (see `control::slots`), and
@@ -22,8 +26,10 @@
 //! may have been idle (see `control::signal`).
 
 mod coalesce;
+mod help;
 mod schedule;
 
+pub(crate) use help::{help_until, poll_helping};
 pub(crate) use schedule::{declare_blocking, notify, push_global, spawn, wake_or_start};
 
 use crate::metrics::ThreadCounters;
@@ -149,90 +155,23 @@ impl RunLoop<'_> {
         }
     }
 
-    /// Picks the next task. Outside the search phase only the high lane and
-    /// the worker's own deque are looked at; a searcher looks everywhere.
+    /// Picks the next task (see [`find_task`]).
     fn find_task(&mut self) -> Option<Runnable> {
-        let shared = &self.ctx.shared;
-        let local = &self.ctx.local;
-        let pick = self.tick.wrapping_add(1);
-        if pick % FAIRNESS_INTERVAL == 0 {
-            let first = if (pick / FAIRNESS_INTERVAL) % 2 == 0 {
-                Priority::Low
-            } else {
-                Priority::Normal
-            };
-            if let Some(task) = shared.lanes.pop(first, local) {
-                return Some(task);
-            }
-        }
-        if shared.lanes.has_work(Priority::High) {
-            if let Some(task) = shared.lanes.pop(Priority::High, local) {
-                return Some(task);
-            }
-        }
-        if let Some(task) = local.pop() {
-            return Some(task);
-        }
-        if !self.searching {
-            return None;
-        }
-        if let Some(task) = shared.lanes.pop(Priority::Normal, local) {
-            return Some(task);
-        }
-        if let Some(task) = self.steal() {
-            return Some(task);
-        }
-        shared.lanes.pop(Priority::Low, local)
+        find_task(self.ctx, self.tick.wrapping_add(1), self.searching)
     }
 
-    /// Steals a batch from another worker's deque, starting at a different
-    /// victim each time so thieves spread out.
-    fn steal(&self) -> Option<Runnable> {
-        let entries = self.ctx.shared.threads.used();
-        let count = entries.len();
-        if count <= 1 {
-            return None;
-        }
-        let start = (self.tick as usize).wrapping_mul(0x9E37_79B9) % count;
-        let mut retry = true;
-        while retry {
-            retry = false;
-            for offset in 0..count {
-                let victim = (start + offset) % count;
-                if victim == self.ctx.index {
-                    continue;
-                }
-                let Some(stealer) = entries[victim].stealer() else {
-                    continue;
-                };
-                match stealer.steal_batch_and_pop(&self.ctx.local) {
-                    Steal::Success(task) => return Some(task),
-                    Steal::Retry => retry = true,
-                    Steal::Empty => {}
-                }
-            }
-        }
-        None
-    }
-
-    /// Runs one task. Returns false if the worker's slot was given away while
-    /// it ran (the monitor saw it blocked, or it declared blocking).
+    /// Runs one task (see [`run_task`]) and moves this loop's tick on.
     fn run_task(&mut self, task: Runnable) -> bool {
-        self.tick = self.tick.wrapping_add(1);
-        let status = &self.ctx.shared.threads.entry(self.ctx.index).status;
-        status.begin_task(self.tick);
-        let gate = task.metadata().gate.clone();
-        // Only a gated task pays for its gate: one branch for the others.
-        // The task wrapper catches panics of the future's poll; this catches
-        // whatever else unwinds out of `run` (a panicking waker or scheduler
-        // path), so a worker never unwinds. A future whose destructor panics
-        // while `async-task` drops it (cancelled) aborts the process: the
-        // cell drops it under an abort guard, beyond anyone's reach.
-        let _ = catch_unwind(AssertUnwindSafe(|| task.run()));
-        if let Some(gate) = gate {
-            gate.after_run();
-        }
-        status.end_task(self.tick)
+        let kept = run_task(self.ctx, task);
+        self.tick = self
+            .ctx
+            .shared
+            .threads
+            .entry(self.ctx.index)
+            .status
+            .load()
+            .tick();
+        kept
     }
 
     /// Before parking, keeps looking for a short, bounded while: spinning,
@@ -353,6 +292,104 @@ impl RunLoop<'_> {
             }
         }
     }
+}
+
+/// Picks the next task for the worker of `ctx`; `pick` numbers the pick (the
+/// worker's next task tick). Outside the search phase only the high lane and
+/// the worker's own deque are looked at; a searcher looks everywhere.
+fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Runnable> {
+    let shared = &ctx.shared;
+    let local = &ctx.local;
+    if pick % FAIRNESS_INTERVAL == 0 {
+        let found = match (pick / FAIRNESS_INTERVAL) % 3 {
+            0 => shared.lanes.pop(Priority::Normal, local),
+            1 => shared.lanes.pop(Priority::Low, local),
+            _ => oldest_local(ctx),
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    if shared.lanes.has_work(Priority::High) {
+        if let Some(task) = shared.lanes.pop(Priority::High, local) {
+            return Some(task);
+        }
+    }
+    if let Some(task) = local.pop() {
+        return Some(task);
+    }
+    if !searching {
+        return None;
+    }
+    if let Some(task) = shared.lanes.pop(Priority::Normal, local) {
+        return Some(task);
+    }
+    if let Some(task) = steal(ctx, pick) {
+        return Some(task);
+    }
+    shared.lanes.pop(Priority::Low, local)
+}
+
+/// The oldest task of the worker's own deque (the FIFO end thieves use).
+fn oldest_local(ctx: &WorkerContext) -> Option<Runnable> {
+    let stealer = ctx.shared.threads.entry(ctx.index).stealer()?;
+    loop {
+        match stealer.steal() {
+            Steal::Success(task) => return Some(task),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+/// Steals a batch from another worker's deque, starting at a different
+/// victim for each `pick` so thieves spread out.
+fn steal(ctx: &WorkerContext, pick: u64) -> Option<Runnable> {
+    let entries = ctx.shared.threads.used();
+    let count = entries.len();
+    if count <= 1 {
+        return None;
+    }
+    let start = (pick as usize).wrapping_mul(0x9E37_79B9) % count;
+    let mut retry = true;
+    while retry {
+        retry = false;
+        for offset in 0..count {
+            let victim = (start + offset) % count;
+            if victim == ctx.index {
+                continue;
+            }
+            let Some(stealer) = entries[victim].stealer() else {
+                continue;
+            };
+            match stealer.steal_batch_and_pop(&ctx.local) {
+                Steal::Success(task) => return Some(task),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+        }
+    }
+    None
+}
+
+/// Runs one task on the worker of `ctx`. Returns false if the worker's slot
+/// was given away while it ran (the monitor saw it blocked, or it declared
+/// blocking).
+fn run_task(ctx: &WorkerContext, task: Runnable) -> bool {
+    let status = &ctx.shared.threads.entry(ctx.index).status;
+    status.begin_task();
+    // Only a gated task pays for its gate: one branch for the others.
+    let gate = task.metadata().gate.clone();
+    // The task wrapper catches panics of the future's poll; this catches
+    // whatever else unwinds out of `run` (a panicking waker or scheduler
+    // path), so a worker never unwinds. A future whose destructor panics
+    // while `async-task` drops it (cancelled) aborts the process: the cell
+    // drops it under an abort guard, beyond anyone's reach.
+    let _ = catch_unwind(AssertUnwindSafe(|| task.run()));
+    if let Some(gate) = gate {
+        gate.after_run();
+    }
+    status.end_task()
 }
 
 /// Lets a parked worker leave the pool if it has more than `min_threads`

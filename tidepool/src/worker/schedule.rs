@@ -11,6 +11,7 @@ use crate::runtime::park;
 use crate::runtime::task::{self, MaybeGate, Runnable, TaskCell, TaskMeta};
 use crate::runtime::{Priority, Shared};
 use crate::sync::{Arc, Ordering};
+use async_task::{ScheduleInfo, WithInfo};
 use std::future::Future;
 
 /// Accepts `future` as a task of `shared`'s pool, or returns `None` if the
@@ -42,7 +43,9 @@ where
     let scheduler = Arc::clone(shared);
     let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
         move |_| task::wrap(future, gate),
-        move |runnable| schedule(&scheduler, runnable),
+        WithInfo(move |runnable, info: ScheduleInfo| {
+            schedule(&scheduler, runnable, info.woken_while_running)
+        }),
     );
     if closure {
         task::local_free::keep(runnable.waker());
@@ -52,8 +55,11 @@ where
 }
 
 /// Schedules a runnable task (spawned or woken): through its gate if it has
-/// one, then into the pool's queues.
-pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable) {
+/// one, then into the pool's queues. `yielded` says the task was woken
+/// during its own poll (it yielded): it goes to the back of its lane, never
+/// on top of the worker's LIFO deque, where it would run again at once and
+/// starve the rest.
+pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) {
     let runnable = match runnable.metadata().gate.clone() {
         Some(gate) => match gate.admit(runnable) {
             Some(admitted) => admitted,
@@ -63,9 +69,10 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable) {
         None => runnable,
     };
     let lane = runnable.metadata().priority;
-    // A normal task woken on one of this pool's workers goes on that worker's
-    // own deque (cache-warm, no contention); everything else on its lane.
-    let runnable = if lane == Priority::Normal {
+    // A normal task spawned or woken on one of this pool's workers goes on
+    // that worker's own deque (cache-warm, no contention); everything else
+    // on its lane.
+    let runnable = if lane == Priority::Normal && !yielded {
         context::push_local(shared, runnable)
     } else {
         Some(runnable)

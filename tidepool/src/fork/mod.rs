@@ -1,0 +1,331 @@
+//! Fork-join: [`join`](crate::join) and [`scope`](crate::scope), whose
+//! closures may borrow from the caller's stack, and the parallel loops built
+//! on them.
+//!
+//! On a worker of the pool, `join(a, b)` queues `b` as a [`job`] (on this
+//! worker's deque, where idle workers steal it), runs `a` here, then takes
+//! `b` back and runs it here too if nobody has started it — the common case
+//! when the pool is busy, so a deep recursion costs a few atomic operations
+//! per level, not a thread. If a thief has it, the worker helps (runs other
+//! queued work; see `worker::help`) until `b` is done. A scope works the same
+//! way: its owner runs the jobs nobody took, newest first, and helps while
+//! the others finish.
+//!
+//! From outside the pool, the whole `join` or `scope` is itself queued as a
+//! job and the calling thread waits for it: the closures always run on the
+//! pool's workers (so spawns inside them stay in that pool), unless the pool
+//! was shut down, in which case they run on the calling thread.
+//!
+//! Panics: a panic in either closure, or in any job of a scope, is caught,
+//! everything still running is waited for (borrowed data must outlive it),
+//! and then the panic is resumed on the caller: the first one, in `join`'s
+//! case `a`'s if both panicked.
+
+mod job;
+
+use crate::runtime::context;
+use crate::runtime::{PanicPayload, Shared};
+use crate::sync::{lock, Arc};
+use job::{erase, submit, Job};
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread::{self, Thread};
+
+/// Runs `a` and `b` in `shared`'s pool, possibly in parallel, and returns
+/// both results. See the module docs.
+pub(crate) fn join_in<A, B, RA, RB>(shared: &Arc<Shared>, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    if context::current_index(shared).is_some() {
+        join_here(shared, a, b)
+    } else {
+        run_in(shared, |shared| join_here(shared, a, b))
+    }
+}
+
+/// [`join_in`] on one of `shared`'s workers.
+fn join_here<A, B, RA, RB>(shared: &Arc<Shared>, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let mut b_out: Option<thread::Result<RB>> = None;
+    let job = {
+        let slot = &mut b_out;
+        let body: Box<dyn FnOnce() + Send + '_> =
+            Box::new(move || *slot = Some(catch_unwind(AssertUnwindSafe(b))));
+        // SAFETY: the job protocol (job.rs): this function does not return
+        // or unwind before `b_out` is written, that is, before the job was
+        // claimed and run here or `is_done` said a worker ran it (`a` runs
+        // under `catch_unwind`, so it cannot unwind past the wait below).
+        Job::new(unsafe { erase(body) }, thread::current())
+    };
+    submit(shared, &job);
+    let a_out = catch_unwind(AssertUnwindSafe(a));
+    match job.claim() {
+        // Nobody started `b`: run it here (its queued task will find nothing).
+        Some(b) => b(),
+        None => {
+            if !crate::worker::help_until(|| job.is_done()) {
+                crate::worker::declare_blocking();
+                job.wait_outside();
+            }
+        }
+    }
+    let b_out = b_out.expect("the job protocol ran b before this point");
+    match (a_out, b_out) {
+        (Ok(ra), Ok(rb)) => (ra, rb),
+        (Err(panic), _) | (Ok(_), Err(panic)) => resume_unwind(panic),
+    }
+}
+
+/// Runs `f` on one of `shared`'s workers and waits for it on this thread,
+/// which is not one of them. Runs it here if the pool takes no work.
+fn run_in<R: Send>(shared: &Arc<Shared>, f: impl FnOnce(&Arc<Shared>) -> R + Send) -> R {
+    let mut out: Option<thread::Result<R>> = None;
+    let job = {
+        let slot = &mut out;
+        let pool = Arc::clone(shared);
+        let body: Box<dyn FnOnce() + Send + '_> =
+            Box::new(move || *slot = Some(catch_unwind(AssertUnwindSafe(|| f(&pool)))));
+        // SAFETY: the job protocol (job.rs): `wait_outside` returns only
+        // after the closure ran (here, or on a worker that then set `done`),
+        // and nothing before it can unwind.
+        Job::new(unsafe { erase(body) }, thread::current())
+    };
+    submit(shared, &job);
+    job.wait_outside();
+    match out.expect("the job protocol ran the closure before this point") {
+        Ok(value) => value,
+        Err(panic) => resume_unwind(panic),
+    }
+}
+
+/// A scope in which tasks may borrow from outside it: see
+/// [`scope`](crate::scope). Every task spawned in it has finished when
+/// `scope` returns.
+///
+/// ```
+/// let mut halves = [vec![1, 2, 3], vec![4, 5, 6]];
+/// let (left, right) = halves.split_at_mut(1);
+/// tidepool::scope(|s| {
+///     s.spawn(|_| left[0].iter_mut().for_each(|x| *x *= 10));
+///     s.spawn(|_| right[0].iter_mut().for_each(|x| *x += 1));
+/// });
+/// assert_eq!(halves, [vec![10, 20, 30], vec![5, 6, 7]]);
+/// ```
+pub struct Scope<'scope> {
+    shared: Arc<Shared>,
+    /// Jobs spawned and not finished. The owner waits for zero.
+    pending: AtomicUsize,
+    /// Spawned jobs the owner has not looked at yet, newest last: the owner
+    /// runs those nobody has started, newest first.
+    jobs: Mutex<Vec<Arc<Job>>>,
+    /// The first panic of a job, resumed when the scope ends.
+    panic: Mutex<Option<PanicPayload>>,
+    /// The thread that waits for the scope to end.
+    owner: Thread,
+    /// Invariant in `'scope`, as a borrow that both reads and writes.
+    _scope: PhantomData<&'scope mut &'scope ()>,
+}
+
+impl std::fmt::Debug for Scope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope")
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl<'scope> Scope<'scope> {
+    /// Spawns `body` in the scope's pool. It may borrow anything that
+    /// outlives the scope, and spawn more tasks through the `&Scope` it is
+    /// given. A panic in it is resumed when the scope ends, after every task
+    /// of the scope has finished.
+    ///
+    /// ```
+    /// let words = vec!["tide", "pool"];
+    /// let total = std::sync::atomic::AtomicUsize::new(0);
+    /// tidepool::scope(|s| {
+    ///     for word in &words {
+    ///         let total = &total;
+    ///         s.spawn(move |_| {
+    ///             total.fetch_add(word.len(), std::sync::atomic::Ordering::Relaxed);
+    ///         });
+    ///     }
+    /// });
+    /// assert_eq!(total.into_inner(), 8);
+    /// ```
+    pub fn spawn<F>(&self, body: F)
+    where
+        F: FnOnce(&Scope<'scope>) + Send + 'scope,
+    {
+        // Relaxed: the owner reads zero only after every decrement (AcqRel
+        // read-modify-writes of the same counter), and a job's decrement
+        // comes after the increments of the jobs it spawned.
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        let scope: &Scope<'scope> = self;
+        let task: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(scope))) {
+                lock(&scope.panic).get_or_insert(panic);
+            }
+            scope.job_done();
+        });
+        // SAFETY: the job protocol (job.rs): the scope's owner does not let
+        // the scope (nor anything `'scope` borrows) end before `pending` is
+        // zero, and this job's last act is its decrement (`job_done`).
+        let job = Job::new(unsafe { erase(task) }, self.owner.clone());
+        lock(&self.jobs).push(Arc::clone(&job));
+        submit(&self.shared, &job);
+    }
+
+    /// A job's last act: one fewer pending, and the owner woken at zero.
+    fn job_done(&self) {
+        let owner = self.owner.clone();
+        // AcqRel: pairs with the owner's Acquire load, which then sees every
+        // write of every job.
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            owner.unpark();
+        }
+        // `self` may be gone from here on: the owner returns at zero.
+    }
+
+    /// The owner's wait: runs the jobs nobody started (newest first), and
+    /// helps the pool while the others finish.
+    fn complete(&self) {
+        loop {
+            let next = lock(&self.jobs).pop();
+            if let Some(job) = next {
+                if let Some(run) = job.claim() {
+                    run();
+                }
+                continue;
+            }
+            if self.pending.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            let done = || self.pending.load(Ordering::Acquire) == 0 || !lock(&self.jobs).is_empty();
+            if !crate::worker::help_until(done) {
+                // Nested too deep to help: block until a job ends (each
+                // job's end or the last one's unparks this thread).
+                crate::worker::declare_blocking();
+                thread::park_timeout(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// Runs `op` with a new scope in `shared`'s pool and waits for every task
+/// spawned in it. See [`scope`](crate::scope).
+pub(crate) fn scope_in<'scope, OP, R>(shared: &Arc<Shared>, op: OP) -> R
+where
+    OP: FnOnce(&Scope<'scope>) -> R + Send,
+    R: Send,
+{
+    if context::current_index(shared).is_some() {
+        scope_here(shared, op)
+    } else {
+        run_in(shared, |shared| scope_here(shared, op))
+    }
+}
+
+fn scope_here<'scope, OP, R>(shared: &Arc<Shared>, op: OP) -> R
+where
+    OP: FnOnce(&Scope<'scope>) -> R + Send,
+    R: Send,
+{
+    let scope = Scope {
+        shared: Arc::clone(shared),
+        pending: AtomicUsize::new(0),
+        jobs: Mutex::new(Vec::new()),
+        panic: Mutex::new(None),
+        owner: thread::current(),
+        _scope: PhantomData,
+    };
+    let out = catch_unwind(AssertUnwindSafe(|| op(&scope)));
+    scope.complete();
+    let job_panic = lock(&scope.panic).take();
+    match (out, job_panic) {
+        (Err(panic), _) | (Ok(_), Some(panic)) => resume_unwind(panic),
+        (Ok(value), None) => value,
+    }
+}
+
+/// Calls `f` on every item of `items`, in parallel in `shared`'s pool. See
+/// [`for_each`](crate::for_each).
+pub(crate) fn for_each_in<T, F>(shared: &Arc<Shared>, items: &mut [T], f: F)
+where
+    T: Send,
+    F: Fn(&mut T) + Sync,
+{
+    let grain = grain(items.len(), shared.config.concurrency);
+    split(
+        shared,
+        items,
+        &|chunk: &mut [T]| chunk.iter_mut().for_each(&f),
+        grain,
+    );
+}
+
+/// Calls `f` on every index of `range`, in parallel in `shared`'s pool. See
+/// [`for_range`](crate::for_range).
+pub(crate) fn for_range_in<F>(shared: &Arc<Shared>, range: std::ops::Range<usize>, f: F)
+where
+    F: Fn(usize) + Sync,
+{
+    let len = range.end.saturating_sub(range.start);
+    let grain = grain(len, shared.config.concurrency);
+    split_range(shared, range, &f, grain);
+}
+
+/// The chunk size below which a loop runs sequentially: about eight chunks
+/// per slot, so an uneven chunk can be balanced by the others, and no chunk
+/// split so fine that the fork costs more than the work.
+fn grain(len: usize, concurrency: usize) -> usize {
+    (len / (8 * concurrency.max(1))).max(1)
+}
+
+fn split<T: Send>(
+    shared: &Arc<Shared>,
+    items: &mut [T],
+    body: &(dyn Fn(&mut [T]) + Sync),
+    grain: usize,
+) {
+    if items.len() <= grain {
+        body(items);
+        return;
+    }
+    let (left, right) = items.split_at_mut(items.len() / 2);
+    join_in(
+        shared,
+        || split(shared, left, body, grain),
+        || split(shared, right, body, grain),
+    );
+}
+
+fn split_range(
+    shared: &Arc<Shared>,
+    range: std::ops::Range<usize>,
+    body: &(dyn Fn(usize) + Sync),
+    grain: usize,
+) {
+    let len = range.end.saturating_sub(range.start);
+    if len <= grain {
+        range.for_each(body);
+        return;
+    }
+    let mid = range.start + len / 2;
+    join_in(
+        shared,
+        || split_range(shared, range.start..mid, body, grain),
+        || split_range(shared, mid..range.end, body, grain),
+    );
+}

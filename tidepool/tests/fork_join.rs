@@ -1,0 +1,316 @@
+//! Fork-join: `join` and `scope` that borrow, joins that help instead of
+//! blocking, and spawns that stay in their pool.
+
+mod common;
+
+use common::{within, HANG};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tidepool::{Controller, Pool};
+
+/// Recursive Fibonacci with `spawn_fn` + `join` at every level.
+fn fib_spawned(pool: &Pool, n: u32) -> u64 {
+    if n < 2 {
+        return u64::from(n);
+    }
+    let p = pool.clone();
+    let left = pool.spawn_fn(move || fib_spawned(&p, n - 1));
+    let right = fib_spawned(pool, n - 2);
+    left.join().unwrap() + right
+}
+
+fn fib_joined(n: u32) -> u64 {
+    if n < 2 {
+        return u64::from(n);
+    }
+    let (a, b) = tidepool::join(|| fib_joined(n - 1), || fib_joined(n - 2));
+    a + b
+}
+
+fn fib(n: u32) -> u64 {
+    (0..n).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0
+}
+
+#[test]
+fn a_deep_recursion_of_blocking_joins_completes_within_max_threads() {
+    // Depth 22 of spawn + blocking join, on 2 slots and at most 4 threads:
+    // a join that blocked its thread needed a thread per pending join and
+    // hung at max_threads; a helping join needs none.
+    let (value, peak) = within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(2)
+            .max_threads(4)
+            .build()
+            .unwrap();
+        let p = pool.clone();
+        let value = pool.spawn_fn(move || fib_spawned(&p, 22)).join().unwrap();
+        (value, pool.metrics().peak_threads)
+    });
+    assert_eq!(value, fib(22));
+    assert!(peak <= 4, "{peak} threads");
+}
+
+#[test]
+fn join_recursion_runs_on_a_fixed_pool_without_extra_threads() {
+    let (value, metrics) = within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(2)
+            .controller(Controller::Fixed)
+            .build()
+            .unwrap();
+        let value = pool.join(|| fib_joined(24), || fib_joined(23));
+        (value.0 + value.1, pool.metrics())
+    });
+    assert_eq!(value, fib(25));
+    assert!(metrics.peak_threads <= 2, "{metrics:?}");
+}
+
+#[test]
+fn join_and_scope_mutate_disjoint_halves_of_a_stack_vec() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let mut values: Vec<u32> = (0..1000).collect();
+        {
+            let (left, right) = values.split_at_mut(500);
+            let (a, b) = pool.join(
+                || {
+                    left.iter_mut().for_each(|v| *v *= 2);
+                    left.len()
+                },
+                || {
+                    right.iter_mut().for_each(|v| *v += 1);
+                    right.len()
+                },
+            );
+            assert_eq!((a, b), (500, 500));
+        }
+        assert_eq!(values[499], 998);
+        assert_eq!(values[500], 501);
+
+        let mut chunks: Vec<Vec<u32>> = vec![vec![1; 10]; 8];
+        pool.scope(|s| {
+            for (i, chunk) in chunks.iter_mut().enumerate() {
+                s.spawn(move |s| {
+                    // Nested spawns borrow from outside the scope too.
+                    let (head, tail) = chunk.split_at_mut(5);
+                    s.spawn(move |_| head.iter_mut().for_each(|v| *v = i as u32));
+                    tail.iter_mut().for_each(|v| *v = 100 + i as u32);
+                });
+            }
+        });
+        for (i, chunk) in chunks.iter().enumerate() {
+            assert_eq!(chunk[..5], [i as u32; 5]);
+            assert_eq!(chunk[5..], [100 + i as u32; 5]);
+        }
+    });
+}
+
+#[test]
+fn a_panic_in_join_is_resumed_after_both_halves_finished() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let other_finished = AtomicBool::new(false);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.join(
+                || panic!("left half"),
+                || {
+                    std::thread::sleep(Duration::from_millis(50));
+                    other_finished.store(true, Ordering::SeqCst);
+                },
+            )
+        }));
+        let payload = caught.unwrap_err();
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"left half"));
+        assert!(
+            other_finished.load(Ordering::SeqCst),
+            "b ran to its end first"
+        );
+        // The pool still works.
+        assert_eq!(pool.join(|| 1, || 2), (1, 2));
+    });
+}
+
+#[test]
+fn a_panic_in_a_scope_task_is_resumed_after_every_task_finished() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let finished = AtomicUsize::new(0);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.scope(|s| {
+                for i in 0..16 {
+                    let finished = &finished;
+                    s.spawn(move |_| {
+                        if i == 3 {
+                            panic!("task 3");
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                        finished.fetch_add(1, Ordering::SeqCst);
+                    });
+                }
+            })
+        }));
+        assert_eq!(caught.unwrap_err().downcast_ref::<&str>(), Some(&"task 3"));
+        assert_eq!(finished.load(Ordering::SeqCst), 15);
+    });
+}
+
+#[test]
+fn spawns_inside_a_pools_task_stay_in_that_pool() {
+    within(HANG, || {
+        let pool = Pool::builder().thread_name("own").build().unwrap();
+        let names = pool
+            .spawn_fn(|| {
+                let spawned =
+                    tidepool::spawn_fn(|| std::thread::current().name().map(String::from));
+                let awaited =
+                    tidepool::spawn(async { std::thread::current().name().map(String::from) });
+                let (joined, _) =
+                    tidepool::join(|| std::thread::current().name().map(String::from), || ());
+                let current = Pool::current().map(|p| p.concurrency());
+                (
+                    spawned.join().unwrap(),
+                    awaited.join().unwrap(),
+                    joined,
+                    current,
+                )
+            })
+            .join()
+            .unwrap();
+        for name in [&names.0, &names.1, &names.2] {
+            assert!(name.as_deref().unwrap().starts_with("own-"), "{names:?}");
+        }
+        assert_eq!(names.3, Some(pool.concurrency()));
+        assert!(Pool::current().is_none(), "no pool outside");
+    });
+}
+
+#[test]
+fn block_on_from_outside_spawns_into_its_pool() {
+    within(HANG, || {
+        let pool = Pool::builder().thread_name("entered").build().unwrap();
+        let name = pool.block_on(async {
+            tidepool::spawn_fn(|| std::thread::current().name().map(String::from))
+                .await
+                .unwrap()
+        });
+        assert!(name.unwrap().starts_with("entered-"));
+    });
+}
+
+#[test]
+fn join_from_outside_runs_both_closures_on_the_pool() {
+    within(HANG, || {
+        let pool = Pool::builder().thread_name("outside").build().unwrap();
+        let name = || std::thread::current().name().map(String::from).unwrap();
+        let (a, b) = pool.join(name, name);
+        assert!(
+            a.starts_with("outside-") && b.starts_with("outside-"),
+            "{a} {b}"
+        );
+    });
+}
+
+#[test]
+fn join_on_a_shut_down_pool_runs_on_the_caller() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        pool.shutdown().unwrap();
+        let mut hits = [0; 2];
+        let (left, right) = hits.split_at_mut(1);
+        pool.join(|| left[0] += 1, || right[0] += 1);
+        assert_eq!(hits, [1, 1]);
+    });
+}
+
+#[test]
+fn a_helped_task_of_a_group_never_runs_beside_another_of_the_group() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let group = pool.group().max_concurrency(1).build().unwrap();
+        let running = Arc::new(AtomicUsize::new(0));
+        let overlap = Arc::new(AtomicBool::new(false));
+        let item = {
+            let (running, overlap) = (running.clone(), overlap.clone());
+            move || {
+                if running.fetch_add(1, Ordering::SeqCst) > 0 {
+                    overlap.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                running.fetch_sub(1, Ordering::SeqCst);
+            }
+        };
+        let handles: Vec<_> = (0..20).map(|_| group.spawn_fn(item.clone())).collect();
+        // Plain tasks join the group's items: their waits help, and may run
+        // admitted group items, never two at once.
+        let joiners: Vec<_> = handles
+            .into_iter()
+            .map(|h| pool.spawn_fn(move || h.join().unwrap()))
+            .collect();
+        for j in joiners {
+            j.join().unwrap();
+        }
+        assert!(
+            !overlap.load(Ordering::SeqCst),
+            "two group items ran at once"
+        );
+        assert_eq!(group.metrics().completed, 20);
+    });
+}
+
+#[test]
+fn parallel_loops_visit_every_item_once() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let mut values: Vec<u64> = (0..100_000).collect();
+        let visits: Vec<AtomicUsize> = (0..50_000).map(|_| AtomicUsize::new(0)).collect();
+        pool.spawn_fn(|| ()).join().unwrap();
+        pool.scope(|_| {
+            tidepool::for_each(&mut values, |v| *v += 1);
+            tidepool::for_range(0..visits.len(), |i| {
+                visits[i].fetch_add(1, Ordering::Relaxed);
+            });
+        });
+        assert!(values.iter().enumerate().all(|(i, v)| *v == i as u64 + 1));
+        assert!(visits.iter().all(|v| v.load(Ordering::Relaxed) == 1));
+        // Empty inputs are fine.
+        tidepool::for_each(&mut [] as &mut [u8], |_| unreachable!());
+        tidepool::for_range(5..5, |_| unreachable!());
+    });
+}
+
+/// Completion counting under stress: many scopes with nested spawns, racing
+/// thieves and the owner's inline runs; every task runs exactly once and the
+/// scope returns only after all of them.
+#[test]
+fn scope_completion_counting_holds_under_stress() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        for round in 0..200 {
+            let runs: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(0)).collect();
+            let log = Mutex::new(Vec::new());
+            pool.scope(|s| {
+                for i in 0..8 {
+                    let (runs, log) = (&runs, &log);
+                    s.spawn(move |s| {
+                        for j in 0..8 {
+                            s.spawn(move |_| {
+                                runs[i * 8 + j].fetch_add(1, Ordering::SeqCst);
+                                if (i + j + round) % 7 == 0 {
+                                    std::thread::yield_now();
+                                }
+                            });
+                        }
+                        log.lock().unwrap().push(i);
+                    });
+                }
+            });
+            // Read after the scope: a task still running would race here.
+            assert!(
+                runs.iter().all(|r| r.load(Ordering::SeqCst) == 1),
+                "round {round}"
+            );
+            assert_eq!(log.lock().unwrap().len(), 8);
+        }
+    });
+}
