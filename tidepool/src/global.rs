@@ -16,7 +16,13 @@ use std::sync::OnceLock;
 
 /// Runs `f` with the current pool (see the module docs).
 fn with_current_pool<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
-    context::with_current_pool(|| Arc::clone(global().shared()), f)
+    context::with_current_pool(outside_pool, f)
+}
+
+/// The current pool of a thread that is no worker: the pool whose
+/// `block_on` runs here, else the global pool.
+fn outside_pool() -> Arc<Shared> {
+    context::with_current_pool(|| Arc::clone(global().shared()), Arc::clone)
 }
 
 static GLOBAL: OnceLock<Pool> = OnceLock::new();
@@ -125,7 +131,7 @@ where
     RA: Send,
     RB: Send,
 {
-    with_current_pool(|shared| fork::join_in(shared, a, b))
+    fork::join_current(outside_pool, a, b)
 }
 
 /// Runs `op` with a [`Scope`] on the current pool (the global pool outside

@@ -1,35 +1,219 @@
-//! A job: a closure that may borrow from its waiter's stack, queued in the
-//! pool as a task and run exactly once — by whichever thread claims it
-//! first: a worker that picked the task, or the waiter itself.
+//! Jobs: closures that may borrow from their waiter's stack, queued in the
+//! pool and run exactly once.
 //!
-//! This is the only module besides `sys` with `unsafe`: the lifetime erasure
-//! that lets a pool task run a closure borrowing from a stack frame. The
-//! argument that it is sound is the protocol below; every caller restates
-//! its part of it at the call.
+//! Two kinds, one rule (the waiter outlives the job):
 //!
-//! # The protocol
+//! * [`StackJob`] (for `join`'s second half, and for a join or scope started
+//!   outside the pool): lives in the waiter's frame and is queued as a bare
+//!   [`JobRef`], so a join allocates nothing. Whoever takes the entry out of
+//!   a deque or lane (a thief, or the waiter popping it back) owns the run;
+//!   the waiter does not return before the job is done, abandoned (then it
+//!   runs the closure itself), or popped back by itself.
+//! * [`Job`] (for scope tasks, which outlive the spawning call): an `Arc`
+//!   queued as a task, claimed under a mutex by a worker or by the scope's
+//!   owner, following the protocol below. (A scope task costs allocations a
+//!   stack job does not; scope spawns are rarer than joins.)
 //!
-//! * The waiter creates the job with [`erase`]d closure, queues it with
-//!   [`submit`], and does not return (nor unwind) before one of:
-//!   - it claimed the closure itself ([`Job::claim`]) and ran it; or
-//!   - [`Job::is_done`] returned true (a worker claimed it, ran it, and
-//!     dropped it before setting `done` with Release); or, for a scope, the
-//!     scope's pending count reached zero (each job decrements it last).
+//! This module and `runtime::work` are the only ones besides `sys` with
+//! `unsafe`: the lifetime erasure that lets a queued job refer to a stack
+//! frame, and the accesses to a stack job's cells that the queue's
+//! ownership makes exclusive. Every unsafe block says which rule it relies
+//! on.
+//!
+//! # The protocol of a [`Job`]
+//!
+//! * The scope's owner makes each job with an [`erase`]d closure, queues it
+//!   with [`submit`] and keeps it in the scope's list, and does not return
+//!   (nor unwind) before the scope's pending count reached zero: each job's
+//!   closure decrements it as its very last act.
 //! * The closure is taken out of the job under its mutex, so it is run (or
-//!   dropped) at most once, and never after the waiter returned: a claim
-//!   that finds it gone does nothing, and a task dropped unrun
-//!   ([`JobRunner`]'s drop) only marks the job abandoned, leaving the closure
-//!   for the waiter to claim.
-//! * What outlives the waiter (the `Arc<Job>` a queued task still holds)
+//!   dropped) at most once: a claim that finds it gone does nothing, and a
+//!   task dropped unrun ([`JobRunner`]'s drop) only wakes the owner, leaving
+//!   the closure for the owner to claim from its list.
+//! * What outlives the scope (the `Arc<Job>` a queued task still holds)
 //!   contains no borrowed data any more: the closure slot is empty.
 
 use crate::runtime::task::NoGate;
-use crate::runtime::{Priority, Shared};
+use crate::runtime::{context, Entry, JobRef, Priority, Shared, Work};
 use crate::sync::{lock, Arc};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::cell::UnsafeCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, Ordering};
+use crate::sync::Mutex;
 use std::thread::{self, Thread};
 use std::time::Duration;
+
+/// A [`StackJob`] not yet taken out of its queue.
+const PENDING: u8 = 0;
+/// A worker ran it; the result is in its cell.
+const DONE: u8 = 1;
+/// Its queue entry was dropped unrun; the waiter runs it.
+const ABANDONED: u8 = 2;
+
+/// Who waits for a [`StackJob`], to be woken when it is done.
+#[derive(Clone)]
+pub(super) enum Waiter<'w> {
+    /// A worker of the job's pool (its entry): waking it takes no reference
+    /// count, and the entry outlives the thief, which holds the pool.
+    Worker(&'w Entry),
+    /// A thread outside the pool.
+    Thread(Thread),
+}
+
+impl Waiter<'_> {
+    fn wake(&self) {
+        match self {
+            Waiter::Worker(entry) => entry.unpark(),
+            Waiter::Thread(thread) => thread.unpark(),
+        }
+    }
+}
+
+/// `join`'s second half (or a whole join or scope started outside the
+/// pool), living in the waiter's frame. See the module docs.
+pub(super) struct StackJob<'w, F, R> {
+    /// The closure, until the one owner of the run takes it.
+    func: UnsafeCell<Option<F>>,
+    /// Its result, written by a worker that ran it, read by the waiter
+    /// after it saw `DONE`.
+    result: UnsafeCell<Option<thread::Result<R>>>,
+    /// `PENDING`, `DONE` or `ABANDONED`.
+    state: AtomicU8,
+    /// Woken when the state leaves `PENDING`.
+    waiter: Waiter<'w>,
+}
+
+// SAFETY: the cells are only touched by the one thread that owns the run
+// (the thread that took the job's queue entry, or the waiter once the entry
+// is gone: popped back, or abandoned), and the result is handed from that
+// thread to the waiter through the Release/Acquire of `state`. So sharing a
+// `&StackJob` between threads is sound when `F` and `R` may be sent.
+unsafe impl<F: Send, R: Send> Sync for StackJob<'_, F, R> {}
+
+impl<'w, F, R> StackJob<'w, F, R>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    /// A job for `func`, whose waiter is `waiter` (the calling thread).
+    pub(super) fn new(func: F, waiter: Waiter<'w>) -> Self {
+        StackJob {
+            func: UnsafeCell::new(Some(func)),
+            result: UnsafeCell::new(None),
+            state: AtomicU8::new(PENDING),
+            waiter,
+        }
+    }
+
+    /// The queue entry for this job.
+    ///
+    /// # Safety
+    ///
+    /// The caller (the waiter) must not let the job go out of scope before
+    /// [`StackJob::wait`] or [`StackJob::wait_outside`] returned, and must
+    /// make only one entry.
+    pub(super) unsafe fn entry(&self) -> JobRef {
+        // SAFETY: `JobRef::new`'s contract is the caller's: the job stays in
+        // the waiter's frame until a wait returned, which is after `run` or
+        // `abandon` stopped touching it (they read everything they need
+        // before their last store to `state`).
+        unsafe { JobRef::new(self) }
+    }
+
+    /// Runs the closure on this thread.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the run: it took the job's entry out of its queue
+    /// (and forgot it), or saw the entry abandoned.
+    unsafe fn run_here(&self) -> thread::Result<R> {
+        // SAFETY: the caller owns the run, so nobody else touches `func`.
+        let func = unsafe { (*self.func.get()).take() };
+        let func = func.expect("a job's closure runs once");
+        catch_unwind(AssertUnwindSafe(func))
+    }
+
+    /// For the waiter, on one of the pool's workers: the job's result. Pops
+    /// the job back and runs it here if it is still on top of this worker's
+    /// deque (the common case: nobody stole it); else helps the pool until
+    /// the thief is done (or runs it here if it was abandoned).
+    pub(super) fn wait(&self, ctx: &context::WorkerContext) -> thread::Result<R> {
+        match ctx.local.pop() {
+            Some(Work::Job(entry)) if entry.is(self) => {
+                entry.take_back();
+                // SAFETY: we took our own entry out of the deque.
+                return unsafe { self.run_here() };
+            }
+            Some(other) => ctx.local.push(other),
+            None => {}
+        }
+        let settled = || self.state.load(Ordering::Acquire) != PENDING;
+        if !crate::worker::help_until(settled) {
+            crate::worker::declare_blocking();
+            while !settled() {
+                thread::park_timeout(Duration::from_millis(10));
+            }
+        }
+        self.settled_result()
+    }
+
+    /// For a waiter that is not one of the pool's workers.
+    pub(super) fn wait_outside(&self) -> thread::Result<R> {
+        while self.state.load(Ordering::Acquire) == PENDING {
+            // Woken by `run` or `abandon`; the timeout only guards against
+            // a lost unpark token.
+            thread::park_timeout(Duration::from_millis(10));
+        }
+        self.settled_result()
+    }
+
+    /// The result once the state left `PENDING`.
+    fn settled_result(&self) -> thread::Result<R> {
+        match self.state.load(Ordering::Acquire) {
+            // SAFETY: `DONE` (Acquire) means the worker that ran the job has
+            // written the result and will not touch the job again.
+            DONE => unsafe { (*self.result.get()).take() }.expect("a done job has a result"),
+            // SAFETY: an abandoned job's entry is gone: the run is ours.
+            _ => unsafe { self.run_here() },
+        }
+    }
+}
+
+impl<F, R> crate::runtime::Job for StackJob<'_, F, R>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    fn run(&self) {
+        // SAFETY: `JobRef::run` is called by the one thread that took the
+        // job's entry out of a queue: it owns the run.
+        let result = unsafe { self.run_here() };
+        // SAFETY: as above; the waiter reads the cell only after `DONE`.
+        unsafe { *self.result.get() = Some(result) };
+        let waiter = self.waiter.clone();
+        // Release: the waiter that sees `DONE` sees the result. After this
+        // store the waiter may return and the job be gone: no more access.
+        self.state.store(DONE, Ordering::Release);
+        waiter.wake();
+    }
+
+    fn abandon(&self) {
+        let waiter = self.waiter.clone();
+        self.state.store(ABANDONED, Ordering::Release);
+        waiter.wake();
+    }
+}
+
+/// Queues `entry` in `shared`'s pool: on this worker's deque when called on
+/// one of its workers (where idle workers steal it), else on the normal lane;
+/// then makes sure somebody will look.
+pub(super) fn push(shared: &Arc<Shared>, ctx: Option<&context::WorkerContext>, entry: JobRef) {
+    match ctx {
+        Some(ctx) => ctx.local.push(Work::Job(entry)),
+        None => shared.lanes.push_work(Priority::Normal, Work::Job(entry)),
+    }
+    crate::worker::notify(shared);
+}
 
 /// A closure whose borrows the job protocol keeps alive (see the module
 /// docs). It must not panic: callers wrap their code in `catch_unwind`.
@@ -54,36 +238,28 @@ pub(super) unsafe fn erase<'a>(f: Box<dyn FnOnce() + Send + 'a>) -> ErasedFn {
     }
 }
 
-/// One closure, run exactly once. See the module docs.
+/// A scope task: run exactly once, by a worker that picked its queued task
+/// or by the scope's owner. See the module docs.
 pub(super) struct Job {
     /// The closure until somebody claims it.
     func: Mutex<Option<ErasedFn>>,
-    /// Set (Release) after a worker that claimed the closure has run and
-    /// dropped it; read with Acquire by the waiter.
-    done: AtomicBool,
-    /// Set when the task that would have run the job was dropped unrun (the
-    /// pool refused or stopped): the waiter must run it.
-    abandoned: AtomicBool,
-    /// Woken when the job is done or abandoned.
-    waiter: Thread,
+    /// The scope's owner: woken when the queued task is dropped unrun, so it
+    /// claims the job itself.
+    owner: Thread,
 }
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job")
-            .field("done", &self.done.load(Ordering::Relaxed))
-            .finish()
+        f.debug_struct("Job").finish_non_exhaustive()
     }
 }
 
 impl Job {
-    /// A job for `func`, whose waiter is `waiter`.
-    pub(super) fn new(func: ErasedFn, waiter: Thread) -> Arc<Job> {
+    /// A job for `func`, in a scope owned by `owner`.
+    pub(super) fn new(func: ErasedFn, owner: Thread) -> Arc<Job> {
         Arc::new(Job {
             func: Mutex::new(Some(func)),
-            done: AtomicBool::new(false),
-            abandoned: AtomicBool::new(false),
-            waiter,
+            owner,
         })
     }
 
@@ -91,62 +267,32 @@ impl Job {
     pub(super) fn claim(&self) -> Option<ErasedFn> {
         lock(&self.func).take()
     }
-
-    /// True once a worker ran the job (not set when the waiter runs it).
-    pub(super) fn is_done(&self) -> bool {
-        self.done.load(Ordering::Acquire)
-    }
-
-    /// For a thread that is not a worker: waits until a worker ran the job,
-    /// or runs it here if the pool dropped its task unrun.
-    pub(super) fn wait_outside(&self) {
-        loop {
-            if self.is_done() {
-                return;
-            }
-            if self.abandoned.load(Ordering::Acquire) {
-                if let Some(func) = self.claim() {
-                    func();
-                    return;
-                }
-            }
-            // Woken by `run` or the runner's drop; the timeout only guards
-            // against a lost unpark token.
-            thread::park_timeout(Duration::from_millis(10));
-        }
-    }
 }
 
-/// What the pool's task holds: runs the job if it is still unclaimed; marks
-/// it abandoned if the task is dropped unrun.
+/// What the pool's task holds: runs the job if it is still unclaimed; wakes
+/// the owner if the task is dropped unrun (the owner then claims it).
 struct JobRunner(Arc<Job>);
 
 impl JobRunner {
     fn run(self) {
         if let Some(func) = self.0.claim() {
             func();
-            // Release: the waiter that sees `done` sees everything the
-            // closure wrote (its result slot).
-            self.0.done.store(true, Ordering::Release);
-            self.0.waiter.unpark();
         }
     }
 }
 
 impl Drop for JobRunner {
     fn drop(&mut self) {
-        let unrun = lock(&self.0.func).is_some();
-        if unrun {
-            self.0.abandoned.store(true, Ordering::Release);
-            self.0.waiter.unpark();
+        if lock(&self.0.func).is_some() {
+            self.0.owner.unpark();
         }
     }
 }
 
 /// Queues a task that runs `job` in `shared`'s pool: on the current worker's
 /// deque when called on one of its workers, else on the normal lane. If the
-/// pool refuses it (closed), the job is abandoned at once and its waiter
-/// runs it.
+/// pool refuses it (closed), the task is dropped at once and the scope's
+/// owner runs the job.
 pub(super) fn submit(shared: &Arc<Shared>, job: &Arc<Job>) {
     let runner = JobRunner(Arc::clone(job));
     let task = async move { runner.run() };

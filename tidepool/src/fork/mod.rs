@@ -2,14 +2,15 @@
 //! closures may borrow from the caller's stack, and the parallel loops built
 //! on them.
 //!
-//! On a worker of the pool, `join(a, b)` queues `b` as a [`job`] (on this
-//! worker's deque, where idle workers steal it), runs `a` here, then takes
-//! `b` back and runs it here too if nobody has started it — the common case
-//! when the pool is busy, so a deep recursion costs a few atomic operations
-//! per level, not a thread. If a thief has it, the worker helps (runs other
-//! queued work; see `worker::help`) until `b` is done. A scope works the same
-//! way: its owner runs the jobs nobody took, newest first, and helps while
-//! the others finish.
+//! On a worker of the pool, `join(a, b)` queues `b` as a [`job`] that lives
+//! in the joiner's frame (on this worker's deque, where idle workers steal
+//! it), runs `a` here, then pops `b` back and runs it here too if nobody
+//! has stolen it — the common case when the pool is busy, so a deep
+//! recursion costs a few atomic operations per level and no allocation, and
+//! never a thread. If a thief has it, the worker helps (runs other queued
+//! work; see `worker::help`) until `b` is done. A scope works the same way:
+//! its owner runs the jobs nobody took, newest first, and helps while the
+//! others finish.
 //!
 //! From outside the pool, the whole `join` or `scope` is itself queued as a
 //! job and the calling thread waits for it: the closures always run on the
@@ -23,14 +24,14 @@
 
 mod job;
 
-use crate::runtime::context;
+use crate::runtime::context::{self, WorkerContext};
 use crate::runtime::{PanicPayload, Shared};
 use crate::sync::{lock, Arc};
-use job::{erase, submit, Job};
+use job::{erase, submit, Job, StackJob, Waiter};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use crate::sync::Mutex;
 use std::thread::{self, Thread};
 
 /// Runs `a` and `b` in `shared`'s pool, possibly in parallel, and returns
@@ -42,68 +43,92 @@ where
     RA: Send,
     RB: Send,
 {
-    if context::current_index(shared).is_some() {
-        join_here(shared, a, b)
-    } else {
-        run_in(shared, |shared| join_here(shared, a, b))
+    match context::current() {
+        Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => join_here(&ctx, a, b),
+        _ => run_in(shared, |shared| join_in_or_here(shared, a, b)),
     }
 }
 
-/// [`join_in`] on one of `shared`'s workers.
-fn join_here<A, B, RA, RB>(shared: &Arc<Shared>, a: A, b: B) -> (RA, RB)
+/// [`join_in`] for the current pool: the worker's own, else `outside()`'s
+/// (the pool whose `block_on` runs here, or the global pool). The hot path
+/// of a recursive `tidepool::join`: one thread-local read.
+pub(crate) fn join_current<A, B, RA, RB>(
+    outside: impl FnOnce() -> Arc<Shared>,
+    a: A,
+    b: B,
+) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
     B: FnOnce() -> RB + Send,
     RA: Send,
     RB: Send,
 {
-    let mut b_out: Option<thread::Result<RB>> = None;
-    let job = {
-        let slot = &mut b_out;
-        let body: Box<dyn FnOnce() + Send + '_> =
-            Box::new(move || *slot = Some(catch_unwind(AssertUnwindSafe(b))));
-        // SAFETY: the job protocol (job.rs): this function does not return
-        // or unwind before `b_out` is written, that is, before the job was
-        // claimed and run here or `is_done` said a worker ran it (`a` runs
-        // under `catch_unwind`, so it cannot unwind past the wait below).
-        Job::new(unsafe { erase(body) }, thread::current())
-    };
-    submit(shared, &job);
-    let a_out = catch_unwind(AssertUnwindSafe(a));
-    match job.claim() {
-        // Nobody started `b`: run it here (its queued task will find nothing).
-        Some(b) => b(),
+    match context::current() {
+        Some(ctx) => join_here(&ctx, a, b),
         None => {
-            if !crate::worker::help_until(|| job.is_done()) {
-                crate::worker::declare_blocking();
-                job.wait_outside();
-            }
+            let shared = outside();
+            run_in(&shared, |shared| join_in_or_here(shared, a, b))
         }
     }
-    let b_out = b_out.expect("the job protocol ran b before this point");
-    match (a_out, b_out) {
+}
+
+/// Inside `run_in`: on a worker of `shared` (the usual case) the join proper;
+/// on the caller, because the pool took no work (shut down), `a` then `b`,
+/// with the same panic rule.
+fn join_in_or_here<A, B, RA, RB>(shared: &Arc<Shared>, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    match context::current() {
+        Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => join_here(&ctx, a, b),
+        _ => {
+            let a_out = catch_unwind(AssertUnwindSafe(a));
+            let b_out = catch_unwind(AssertUnwindSafe(b));
+            both(a_out, b_out)
+        }
+    }
+}
+
+/// Both results, or the first panic (`a`'s if both panicked).
+fn both<RA, RB>(a: thread::Result<RA>, b: thread::Result<RB>) -> (RA, RB) {
+    match (a, b) {
         (Ok(ra), Ok(rb)) => (ra, rb),
         (Err(panic), _) | (Ok(_), Err(panic)) => resume_unwind(panic),
     }
 }
 
+/// [`join_in`] on the worker of `ctx`.
+fn join_here<A, B, RA, RB>(ctx: &WorkerContext, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let job = StackJob::new(b, Waiter::Worker(ctx.shared.threads.entry(ctx.index)));
+    // SAFETY: `job` lives in this frame until `job.wait` below has returned:
+    // `a` runs under `catch_unwind`, so nothing between here and the wait
+    // can unwind past it; one entry only.
+    let entry = unsafe { job.entry() };
+    job::push(&ctx.shared, Some(ctx), entry);
+    let a_out = catch_unwind(AssertUnwindSafe(a));
+    let b_out = job.wait(ctx);
+    both(a_out, b_out)
+}
+
 /// Runs `f` on one of `shared`'s workers and waits for it on this thread,
 /// which is not one of them. Runs it here if the pool takes no work.
 fn run_in<R: Send>(shared: &Arc<Shared>, f: impl FnOnce(&Arc<Shared>) -> R + Send) -> R {
-    let mut out: Option<thread::Result<R>> = None;
-    let job = {
-        let slot = &mut out;
-        let pool = Arc::clone(shared);
-        let body: Box<dyn FnOnce() + Send + '_> =
-            Box::new(move || *slot = Some(catch_unwind(AssertUnwindSafe(|| f(&pool)))));
-        // SAFETY: the job protocol (job.rs): `wait_outside` returns only
-        // after the closure ran (here, or on a worker that then set `done`),
-        // and nothing before it can unwind.
-        Job::new(unsafe { erase(body) }, thread::current())
-    };
-    submit(shared, &job);
-    job.wait_outside();
-    match out.expect("the job protocol ran the closure before this point") {
+    let pool = Arc::clone(shared);
+    let job = StackJob::new(move || f(&pool), Waiter::Thread(thread::current()));
+    // SAFETY: `job` lives in this frame until `wait_outside` has returned,
+    // and nothing between here and there can unwind; one entry only.
+    let entry = unsafe { job.entry() };
+    job::push(shared, None, entry);
+    match job.wait_outside() {
         Ok(value) => value,
         Err(panic) => resume_unwind(panic),
     }

@@ -8,6 +8,7 @@
 //! abort the process (it would happen in a destructor).
 
 use super::task::Runnable;
+use super::work::Work;
 use super::Shared;
 use crate::sync::Arc;
 use crossbeam_deque::Worker;
@@ -22,7 +23,7 @@ pub(crate) struct WorkerContext {
     /// The worker's entry index.
     pub(crate) index: usize,
     /// The owning end of the worker's deque.
-    pub(crate) local: Worker<Runnable>,
+    pub(crate) local: Worker<Work>,
 }
 
 thread_local! {
@@ -111,7 +112,7 @@ pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Run
         if let Some(ctx) = &*current.borrow() {
             if Arc::ptr_eq(&ctx.shared, shared) {
                 if let Some(runnable) = runnable.take() {
-                    ctx.local.push(runnable);
+                    ctx.local.push(Work::Task(runnable));
                 }
             }
         }

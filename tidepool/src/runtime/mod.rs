@@ -13,6 +13,7 @@
 //! * `park`: the sleeper stack and the park/wake protocol.
 //! * `context`: the thread-locals (which worker runs here).
 //! * `task`: the task cell, its metadata and the gate hook.
+//! * `work`: what queues hold: tasks and fork-join jobs.
 
 mod config;
 pub(crate) mod context;
@@ -21,6 +22,7 @@ pub(crate) mod park;
 mod queues;
 pub(crate) mod task;
 mod threads;
+mod work;
 
 pub(crate) use config::Config;
 pub(crate) use lifecycle::{Exits, Latch};
@@ -28,6 +30,7 @@ pub(crate) use queues::Lanes;
 pub use queues::Priority;
 pub use task::PanicPayload;
 pub(crate) use threads::{Entry, Threads};
+pub(crate) use work::{Job, JobRef, Work};
 
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};

@@ -2,9 +2,11 @@
 //!
 //! Workers' own deques live in their entries (`threads::Entry`); these lanes
 //! take what arrives from outside a worker, every high- and low-priority
-//! task, and the admitted tasks of groups and pairs.
+//! task, the admitted tasks of groups and pairs, and fork-join jobs queued
+//! from outside the pool.
 
 use super::task::Runnable;
+use super::work::Work;
 use crossbeam_deque::{Injector, Steal, Worker};
 
 /// The scheduling lane of a task: higher lanes are served first.
@@ -40,20 +42,25 @@ impl Priority {
 #[derive(Debug, Default)]
 pub(crate) struct Lanes {
     /// Indexed by [`Priority::index`].
-    lanes: [Injector<Runnable>; 3],
+    lanes: [Injector<Work>; 3],
 }
 
 impl Lanes {
     /// Queues `runnable` at the back of `lane`.
     pub(crate) fn push(&self, lane: Priority, runnable: Runnable) {
-        self.lanes[lane.index()].push(runnable);
+        self.lanes[lane.index()].push(Work::Task(runnable));
+    }
+
+    /// Queues any work at the back of `lane`.
+    pub(crate) fn push_work(&self, lane: Priority, work: Work) {
+        self.lanes[lane.index()].push(work);
     }
 
     /// Takes one task from `lane`; for the normal lane, moves a batch into
     /// `local` too (the high lane is never batched, so an urgent task is
     /// never stuck behind a worker's local work; the low lane is served at a
     /// bounded rate, one at a time).
-    pub(crate) fn pop(&self, lane: Priority, local: &Worker<Runnable>) -> Option<Runnable> {
+    pub(crate) fn pop(&self, lane: Priority, local: &Worker<Work>) -> Option<Work> {
         let injector = &self.lanes[lane.index()];
         loop {
             let steal = if lane == Priority::Normal {
@@ -84,8 +91,8 @@ impl Lanes {
         self.lanes.iter().map(Injector::len).sum()
     }
 
-    /// Takes every queued task out of every lane, for the caller to drop.
-    pub(crate) fn drain(&self, mut each: impl FnMut(Runnable)) {
+    /// Takes every queued item out of every lane, for the caller to drop.
+    pub(crate) fn drain(&self, mut each: impl FnMut(Work)) {
         for lane in &self.lanes {
             loop {
                 match lane.steal() {

@@ -8,7 +8,7 @@
 //! through. There are `max_threads` entries; a starting thread takes a free
 //! one and gives it back when it exits.
 
-use super::task::Runnable;
+use super::work::Work;
 use crate::control::pacing::Pacer;
 use crate::control::slots::TaskStatus;
 use crate::metrics::{LatencyRecorder, TaskCounters, ThreadCounters};
@@ -17,6 +17,7 @@ use crate::sys::ThreadProbe;
 use crossbeam_deque::{Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
+use std::thread::Thread;
 use std::time::Duration;
 
 /// What the pool keeps for each worker index, whether or not a thread has it.
@@ -25,10 +26,10 @@ pub(crate) struct Entry {
     /// Phase and task tick, read by the monitor.
     pub(crate) status: TaskStatus,
     /// The stealing end of this entry's deque, created with the first worker.
-    stealer: OnceLock<Stealer<Runnable>>,
+    stealer: OnceLock<Stealer<Work>>,
     /// The owning end, held by the thread while it runs; kept here between
     /// threads so tasks left behind stay stealable.
-    deque: Mutex<Option<Worker<Runnable>>>,
+    deque: Mutex<Option<Worker<Work>>>,
     /// This worker's shard of the task counters.
     pub(crate) counters: CachePadded<TaskCounters>,
     /// Start latencies of the tasks this worker started.
@@ -36,16 +37,19 @@ pub(crate) struct Entry {
     /// How the monitor asks the kernel about this worker's thread; `None`
     /// while no thread has the entry.
     pub(crate) probe: Mutex<Option<Arc<ThreadProbe>>>,
+    /// The thread that has the entry, to wake it from a helping wait (a
+    /// stolen fork-join job it waits for is done); `None` between threads.
+    pub(crate) thread: Mutex<Option<Thread>>,
 }
 
 impl Entry {
     /// The stealing end of this entry's deque, if it ever had one.
-    pub(crate) fn stealer(&self) -> Option<&Stealer<Runnable>> {
+    pub(crate) fn stealer(&self) -> Option<&Stealer<Work>> {
         self.stealer.get()
     }
 
     /// For the thread taking this entry: the owning end of its deque.
-    pub(crate) fn take_deque(&self) -> Worker<Runnable> {
+    pub(crate) fn take_deque(&self) -> Worker<Work> {
         let mut slot = lock(&self.deque);
         match slot.take() {
             Some(deque) => deque,
@@ -61,8 +65,16 @@ impl Entry {
         }
     }
 
+    /// Wakes the entry's thread if it parks in a helping wait (or makes its
+    /// next park return at once).
+    pub(crate) fn unpark(&self) {
+        if let Some(thread) = &*lock(&self.thread) {
+            thread.unpark();
+        }
+    }
+
     /// For the thread leaving this entry: puts the deque back.
-    pub(crate) fn return_deque(&self, deque: Worker<Runnable>) {
+    pub(crate) fn return_deque(&self, deque: Worker<Work>) {
         *lock(&self.deque) = Some(deque);
     }
 }

@@ -39,7 +39,7 @@
 //! stack nor deadlocks the pool. A helped task that runs long delays the
 //! waiter's return by as much (the same trade as rayon's).
 
-use super::{find_task, run_task};
+use super::{find_task, run_work};
 use crate::runtime::context;
 use std::cell::Cell;
 use std::future::Future;
@@ -129,7 +129,7 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
         if holding {
             let pick = status.load().tick().wrapping_add(1);
             if let Some(task) = find_task(&ctx, pick, true) {
-                holding = run_task(&ctx, task);
+                holding = run_work(&ctx, task);
                 empty_looks = 0;
                 park = Duration::from_micros(16);
                 continue;

@@ -36,7 +36,7 @@ use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
 use crate::runtime::park::{self, Idle, Wake};
 use crate::runtime::task::Runnable;
-use crate::runtime::{Priority, Shared};
+use crate::runtime::{Priority, Shared, Work};
 use crate::sync::{lock, Arc, Ordering};
 use crate::sys::ThreadProbe;
 use coalesce::Coalescer;
@@ -56,6 +56,7 @@ pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
 pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     let entry = shared.threads.entry(index);
     *lock(&entry.probe) = Some(Arc::new(ThreadProbe::for_current_thread()));
+    *lock(&entry.thread) = Some(std::thread::current());
     let ctx = Rc::new(WorkerContext {
         local: entry.take_deque(),
         shared: Arc::clone(&shared),
@@ -76,6 +77,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     let leftover = !ctx.local.is_empty();
     entry.return_deque(ctx.local);
     *lock(&entry.probe) = None;
+    *lock(&entry.thread) = None;
     if leftover && !shared.is_stopped() {
         // Tasks stay stealable in the entry; make sure somebody looks.
         notify(&shared);
@@ -155,14 +157,14 @@ impl RunLoop<'_> {
         }
     }
 
-    /// Picks the next task (see [`find_task`]).
-    fn find_task(&mut self) -> Option<Runnable> {
+    /// Picks the next task or job (see [`find_task`]).
+    fn find_task(&mut self) -> Option<Work> {
         find_task(self.ctx, self.tick.wrapping_add(1), self.searching)
     }
 
-    /// Runs one task (see [`run_task`]) and moves this loop's tick on.
-    fn run_task(&mut self, task: Runnable) -> bool {
-        let kept = run_task(self.ctx, task);
+    /// Runs one task or job (see [`run_work`]) and moves this loop's tick on.
+    fn run_task(&mut self, work: Work) -> bool {
+        let kept = run_work(self.ctx, work);
         self.tick = self
             .ctx
             .shared
@@ -180,7 +182,7 @@ impl RunLoop<'_> {
     /// in a steady stream usually shows up sooner than that. During a dense
     /// stream the first look waits a little so tasks are taken in batches
     /// (see `coalesce`).
-    fn search_a_little(&mut self) -> Option<Runnable> {
+    fn search_a_little(&mut self) -> Option<Work> {
         self.wait_for_batch();
         let backoff = Backoff::new();
         let mut looks = 0;
@@ -297,7 +299,7 @@ impl RunLoop<'_> {
 /// Picks the next task for the worker of `ctx`; `pick` numbers the pick (the
 /// worker's next task tick). Outside the search phase only the high lane and
 /// the worker's own deque are looked at; a searcher looks everywhere.
-fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Runnable> {
+fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Work> {
     let shared = &ctx.shared;
     let local = &ctx.local;
     if pick % FAIRNESS_INTERVAL == 0 {
@@ -331,7 +333,7 @@ fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Runnable
 }
 
 /// The oldest task of the worker's own deque (the FIFO end thieves use).
-fn oldest_local(ctx: &WorkerContext) -> Option<Runnable> {
+fn oldest_local(ctx: &WorkerContext) -> Option<Work> {
     let stealer = ctx.shared.threads.entry(ctx.index).stealer()?;
     loop {
         match stealer.steal() {
@@ -344,7 +346,7 @@ fn oldest_local(ctx: &WorkerContext) -> Option<Runnable> {
 
 /// Steals a batch from another worker's deque, starting at a different
 /// victim for each `pick` so thieves spread out.
-fn steal(ctx: &WorkerContext, pick: u64) -> Option<Runnable> {
+fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
     let entries = ctx.shared.threads.used();
     let count = entries.len();
     if count <= 1 {
@@ -372,12 +374,22 @@ fn steal(ctx: &WorkerContext, pick: u64) -> Option<Runnable> {
     None
 }
 
-/// Runs one task on the worker of `ctx`. Returns false if the worker's slot
-/// was given away while it ran (the monitor saw it blocked, or it declared
-/// blocking).
-fn run_task(ctx: &WorkerContext, task: Runnable) -> bool {
+/// Runs one task or job on the worker of `ctx`. Returns false if the
+/// worker's slot was given away while it ran (the monitor saw it blocked, or
+/// it declared blocking). To the monitor a job is a task like any other.
+fn run_work(ctx: &WorkerContext, work: Work) -> bool {
     let status = &ctx.shared.threads.entry(ctx.index).status;
     status.begin_task();
+    match work {
+        Work::Task(task) => run_task(task),
+        // A job catches its closure's panics itself.
+        Work::Job(job) => job.run(),
+    }
+    status.end_task()
+}
+
+/// Runs one task (between its status's begin and end).
+fn run_task(task: Runnable) {
     // Only a gated task pays for its gate: one branch for the others.
     let gate = task.metadata().gate.clone();
     // The task wrapper catches panics of the future's poll; this catches
@@ -389,7 +401,6 @@ fn run_task(ctx: &WorkerContext, task: Runnable) -> bool {
     if let Some(gate) = gate {
         gate.after_run();
     }
-    status.end_task()
 }
 
 /// Lets a parked worker leave the pool if it has more than `min_threads`
