@@ -83,7 +83,7 @@ pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,
 };
 pub use runtime::{PanicPayload, Priority};
-pub use task::{JoinError, JoinHandle, SpawnError};
+pub use task::{JoinError, JoinHandle, SpawnError, TaskPanic};
 
 use std::time::{Duration, Instant};
 

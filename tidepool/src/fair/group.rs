@@ -230,7 +230,7 @@ impl Group {
     /// Runs `future` as a task of the group. See [`Pool::spawn`](crate::Pool::spawn).
     ///
     /// On a closed group or a shut-down pool the task is dropped and the
-    /// handle resolves to [`JoinError::Cancelled`](crate::JoinError::Cancelled)
+    /// handle resolves to [`JoinError::ShutDown`](crate::JoinError::ShutDown)
     /// at once; [`Group::try_spawn`] says so instead.
     ///
     /// ```
@@ -416,8 +416,9 @@ pub struct GroupMetrics {
 ///     err.to_string(),
 ///     "weight (0) must be at least 1: it is the number of admissions per turn; omit it for the default of 1"
 /// );
+/// assert!(format!("{err:?}").starts_with("GroupError::ZeroWeight: weight (0) must be"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GroupError {
     /// `max_concurrency(0)` (or `concurrent_exclusive(0)`): nothing could run.
@@ -441,6 +442,17 @@ impl fmt::Display for GroupError {
                 "weight (0) must be at least 1: it is the number of admissions per turn; omit it for the default of 1"
             }
         })
+    }
+}
+
+impl fmt::Debug for GroupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let variant = match self {
+            GroupError::ZeroMaxConcurrency => "ZeroMaxConcurrency",
+            GroupError::ZeroMaxInFlight => "ZeroMaxInFlight",
+            GroupError::ZeroWeight => "ZeroWeight",
+        };
+        write!(f, "GroupError::{variant}: {self}")
     }
 }
 

@@ -248,8 +248,13 @@ fn try_thread_with_stack(bytes: usize) -> Result<(), BuildError> {
 ///     err.to_string(),
 ///     "max_threads (4) must be >= min_threads (8): raise max_threads or lower min_threads"
 /// );
+/// // Debug (what `unwrap()` prints) names the variant and says the same.
+/// assert_eq!(
+///     format!("{err:?}"),
+///     "BuildError::MinAboveMax: max_threads (4) must be >= min_threads (8): raise max_threads or lower min_threads"
+/// );
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
     /// `concurrency(0)`: a pool needs at least one running slot.
@@ -346,6 +351,24 @@ impl fmt::Display for BuildError {
                 "stack_size ({bytes} bytes): the system could not start a thread with it ({error}): lower stack_size, or omit it for the default"
             ),
         }
+    }
+}
+
+impl fmt::Debug for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let variant = match self {
+            BuildError::ZeroConcurrency => "ZeroConcurrency",
+            BuildError::MinAboveMax { .. } => "MinAboveMax",
+            BuildError::MaxBelowConcurrency { .. } => "MaxBelowConcurrency",
+            BuildError::TooManyThreads { .. } => "TooManyThreads",
+            BuildError::StackTooSmall { .. } => "StackTooSmall",
+            BuildError::MonitorInterval { .. } => "MonitorInterval",
+            BuildError::ZeroGradualInterval => "ZeroGradualInterval",
+            BuildError::TooMuchConcurrency { .. } => "TooMuchConcurrency",
+            BuildError::ThreadNameNul { .. } => "ThreadNameNul",
+            BuildError::ThreadStart { .. } => "ThreadStart",
+        };
+        write!(f, "BuildError::{variant}: {self}")
     }
 }
 

@@ -64,7 +64,7 @@ impl Pool {
     /// socket, another task) it holds no thread.
     ///
     /// On a shut-down pool the task is dropped and the handle resolves to
-    /// [`JoinError::Cancelled`](crate::JoinError::Cancelled) at once; use
+    /// [`JoinError::ShutDown`](crate::JoinError::ShutDown) at once; use
     /// [`Pool::try_spawn`] to be told instead.
     ///
     /// ```
@@ -84,7 +84,7 @@ impl Pool {
     /// lock, a socket or a file) the pool notices and lets another worker run.
     ///
     /// On a shut-down pool the closure is dropped and the handle resolves to
-    /// [`JoinError::Cancelled`](crate::JoinError::Cancelled) at once.
+    /// [`JoinError::ShutDown`](crate::JoinError::ShutDown) at once.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -312,8 +312,9 @@ impl fmt::Debug for Pool {
 ///     err.to_string(),
 ///     "shutdown timed out with 3 tasks unfinished; they were abandoned (queued ones cancelled)"
 /// );
+/// assert!(format!("{err:?}").starts_with("ShutdownError::TimedOut: shutdown timed out with 3 tasks"));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ShutdownError {
     /// The timeout passed with tasks still unfinished; they were abandoned.
@@ -337,6 +338,16 @@ impl fmt::Display for ShutdownError {
                 "shutdown called from a task of the same pool: the pool is closed, but cannot wait for itself; call shutdown from outside the pool",
             ),
         }
+    }
+}
+
+impl fmt::Debug for ShutdownError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let variant = match self {
+            ShutdownError::TimedOut { .. } => "TimedOut",
+            ShutdownError::OnWorkerThread => "OnWorkerThread",
+        };
+        write!(f, "ShutdownError::{variant}: {self}")
     }
 }
 
