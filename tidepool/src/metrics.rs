@@ -145,6 +145,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) declared_blocking: AtomicU64,
     pub(crate) oversubscribed: AtomicU64,
     pub(crate) peak_threads: AtomicU64,
+    pub(crate) hook_panics: AtomicU64,
 }
 
 impl ThreadCounters {
@@ -168,6 +169,7 @@ impl ThreadCounters {
         m.blocked_detections = get(&self.blocked_detections);
         m.declared_blocking = get(&self.declared_blocking);
         m.oversubscribed_observations = get(&self.oversubscribed);
+        m.hook_panics = get(&self.hook_panics);
     }
 }
 
@@ -312,6 +314,11 @@ pub struct Metrics {
     /// Times a high-priority task found every slot busy and borrowed the
     /// reserve slot to start at once.
     pub reserve_slot_lends: u64,
+    /// Panics caught in the thread hooks (`Builder::on_thread_start`,
+    /// `on_thread_stop`, `thread_name_fn`). A panicking hook is reported by
+    /// the panic hook (stderr by default) and counted here; the thread
+    /// carries on.
+    pub hook_panics: u64,
     /// Running slots now.
     pub concurrency_target: usize,
     /// Time the monitor thread has spent working (not sleeping).

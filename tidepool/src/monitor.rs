@@ -33,7 +33,7 @@ use crate::control::policy::{Decision, KernelView, Limits, Policy, Sample, Worke
 use crate::control::slots::{Phase, StatusWord};
 use crate::control::StartReason;
 use crate::metrics::{ThreadCounters, ThreadSample};
-use crate::runtime::Shared;
+use crate::runtime::{Hook, Shared};
 use crate::sync::{lock, Arc};
 use crate::sys::ThreadProbe;
 use std::sync::Weak;
@@ -51,12 +51,28 @@ const MAX_PROBE_BACKOFF: u32 = 64;
 pub(crate) fn start(shared: &Arc<Shared>) {
     let weak = Arc::downgrade(shared);
     let name = format!("{}-monitor", shared.config.thread_name);
+    let hooks = (
+        shared.config.on_thread_start.clone(),
+        shared.config.on_thread_stop.clone(),
+    );
     // A pool without a monitor still runs tasks; it only cannot replace
     // blocked workers. Better than failing the build on a transient EAGAIN.
     let _ = std::thread::Builder::new()
         .name(name)
         .stack_size(256 * 1024)
-        .spawn(move || Monitor::new(weak).run());
+        .spawn(move || {
+            // The hooks are counted through the pool while it is alive; the
+            // stop hook may run after the pool is gone (nobody to count).
+            let run_hook = |hook: Option<Hook>| match weak.upgrade() {
+                Some(shared) => shared.run_hook(hook.as_ref()),
+                None => {
+                    let _ = hook.map(|hook| hook.run());
+                }
+            };
+            run_hook(hooks.0);
+            Monitor::new(weak.clone()).run();
+            run_hook(hooks.1);
+        });
 }
 
 /// What the monitor remembers about one worker entry.

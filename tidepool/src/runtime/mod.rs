@@ -22,7 +22,7 @@ mod queues;
 pub(crate) mod task;
 mod threads;
 
-pub(crate) use config::Config;
+pub(crate) use config::{Config, Hook, NameFn};
 pub(crate) use lifecycle::{Exits, Latch};
 pub(crate) use queues::Lanes;
 pub use queues::Priority;
@@ -31,7 +31,7 @@ pub(crate) use threads::{Entry, Threads};
 
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
-use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters};
+use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters, ThreadCounters};
 use crate::sync::{Arc, AtomicBool, Ordering};
 use crossbeam_deque::Steal;
 use crossbeam_utils::CachePadded;
@@ -342,6 +342,27 @@ impl Shared {
         self.exits.wait_until(deadline, || {
             self.is_stopped() && self.threads.alive() <= allow_threads
         })
+    }
+
+    // ----- thread hooks ----------------------------------------------------------
+
+    /// Runs a thread hook if one is set, counting a panic in it.
+    pub(crate) fn run_hook(&self, hook: Option<&Hook>) {
+        if let Some(hook) = hook {
+            if !hook.run() {
+                ThreadCounters::bump(&self.threads.counters.hook_panics);
+            }
+        }
+    }
+
+    /// The name of the worker thread on entry `index` (see
+    /// `Config::worker_name`), counting a panic of the name function.
+    pub(crate) fn worker_name(&self, index: usize) -> String {
+        let (name, panicked) = self.config.worker_name(index);
+        if panicked {
+            ThreadCounters::bump(&self.threads.counters.hook_panics);
+        }
+        name
     }
 
     // ----- metrics -------------------------------------------------------------

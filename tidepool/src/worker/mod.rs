@@ -48,6 +48,7 @@ pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
 /// The body of a worker thread. It starts holding a searching slot reserved by
 /// whoever started it.
 pub(crate) fn run(shared: Arc<Shared>, index: usize) {
+    shared.run_hook(shared.config.on_thread_start.as_ref());
     let entry = shared.threads.entry(index);
     *lock(&entry.probe) = Some(Arc::new(ThreadProbe::for_current_thread()));
     let ctx = Rc::new(WorkerContext {
@@ -77,6 +78,8 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     if shared.is_stopped() {
         shared.drain_queues();
     }
+    // Before the exit is signalled: `shutdown` returns after the hooks ran.
+    shared.run_hook(shared.config.on_thread_stop.as_ref());
     // A retiring worker took itself off the thread count already.
     shared.worker_exited(index, matches!(exit, Exit::Stop));
 }

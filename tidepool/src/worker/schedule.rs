@@ -150,7 +150,7 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
         threads.count_exit();
         return false;
     };
-    let mut builder = std::thread::Builder::new().name(format!("{}-{index}", config.thread_name));
+    let mut builder = std::thread::Builder::new().name(shared.worker_name(index));
     if let Some(size) = config.stack_size {
         builder = builder.stack_size(size);
     }
