@@ -69,6 +69,7 @@ mod runtime;
 mod sync;
 mod sys;
 mod task;
+mod trace;
 mod worker;
 
 pub use async_io::{Async, Timer};

@@ -36,6 +36,7 @@ use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::{Hook, Shared};
 use crate::sync::{lock, Arc};
 use crate::sys::ThreadProbe;
+use crate::trace;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
@@ -63,15 +64,15 @@ pub(crate) fn start(shared: &Arc<Shared>) {
         .spawn(move || {
             // The hooks are counted through the pool while it is alive; the
             // stop hook may run after the pool is gone (nobody to count).
-            let run_hook = |hook: Option<Hook>| match weak.upgrade() {
-                Some(shared) => shared.run_hook(hook.as_ref()),
+            let run_hook = |hook: Option<Hook>, which| match weak.upgrade() {
+                Some(shared) => shared.run_hook(hook.as_ref(), which),
                 None => {
                     let _ = hook.map(|hook| hook.run());
                 }
             };
-            run_hook(hooks.0);
+            run_hook(hooks.0, "on_thread_start");
             Monitor::new(weak.clone()).run();
-            run_hook(hooks.1);
+            run_hook(hooks.1, "on_thread_stop");
         });
 }
 
@@ -282,6 +283,7 @@ impl Monitor {
             if shared.threads.entry(index).status.try_mark_blocked(seen) {
                 shared.slots.release();
                 ThreadCounters::bump(&counters.blocked_detections);
+                trace::worker_blocked(&shared.config.thread_name, index, "detected");
                 self.tracks[index] = None;
             }
         }

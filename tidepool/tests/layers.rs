@@ -19,6 +19,7 @@ const LAYERS: &[&str] = &[
     "runtime",
     "control",
     "metrics",
+    "trace",
     "sys",
     "sync",
 ];

@@ -33,6 +33,7 @@ use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
 use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters, ThreadCounters};
 use crate::sync::{Arc, AtomicBool, Ordering};
+use crate::trace;
 use crossbeam_deque::Steal;
 use crossbeam_utils::CachePadded;
 use park::Sleepers;
@@ -284,6 +285,7 @@ impl Shared {
         if !self.latch.close() {
             return;
         }
+        trace::pool_closed(&self.config.thread_name);
         self.check_drained();
         // Parked workers may now retire below `min_threads`.
         self.monitor.wake();
@@ -309,6 +311,7 @@ impl Shared {
 
     /// What the one call that stopped the pool does next.
     fn on_stop(self: &Arc<Self>) {
+        trace::pool_stopped(&self.config.thread_name);
         let hook = self
             .attachment
             .lock()
@@ -346,11 +349,13 @@ impl Shared {
 
     // ----- thread hooks ----------------------------------------------------------
 
-    /// Runs a thread hook if one is set, counting a panic in it.
-    pub(crate) fn run_hook(&self, hook: Option<&Hook>) {
+    /// Runs a thread hook if one is set, counting a panic in it. `which`
+    /// names it in events.
+    pub(crate) fn run_hook(&self, hook: Option<&Hook>, which: &'static str) {
         if let Some(hook) = hook {
             if !hook.run() {
                 ThreadCounters::bump(&self.threads.counters.hook_panics);
+                trace::hook_panicked(&self.config.thread_name, which);
             }
         }
     }
@@ -361,6 +366,7 @@ impl Shared {
         let (name, panicked) = self.config.worker_name(index);
         if panicked {
             ThreadCounters::bump(&self.threads.counters.hook_panics);
+            trace::hook_panicked(&self.config.thread_name, "thread_name_fn");
         }
         name
     }
