@@ -78,7 +78,7 @@ pub use fair::{
     ConcurrentSpawner, ExclusiveSpawner, Group, GroupBuilder, GroupError, GroupMetrics,
     QUEUE_BUDGET_PER_SLOT,
 };
-pub use global::{block_on, global, spawn, spawn_fn};
+pub use global::{block_on, global, spawn, spawn_fn, GlobalPoolError};
 pub use metrics::{LatencySummary, Metrics, ThreadSample};
 pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,
@@ -100,6 +100,110 @@ use std::time::{Duration, Instant};
 pub async fn sleep(duration: Duration) -> Instant {
     Timer::after(duration).await
 }
+
+/// Lets other tasks run: the calling task is woken at once and re-queued
+/// behind the tasks already queued on its worker (on its lane's queue when
+/// not on a worker; tasks queued from outside the pool get a turn at least
+/// once in 61 picks), then resumes. Use it in a
+/// long computation inside an async task so it does not hold its worker
+/// while other tasks wait (a closure from `spawn_fn` cannot yield: it runs
+/// to its end).
+///
+/// ```
+/// let handle = tidepool::spawn(async {
+///     let mut sum = 0u64;
+///     for i in 0..1_000u64 {
+///         sum += i;
+///         if i % 100 == 0 {
+///             tidepool::yield_now().await;
+///         }
+///     }
+///     sum
+/// });
+/// assert_eq!(handle.join().unwrap(), 499_500);
+/// ```
+pub async fn yield_now() {
+    futures_lite::future::yield_now().await;
+}
+
+/// Runs `future` for at most `duration`: its output, or [`Elapsed`] if the
+/// time ran out first (the future is then dropped, which cancels it). The
+/// wait holds no thread (a timer in the reactor, as [`sleep`]). A future
+/// that is ready at once wins even with a zero duration.
+///
+/// # Errors
+///
+/// [`Elapsed`] if `duration` passed before `future` completed.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let quick = tidepool::block_on(tidepool::timeout(Duration::from_secs(5), async { 1 }));
+/// assert_eq!(quick, Ok(1));
+///
+/// let never = std::future::pending::<()>();
+/// let err = tidepool::block_on(tidepool::timeout(Duration::from_millis(5), never)).unwrap_err();
+/// assert_eq!(err.duration(), Duration::from_millis(5));
+/// ```
+pub async fn timeout<F: std::future::Future>(
+    duration: Duration,
+    future: F,
+) -> Result<F::Output, Elapsed> {
+    let output = async { Ok(future.await) };
+    let timer = async {
+        Timer::after(duration).await;
+        Err(Elapsed { duration })
+    };
+    futures_lite::future::or(output, timer).await
+}
+
+/// The error of [`timeout`]: the time ran out before the future completed.
+///
+/// ```
+/// use std::time::Duration;
+/// let never = std::future::pending::<()>();
+/// let err = tidepool::block_on(tidepool::timeout(Duration::from_millis(1), never)).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "timed out after 1ms before the future completed: raise the timeout, or handle Elapsed as a failure"
+/// );
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed {
+    duration: Duration,
+}
+
+impl Elapsed {
+    /// The timeout that passed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let never = std::future::pending::<()>();
+    /// let err = tidepool::block_on(tidepool::timeout(Duration::from_millis(2), never)).unwrap_err();
+    /// assert_eq!(err.duration(), Duration::from_millis(2));
+    /// ```
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+}
+
+impl std::fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "timed out after {:?} before the future completed: raise the timeout, or handle Elapsed as a failure",
+            self.duration
+        )
+    }
+}
+
+impl std::fmt::Debug for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Elapsed: {self}")
+    }
+}
+
+impl std::error::Error for Elapsed {}
 
 /// Runs `f`, a piece of code known to block, and tells the pool so first.
 ///

@@ -252,6 +252,12 @@ impl Builder {
         Ok(Pool::from_config(config))
     }
 
+    /// Sets the thread name unless the user set one.
+    pub(crate) fn default_thread_name(mut self, name: &str) -> Self {
+        self.thread_name.get_or_insert_with(|| name.to_owned());
+        self
+    }
+
     pub(crate) fn config(self) -> Result<Config, BuildError> {
         let concurrency = self.concurrency.unwrap_or_else(default_concurrency);
         if concurrency == 0 {
