@@ -121,6 +121,10 @@ struct Monitor {
     tracks: Vec<Option<Track>>,
     policy: Option<Policy>,
     sleep: Duration,
+    /// When the metrics were last published, and whether that was at the
+    /// start of an idle sleep (the `metrics` feature).
+    #[cfg(feature = "metrics")]
+    published: Option<(Instant, bool)>,
 }
 
 impl Monitor {
@@ -130,6 +134,24 @@ impl Monitor {
             tracks: Vec::new(),
             policy: None,
             sleep: Duration::ZERO,
+            #[cfg(feature = "metrics")]
+            published: None,
+        }
+    }
+
+    /// Publishes the pool's metrics once a second while it ticks, and once
+    /// as it goes idle (`Pool::publish_metrics`).
+    #[cfg(feature = "metrics")]
+    fn publish(&mut self, shared: &Shared, tick: Tick) {
+        let idle = tick == Tick::Idle;
+        let due = match self.published {
+            None => true,
+            Some((_, true)) if idle => false,
+            Some((at, _)) => idle || at.elapsed() >= crate::metrics::PUBLISH_EVERY,
+        };
+        if due {
+            shared.metrics().publish(&shared.config.thread_name);
+            self.published = Some((Instant::now(), idle));
         }
     }
 
@@ -143,6 +165,8 @@ impl Monitor {
             }
             let started = Instant::now();
             let tick = self.tick(&shared);
+            #[cfg(feature = "metrics")]
+            self.publish(&shared, tick);
             let timeout = self.next_sleep(&shared, tick);
             shared.monitor.record(started.elapsed(), None);
             if !shared.monitor.sleep(timeout) {
