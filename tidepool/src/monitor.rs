@@ -33,9 +33,10 @@ use crate::control::policy::{Decision, KernelView, Limits, Policy, Sample, Worke
 use crate::control::slots::{Phase, StatusWord};
 use crate::control::StartReason;
 use crate::metrics::{ThreadCounters, ThreadSample};
-use crate::runtime::Shared;
+use crate::runtime::{Hook, Shared};
 use crate::sync::{lock, Arc};
 use crate::sys::ThreadProbe;
+use crate::trace;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
@@ -51,12 +52,28 @@ const MAX_PROBE_BACKOFF: u32 = 64;
 pub(crate) fn start(shared: &Arc<Shared>) {
     let weak = Arc::downgrade(shared);
     let name = format!("{}-monitor", shared.config.thread_name);
+    let hooks = (
+        shared.config.on_thread_start.clone(),
+        shared.config.on_thread_stop.clone(),
+    );
     // A pool without a monitor still runs tasks; it only cannot replace
     // blocked workers. Better than failing the build on a transient EAGAIN.
     let _ = std::thread::Builder::new()
         .name(name)
         .stack_size(256 * 1024)
-        .spawn(move || Monitor::new(weak).run());
+        .spawn(move || {
+            // The hooks are counted through the pool while it is alive; the
+            // stop hook may run after the pool is gone (nobody to count).
+            let run_hook = |hook: Option<Hook>, which| match weak.upgrade() {
+                Some(shared) => shared.run_hook(hook.as_ref(), which),
+                None => {
+                    let _ = hook.map(|hook| hook.run());
+                }
+            };
+            run_hook(hooks.0, "on_thread_start");
+            Monitor::new(weak.clone()).run();
+            run_hook(hooks.1, "on_thread_stop");
+        });
 }
 
 /// What the monitor remembers about one worker entry.
@@ -104,6 +121,10 @@ struct Monitor {
     tracks: Vec<Option<Track>>,
     policy: Option<Policy>,
     sleep: Duration,
+    /// When the metrics were last published, and whether that was at the
+    /// start of an idle sleep (the `metrics` feature).
+    #[cfg(feature = "metrics")]
+    published: Option<(Instant, bool)>,
 }
 
 impl Monitor {
@@ -113,6 +134,24 @@ impl Monitor {
             tracks: Vec::new(),
             policy: None,
             sleep: Duration::ZERO,
+            #[cfg(feature = "metrics")]
+            published: None,
+        }
+    }
+
+    /// Publishes the pool's metrics once a second while it ticks, and once
+    /// as it goes idle (`Pool::publish_metrics`).
+    #[cfg(feature = "metrics")]
+    fn publish(&mut self, shared: &Shared, tick: Tick) {
+        let idle = tick == Tick::Idle;
+        let due = match self.published {
+            None => true,
+            Some((_, true)) if idle => false,
+            Some((at, _)) => idle || at.elapsed() >= crate::metrics::PUBLISH_EVERY,
+        };
+        if due {
+            shared.metrics().publish(&shared.config.thread_name);
+            self.published = Some((Instant::now(), idle));
         }
     }
 
@@ -126,6 +165,8 @@ impl Monitor {
             }
             let started = Instant::now();
             let tick = self.tick(&shared);
+            #[cfg(feature = "metrics")]
+            self.publish(&shared, tick);
             let timeout = self.next_sleep(&shared, tick);
             shared.monitor.record(started.elapsed(), None);
             if !shared.monitor.sleep(timeout) {
@@ -266,6 +307,7 @@ impl Monitor {
             if shared.threads.entry(index).status.try_mark_blocked(seen) {
                 shared.slots.release();
                 ThreadCounters::bump(&counters.blocked_detections);
+                trace::worker_blocked(&shared.config.thread_name, index, "detected");
                 self.tracks[index] = None;
             }
         }

@@ -23,6 +23,8 @@ use std::task::{Context, Poll};
 #[must_use = "a dropped JoinHandle detaches its task; call .join() or .await to get the output"]
 pub struct JoinHandle<T> {
     task: Option<FallibleCell<T>>,
+    /// Never accepted: resolves to [`JoinError::ShutDown`], not `Cancelled`.
+    refused: bool,
 }
 
 impl<T> JoinHandle<T> {
@@ -30,13 +32,17 @@ impl<T> JoinHandle<T> {
     pub(crate) fn new(task: TaskCell<T>) -> Self {
         JoinHandle {
             task: Some(task.fallible()),
+            refused: false,
         }
     }
 
-    /// A handle for a task that was never accepted: it resolves to
-    /// [`JoinError::Cancelled`] at once.
+    /// A handle for a task that was never accepted (the pool was shut
+    /// down): it resolves to [`JoinError::ShutDown`] at once.
     pub(crate) fn refused() -> Self {
-        JoinHandle { task: None }
+        JoinHandle {
+            task: None,
+            refused: true,
+        }
     }
 
     /// Waits for the task on this thread and returns its output.
@@ -50,8 +56,9 @@ impl<T> JoinHandle<T> {
     ///
     /// # Errors
     ///
-    /// [`JoinError::Cancelled`] if the task was cancelled or refused,
-    /// [`JoinError::Panicked`] with the payload if it panicked.
+    /// [`JoinError::Cancelled`] if the task was cancelled,
+    /// [`JoinError::ShutDown`] if it was refused because the pool was shut
+    /// down, [`JoinError::Panicked`] with the payload if it panicked.
     ///
     /// ```
     /// let handle = tidepool::spawn_fn(|| 1 + 1);
@@ -125,13 +132,17 @@ impl<T> Future for JoinHandle<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let Some(task) = self.task.as_mut() else {
-            return Poll::Ready(Err(JoinError::Cancelled));
+            return Poll::Ready(Err(if self.refused {
+                JoinError::ShutDown
+            } else {
+                JoinError::Cancelled
+            }));
         };
         let result = match Pin::new(task).poll(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(None) => Err(JoinError::Cancelled),
             Poll::Ready(Some(Ok(value))) => Ok(value),
-            Poll::Ready(Some(Err(payload))) => Err(JoinError::Panicked(payload)),
+            Poll::Ready(Some(Err(payload))) => Err(JoinError::Panicked(TaskPanic::new(payload))),
         };
         self.task = None;
         Poll::Ready(result)
@@ -156,29 +167,55 @@ impl<T> fmt::Debug for JoinHandle<T> {
 
 /// Why a task produced no output.
 ///
+/// `JoinError` is `Send + Sync + 'static`, so `?` carries it into
+/// `Box<dyn Error + Send + Sync>` or `anyhow::Error`. Its `Debug` (what
+/// `unwrap()` and `main() -> Result` print) includes the same message as its
+/// `Display`.
+///
+/// New variants may be added: match with a `_` arm, or use
+/// [`is_cancelled`](JoinError::is_cancelled) and
+/// [`is_panic`](JoinError::is_panic).
+///
 /// ```
 /// use tidepool::{JoinError, Pool};
 /// let pool = Pool::builder().build().unwrap();
 /// let err = pool.spawn_fn(|| panic!("boom")).join().unwrap_err();
 /// assert!(err.is_panic());
 /// assert_eq!(err.to_string(), "task panicked: boom");
+/// assert_eq!(format!("{err:?}"), "JoinError::Panicked: task panicked: boom");
+///
+/// // `?` into a boxed error that must be Send + Sync:
+/// fn run(pool: &Pool) -> Result<u32, Box<dyn std::error::Error + Send + Sync>> {
+///     Ok(pool.spawn_fn(|| 7).join()?)
+/// }
+/// assert_eq!(run(&pool).unwrap(), 7);
 /// ```
+#[non_exhaustive]
 pub enum JoinError {
-    /// The task was cancelled (by its handle, or by shutdown) or refused
-    /// because the pool was shut down; it did not run to its end.
+    /// The task was cancelled (by its handle, or by a shutdown that dropped
+    /// it unrun or abandoned it); it did not run to its end.
     Cancelled,
-    /// The task panicked; the payload is what `catch_unwind` returned.
-    Panicked(PanicPayload),
+    /// The task was refused: the pool (or its group or pair) was already
+    /// shut down when it was spawned, so it never ran. Spawn on a running
+    /// pool; [`Pool::try_spawn`](crate::Pool::try_spawn) reports this as a
+    /// [`SpawnError`] instead. [`is_cancelled`](JoinError::is_cancelled) is
+    /// true for it too, since the task did not run.
+    ShutDown,
+    /// The task panicked; [`TaskPanic`] holds what `catch_unwind` returned.
+    Panicked(TaskPanic),
 }
 
 impl JoinError {
-    /// True for [`JoinError::Cancelled`].
+    /// True if the task did not run to its end without panicking:
+    /// [`JoinError::Cancelled`], or [`JoinError::ShutDown`] (refused, it
+    /// never ran).
     ///
     /// ```
     /// assert!(tidepool::JoinError::Cancelled.is_cancelled());
+    /// assert!(tidepool::JoinError::ShutDown.is_cancelled());
     /// ```
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, JoinError::Cancelled)
+        matches!(self, JoinError::Cancelled | JoinError::ShutDown)
     }
 
     /// True for [`JoinError::Panicked`].
@@ -191,7 +228,7 @@ impl JoinError {
     }
 
     /// The panic payload, to re-raise with `std::panic::resume_unwind`, or
-    /// `None` for a cancelled task.
+    /// `None` for a task that did not panic.
     ///
     /// ```
     /// let err = tidepool::spawn_fn(|| panic!("boom")).join().unwrap_err();
@@ -200,29 +237,95 @@ impl JoinError {
     /// ```
     pub fn into_panic(self) -> Option<PanicPayload> {
         match self {
-            JoinError::Panicked(payload) => Some(payload),
-            JoinError::Cancelled => None,
+            JoinError::Panicked(panic) => Some(panic.into_payload()),
+            JoinError::Cancelled | JoinError::ShutDown => None,
+        }
+    }
+
+    fn variant(&self) -> &'static str {
+        match self {
+            JoinError::Cancelled => "Cancelled",
+            JoinError::ShutDown => "ShutDown",
+            JoinError::Panicked(_) => "Panicked",
         }
     }
 }
 
-/// The text of a panic payload, when it is a string.
-fn panic_message(payload: &PanicPayload) -> Option<&str> {
-    payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+/// The panic of a task, in [`JoinError::Panicked`]: its message, if the
+/// payload was a string, and the payload itself.
+///
+/// The payload (`Box<dyn Any + Send>`) is not `Sync`; it is kept behind a
+/// mutex so that a [`JoinError`] is `Sync` and fits `anyhow::Error` and
+/// `Box<dyn Error + Send + Sync>`. [`TaskPanic::into_payload`] gives back the
+/// original box, for `std::panic::resume_unwind`.
+///
+/// ```
+/// use tidepool::JoinError;
+/// let err = tidepool::spawn_fn(|| std::panic::panic_any(String::from("boom 1")))
+///     .join()
+///     .unwrap_err();
+/// let JoinError::Panicked(panic) = err else { unreachable!() };
+/// assert_eq!(panic.message(), Some("boom 1"));
+/// let payload = panic.into_payload();
+/// assert_eq!(payload.downcast_ref::<String>().unwrap(), "boom 1");
+/// ```
+pub struct TaskPanic {
+    message: Option<String>,
+    payload: std::sync::Mutex<PanicPayload>,
+}
+
+impl TaskPanic {
+    pub(crate) fn new(payload: PanicPayload) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned());
+        TaskPanic {
+            message,
+            payload: std::sync::Mutex::new(payload),
+        }
+    }
+
+    /// The panic message, when the payload is a `&str` or a `String` (what
+    /// `panic!` produces); `None` for other payloads.
+    ///
+    /// ```
+    /// use tidepool::JoinError;
+    /// let err = tidepool::spawn_fn(|| std::panic::panic_any(42u8)).join().unwrap_err();
+    /// let JoinError::Panicked(panic) = err else { unreachable!() };
+    /// assert_eq!(panic.message(), None);
+    /// ```
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    /// The original payload, as `catch_unwind` returned it.
+    ///
+    /// ```
+    /// use tidepool::JoinError;
+    /// let err = tidepool::spawn_fn(|| std::panic::panic_any(42u8)).join().unwrap_err();
+    /// let JoinError::Panicked(panic) = err else { unreachable!() };
+    /// assert_eq!(panic.into_payload().downcast_ref::<u8>(), Some(&42));
+    /// ```
+    pub fn into_payload(self) -> PanicPayload {
+        match self.payload.into_inner() {
+            Ok(payload) => payload,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+impl fmt::Debug for TaskPanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("TaskPanic")
+            .field(&self.message().unwrap_or("<non-string payload>"))
+            .finish()
+    }
 }
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinError::Cancelled => f.write_str("Cancelled"),
-            JoinError::Panicked(payload) => f
-                .debug_tuple("Panicked")
-                .field(&panic_message(payload).unwrap_or("<non-string payload>"))
-                .finish(),
-        }
+        write!(f, "JoinError::{}: {self}", self.variant())
     }
 }
 
@@ -230,7 +333,10 @@ impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JoinError::Cancelled => f.write_str("task was cancelled before it finished"),
-            JoinError::Panicked(payload) => match panic_message(payload) {
+            JoinError::ShutDown => f.write_str(
+                "task refused: the pool was shut down before this task was spawned; spawn on a running pool",
+            ),
+            JoinError::Panicked(panic) => match panic.message() {
                 Some(message) => write!(f, "task panicked: {message}"),
                 None => f.write_str("task panicked with a non-string payload"),
             },
@@ -250,8 +356,12 @@ impl std::error::Error for JoinError {}
 /// pool.shutdown().unwrap();
 /// let err = pool.try_spawn_fn(|| ()).unwrap_err();
 /// assert_eq!(err, SpawnError::ShutDown);
+/// assert_eq!(
+///     format!("{err:?}"),
+///     "SpawnError::ShutDown: the pool is shut down and accepts no new tasks; spawn on a pool that is still running"
+/// );
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum SpawnError {
     /// The pool (or group) was shut down; nothing new is accepted.
     ShutDown,
@@ -264,6 +374,15 @@ impl fmt::Display for SpawnError {
                 "the pool is shut down and accepts no new tasks; spawn on a pool that is still running",
             ),
         }
+    }
+}
+
+impl fmt::Debug for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let variant = match self {
+            SpawnError::ShutDown => "ShutDown",
+        };
+        write!(f, "SpawnError::{variant}: {self}")
     }
 }
 

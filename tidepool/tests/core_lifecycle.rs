@@ -163,7 +163,13 @@ fn spawn_after_shutdown_is_refused() {
     within(HANG, || {
         let pool = Pool::builder().build().unwrap();
         pool.shutdown().unwrap();
-        assert!(pool.spawn_fn(|| 1).join().unwrap_err().is_cancelled());
+        let err = pool.spawn_fn(|| 1).join().unwrap_err();
+        assert!(matches!(err, JoinError::ShutDown), "{err:?}");
+        assert!(err.is_cancelled(), "a refused task did not run");
+        assert!(err
+            .to_string()
+            .contains("shut down before this task was spawned"));
+        assert!(format!("{err:?}").contains("spawn on a running pool"));
         assert!(pool.spawn(async { 1 }).join().unwrap_err().is_cancelled());
         assert_eq!(pool.try_spawn_fn(|| 1).unwrap_err(), SpawnError::ShutDown);
         assert_eq!(

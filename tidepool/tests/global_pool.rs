@@ -17,3 +17,14 @@ fn global_functions_use_one_lazily_built_pool() {
     assert_eq!(m.spawned, 2);
     assert_eq!(m.completed, 2);
 }
+
+#[test]
+fn build_global_after_first_use_is_refused_and_changes_nothing() {
+    let before = tidepool::global().concurrency();
+    let err = tidepool::Pool::builder()
+        .concurrency(before + 1)
+        .build_global()
+        .unwrap_err();
+    assert_eq!(err, tidepool::GlobalPoolError::AlreadyBuilt);
+    assert_eq!(tidepool::global().concurrency(), before);
+}

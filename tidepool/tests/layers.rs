@@ -20,6 +20,7 @@ const LAYERS: &[&str] = &[
     "runtime",
     "control",
     "metrics",
+    "trace",
     "sys",
     "sync",
 ];

@@ -20,6 +20,17 @@ pub(crate) enum StartReason {
     Policy,
 }
 
+impl StartReason {
+    /// The reason's name in events (`trace`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            StartReason::Demand => "demand",
+            StartReason::Compensation => "compensation",
+            StartReason::Policy => "policy",
+        }
+    }
+}
+
 pub(crate) mod pacing;
 pub(crate) mod policy;
 pub(crate) mod signal;

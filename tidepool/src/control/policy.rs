@@ -441,6 +441,43 @@ mod tests {
         assert!(d.mark_blocked.is_empty());
     }
 
+    /// What the monitor builds from a probe off Linux (or on Linux without
+    /// `/proc`): `sys::ThreadProbe` answers an unknown state and no CPU
+    /// time there. The crate docs ("Platform support") promise that the
+    /// monitor then never marks a worker blocked on its own, and that a
+    /// growing controller still adds slots for queued work that stops moving.
+    #[test]
+    fn without_a_kernel_reading_nothing_is_marked_but_gradual_still_grows() {
+        let unknown = Some(KernelView {
+            waiting: crate::sys::ThreadState::Unknown.is_waiting(),
+            cpu_share: None,
+        });
+        let stuck = || {
+            sample(
+                vec![worker(0, 10_000, unknown), worker(1, 10_000, unknown)],
+                50,
+            )
+        };
+        for controller in [Controller::Adaptive, Controller::HillClimbing] {
+            let mut policy = Policy::new(controller);
+            assert!(policy.is_suspect(&limits(), &worker(0, 10_000, unknown)));
+            let d = policy.decide(&limits(), &stuck());
+            assert!(d.mark_blocked.is_empty(), "{controller:?}: {d:?}");
+            assert_eq!(d.wake, 0, "{controller:?}: both slots look busy");
+        }
+        let interval = Duration::from_millis(500);
+        let mut gradual = Policy::new(Controller::Gradual { interval });
+        let mut s = stuck();
+        s.now = interval;
+        let d = gradual.decide(&limits(), &s);
+        assert!(d.mark_blocked.is_empty());
+        assert_eq!(
+            d.set_target,
+            Some(3),
+            "one more slot after an interval without progress"
+        );
+    }
+
     #[test]
     fn fixed_never_marks_or_grows() {
         let mut policy = Policy::new(Controller::Fixed);

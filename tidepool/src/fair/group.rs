@@ -190,11 +190,34 @@ impl GroupBuilder {
 ///
 /// # How it works
 ///
-/// See the design notes of the `fair` module (`src/fair/mod.rs`): run permits
-/// (`max_concurrency`), in-flight permits (`max_in_flight`), and a queue
-/// budget of [`QUEUE_BUDGET_PER_SLOT`](crate::QUEUE_BUDGET_PER_SLOT) ×
-/// `concurrency` gated items per priority lane, shared by the lane's groups in
-/// weighted round robin.
+/// A group is an *admission gate*: its tasks wait in the group's own FIFO
+/// and enter the pool's queues only when the group's permits allow. So the
+/// pool's queues stay short however large a flood is, and an urgent task
+/// queued after a flood waits behind at most a lane's budget, not behind
+/// the flood.
+///
+/// * Limits count *runs*: a closure runs once, an async task once per poll.
+///   An async task that awaits (a timer, a socket, another task) is not
+///   running and holds no run permit.
+/// * **Run permits** ([`max_concurrency`](GroupBuilder::max_concurrency)):
+///   taken when a run is admitted to the pool's queue, given back when the
+///   poll returns. At most `max_concurrency` runs of the group are queued or
+///   running at once.
+/// * **In-flight permits** ([`max_in_flight`](GroupBuilder::max_in_flight)):
+///   taken at a task's first admission, given back when it ends (completes,
+///   panics or is cancelled). Awaiting tasks keep theirs.
+/// * **Fair share**: each priority lane lets at most
+///   [`QUEUE_BUDGET_PER_SLOT`](crate::QUEUE_BUDGET_PER_SLOT) × `concurrency`
+///   gated items wait in the pool's queues; the lane's groups take turns
+///   admitting in weighted round robin ([`weight`](GroupBuilder::weight)
+///   admissions per turn). A token is given back when the run *starts*, so a
+///   grouped task that blocks its thread does not hold the budget, and the
+///   pool's blocking compensation applies to grouped work too.
+/// * A concurrent/exclusive pair
+///   ([`Pool::concurrent_exclusive`](crate::Pool::concurrent_exclusive)) is
+///   the same gate with one more rule: an exclusive run is admitted only when
+///   no other run of the pair holds a permit, and blocks the others while it
+///   does.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -230,7 +253,7 @@ impl Group {
     /// Runs `future` as a task of the group. See [`Pool::spawn`](crate::Pool::spawn).
     ///
     /// On a closed group or a shut-down pool the task is dropped and the
-    /// handle resolves to [`JoinError::Cancelled`](crate::JoinError::Cancelled)
+    /// handle resolves to [`JoinError::ShutDown`](crate::JoinError::ShutDown)
     /// at once; [`Group::try_spawn`] says so instead.
     ///
     /// ```
@@ -416,8 +439,9 @@ pub struct GroupMetrics {
 ///     err.to_string(),
 ///     "weight (0) must be at least 1: it is the number of admissions per turn; omit it for the default of 1"
 /// );
+/// assert!(format!("{err:?}").starts_with("GroupError::ZeroWeight: weight (0) must be"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GroupError {
     /// `max_concurrency(0)` (or `concurrent_exclusive(0)`): nothing could run.
@@ -441,6 +465,17 @@ impl fmt::Display for GroupError {
                 "weight (0) must be at least 1: it is the number of admissions per turn; omit it for the default of 1"
             }
         })
+    }
+}
+
+impl fmt::Debug for GroupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let variant = match self {
+            GroupError::ZeroMaxConcurrency => "ZeroMaxConcurrency",
+            GroupError::ZeroMaxInFlight => "ZeroMaxInFlight",
+            GroupError::ZeroWeight => "ZeroWeight",
+        };
+        write!(f, "GroupError::{variant}: {self}")
     }
 }
 

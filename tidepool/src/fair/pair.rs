@@ -38,7 +38,7 @@ macro_rules! spawner_methods {
         #[doc = concat!("Runs `future` as ", $kind, " task of the pair. Each poll is one ", $side, " run.")]
         ///
         /// On a closed pair or a shut-down pool the task is dropped and the
-        /// handle resolves to [`JoinError::Cancelled`](crate::JoinError::Cancelled).
+        /// handle resolves to [`JoinError::ShutDown`](crate::JoinError::ShutDown).
         ///
         /// ```
         /// # let pool = tidepool::Pool::builder().build().unwrap();

@@ -35,11 +35,11 @@
 
 use crate::runtime::task::NoGate;
 use crate::runtime::{context, Entry, JobRef, Priority, Shared, Work};
+use crate::sync::Mutex;
 use crate::sync::{lock, Arc};
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU8, Ordering};
-use crate::sync::Mutex;
 use std::thread::{self, Thread};
 use std::time::Duration;
 

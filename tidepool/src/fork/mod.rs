@@ -26,12 +26,12 @@ mod job;
 
 use crate::runtime::context::{self, WorkerContext};
 use crate::runtime::{PanicPayload, Shared};
+use crate::sync::Mutex;
 use crate::sync::{lock, Arc};
 use job::{erase, submit, Job, StackJob, Waiter};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::Mutex;
 use std::thread::{self, Thread};
 
 /// Runs `a` and `b` in `shared`'s pool, possibly in parallel, and returns

@@ -2,8 +2,9 @@
 
 use super::Pool;
 use crate::control::Controller;
-use crate::runtime::Config;
+use crate::runtime::{Config, Hook, NameFn};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The most worker threads a pool may have. The slot counters pack thread
@@ -45,6 +46,9 @@ pub struct Builder {
     idle_timeout: Option<Duration>,
     monitor_interval: Option<Duration>,
     controller: Controller,
+    on_thread_start: Option<Hook>,
+    on_thread_stop: Option<Hook>,
+    thread_name_fn: Option<NameFn>,
 }
 
 /// The default number of running slots: the available parallelism.
@@ -91,6 +95,105 @@ impl Builder {
     /// Default: `"tidepool"`.
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.thread_name = Some(name.into());
+        self
+    }
+
+    /// Names worker threads with `name(index)` instead of
+    /// `{thread_name}-{index}`. The index is the worker's entry, reused by a
+    /// thread that replaces one that exited, so names stay few. The monitor
+    /// thread is still named `{thread_name}-monitor`, and
+    /// [`thread_name`](Builder::thread_name) still labels the pool (in
+    /// metrics and tracing).
+    ///
+    /// NUL bytes in a returned name are removed. If `name` panics the
+    /// default name is used and the panic is counted in
+    /// [`Metrics::hook_panics`](crate::Metrics::hook_panics).
+    ///
+    /// Default: none (`{thread_name}-{index}`).
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder()
+    ///     .thread_name_fn(|index| format!("db-worker-{index}"))
+    ///     .build()
+    ///     .unwrap();
+    /// let name = pool.spawn_fn(|| std::thread::current().name().map(str::to_owned));
+    /// assert!(name.join().unwrap().unwrap().starts_with("db-worker-"));
+    /// ```
+    pub fn thread_name_fn<F>(mut self, name: F) -> Self
+    where
+        F: Fn(usize) -> String + Send + Sync + 'static,
+    {
+        self.thread_name_fn = Some(NameFn(Arc::new(name)));
+        self
+    }
+
+    /// Runs `hook` first on every thread the pool starts: each worker,
+    /// including those started later to replace blocked or retired ones,
+    /// and the monitor thread (whose stack is 256 KiB: keep the hook
+    /// small). Like tokio's `on_thread_start` and rayon's `start_handler`:
+    /// set up thread-locals, pin a thread, register with a profiler.
+    ///
+    /// A panic in the hook is caught: the panic hook reports it (stderr by
+    /// default), [`Metrics::hook_panics`](crate::Metrics::hook_panics)
+    /// counts it, and the thread carries on.
+    ///
+    /// Default: none.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let counter = Arc::clone(&started);
+    /// let pool = tidepool::Pool::builder()
+    ///     .on_thread_start(move || {
+    ///         counter.fetch_add(1, Ordering::SeqCst);
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.spawn_fn(|| ()).join().unwrap();
+    /// // At least the worker that ran the task (and the monitor, by now or soon).
+    /// assert!(started.load(Ordering::SeqCst) >= 1);
+    /// ```
+    pub fn on_thread_start<F>(mut self, hook: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.on_thread_start = Some(Hook(Arc::new(hook)));
+        self
+    }
+
+    /// Runs `hook` last on every thread the pool started, as it exits:
+    /// a worker retiring after [`idle_timeout`](Builder::idle_timeout) or
+    /// as surplus, every worker at shutdown (before
+    /// [`Pool::shutdown`](crate::Pool::shutdown) returns), and the monitor
+    /// thread when the pool stops. Panics are handled as for
+    /// [`on_thread_start`](Builder::on_thread_start).
+    ///
+    /// Default: none.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let stopped = Arc::new(AtomicUsize::new(0));
+    /// let counter = Arc::clone(&stopped);
+    /// let pool = tidepool::Pool::builder()
+    ///     .concurrency(1)
+    ///     .on_thread_stop(move || {
+    ///         counter.fetch_add(1, Ordering::SeqCst);
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.spawn_fn(|| ()).join().unwrap();
+    /// pool.shutdown().unwrap();
+    /// assert!(stopped.load(Ordering::SeqCst) >= 1, "the worker's hook ran before shutdown returned");
+    /// ```
+    pub fn on_thread_stop<F>(mut self, hook: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.on_thread_stop = Some(Hook(Arc::new(hook)));
         self
     }
 
@@ -147,6 +250,12 @@ impl Builder {
             try_thread_with_stack(bytes)?;
         }
         Ok(Pool::from_config(config))
+    }
+
+    /// Sets the thread name unless the user set one.
+    pub(crate) fn default_thread_name(mut self, name: &str) -> Self {
+        self.thread_name.get_or_insert_with(|| name.to_owned());
+        self
     }
 
     pub(crate) fn config(self) -> Result<Config, BuildError> {
@@ -215,6 +324,9 @@ impl Builder {
             idle_timeout: self.idle_timeout.unwrap_or(Duration::from_secs(10)),
             monitor_interval,
             controller: self.controller,
+            on_thread_start: self.on_thread_start,
+            on_thread_stop: self.on_thread_stop,
+            thread_name_fn: self.thread_name_fn,
         })
     }
 }
@@ -248,8 +360,13 @@ fn try_thread_with_stack(bytes: usize) -> Result<(), BuildError> {
 ///     err.to_string(),
 ///     "max_threads (4) must be >= min_threads (8): raise max_threads or lower min_threads"
 /// );
+/// // Debug (what `unwrap()` prints) names the variant and says the same.
+/// assert_eq!(
+///     format!("{err:?}"),
+///     "BuildError::MinAboveMax: max_threads (4) must be >= min_threads (8): raise max_threads or lower min_threads"
+/// );
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
     /// `concurrency(0)`: a pool needs at least one running slot.
@@ -346,6 +463,24 @@ impl fmt::Display for BuildError {
                 "stack_size ({bytes} bytes): the system could not start a thread with it ({error}): lower stack_size, or omit it for the default"
             ),
         }
+    }
+}
+
+impl fmt::Debug for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let variant = match self {
+            BuildError::ZeroConcurrency => "ZeroConcurrency",
+            BuildError::MinAboveMax { .. } => "MinAboveMax",
+            BuildError::MaxBelowConcurrency { .. } => "MaxBelowConcurrency",
+            BuildError::TooManyThreads { .. } => "TooManyThreads",
+            BuildError::StackTooSmall { .. } => "StackTooSmall",
+            BuildError::MonitorInterval { .. } => "MonitorInterval",
+            BuildError::ZeroGradualInterval => "ZeroGradualInterval",
+            BuildError::TooMuchConcurrency { .. } => "TooMuchConcurrency",
+            BuildError::ThreadNameNul { .. } => "ThreadNameNul",
+            BuildError::ThreadStart { .. } => "ThreadStart",
+        };
+        write!(f, "BuildError::{variant}: {self}")
     }
 }
 

@@ -125,7 +125,7 @@ impl Pool {
     /// socket, another task) it holds no thread.
     ///
     /// On a shut-down pool the task is dropped and the handle resolves to
-    /// [`JoinError::Cancelled`](crate::JoinError::Cancelled) at once; use
+    /// [`JoinError::ShutDown`](crate::JoinError::ShutDown) at once; use
     /// [`Pool::try_spawn`] to be told instead.
     ///
     /// ```
@@ -145,7 +145,7 @@ impl Pool {
     /// lock, a socket or a file) the pool notices and lets another worker run.
     ///
     /// On a shut-down pool the closure is dropped and the handle resolves to
-    /// [`JoinError::Cancelled`](crate::JoinError::Cancelled) at once.
+    /// [`JoinError::ShutDown`](crate::JoinError::ShutDown) at once.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -280,6 +280,51 @@ impl Pool {
         context::entered(self.shared(), || async_io::block_on(future))
     }
 
+    /// Publishes [`Pool::metrics`] through the [`metrics`](https://docs.rs/metrics)
+    /// crate's facade, to whatever recorder the program installed (e.g.
+    /// `metrics-exporter-prometheus`; see `examples/prometheus.rs`). Only
+    /// with the `metrics` cargo feature.
+    ///
+    /// The pool's monitor thread already publishes once a second while the
+    /// pool is busy, and once when it goes idle, so a scrape is at most
+    /// about a second behind. Call this yourself for exact figures at a
+    /// given moment (before rendering a scrape, at the end of a batch). It
+    /// takes one snapshot (as [`Pool::metrics`]) and sets every series to
+    /// it: counters are set to their absolute values, so publishing more
+    /// often never counts twice.
+    ///
+    /// Every series is labelled `pool` = the pool's
+    /// [`thread_name`](crate::Builder::thread_name):
+    ///
+    /// | series | kind | labels |
+    /// |---|---|---|
+    /// | `tidepool_threads` | gauge | `state`: `running`, `blocked`, `idle` |
+    /// | `tidepool_threads_alive`, `tidepool_threads_peak`, `tidepool_concurrency_target` | gauge | |
+    /// | `tidepool_tasks_queued`, `tidepool_tasks_in_flight` | gauge | |
+    /// | `tidepool_tasks_spawned_total`, `tidepool_tasks_rejected_total` | counter | |
+    /// | `tidepool_tasks_ended_total` | counter | `outcome`: `completed`, `panicked`, `cancelled` |
+    /// | `tidepool_thread_starts_total` | counter | `reason`: `demand`, `compensation`, `policy` |
+    /// | `tidepool_thread_retirements_total` | counter | `reason`: `idle`, `surplus` |
+    /// | `tidepool_blocking_total` | counter | `how`: `detected`, `declared` |
+    /// | `tidepool_thread_start_failures_total`, `tidepool_thread_starts_paced_total`, `tidepool_oversubscribed_total`, `tidepool_hook_panics_total` | counter | |
+    /// | `tidepool_start_latency_seconds` | gauge | `quantile`: `0.5`, `0.99`, `1` (max), since the pool was built |
+    /// | `tidepool_start_latency_mean_seconds`, `tidepool_start_latency_samples_total` | gauge, counter | |
+    ///
+    /// Start latency is published as quantile gauges of the pool's own
+    /// histogram (a summary), not as a `metrics` histogram: recording each
+    /// start into the facade would put a recorder call on the per-task path.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().thread_name("api").build().unwrap();
+    /// pool.spawn_fn(|| ()).join().unwrap();
+    /// // With no recorder installed the facade drops the values.
+    /// pool.publish_metrics();
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn publish_metrics(&self) {
+        self.metrics().publish(&self.shared().config.thread_name);
+    }
+
     /// A snapshot of the pool's counters, latencies and thread counts.
     ///
     /// ```
@@ -382,8 +427,9 @@ impl fmt::Debug for Pool {
 ///     err.to_string(),
 ///     "shutdown timed out with 3 tasks unfinished; they were abandoned (queued ones cancelled)"
 /// );
+/// assert!(format!("{err:?}").starts_with("ShutdownError::TimedOut: shutdown timed out with 3 tasks"));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ShutdownError {
     /// The timeout passed with tasks still unfinished; they were abandoned.
@@ -407,6 +453,16 @@ impl fmt::Display for ShutdownError {
                 "shutdown called from a task of the same pool: the pool is closed, but cannot wait for itself; call shutdown from outside the pool",
             ),
         }
+    }
+}
+
+impl fmt::Debug for ShutdownError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let variant = match self {
+            ShutdownError::TimedOut { .. } => "TimedOut",
+            ShutdownError::OnWorkerThread => "OnWorkerThread",
+        };
+        write!(f, "ShutdownError::{variant}: {self}")
     }
 }
 

@@ -2,7 +2,30 @@
 //! (`pool::builder`), which documents each one and its default.
 
 use crate::control::Controller;
+use crate::sync::Arc;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
+
+/// A thread hook (`Builder::on_thread_start`, `on_thread_stop`).
+#[derive(Clone)]
+pub(crate) struct Hook(pub(crate) Arc<dyn Fn() + Send + Sync>);
+
+impl fmt::Debug for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Hook(..)")
+    }
+}
+
+/// Names worker threads by index (`Builder::thread_name_fn`).
+#[derive(Clone)]
+pub(crate) struct NameFn(pub(crate) Arc<dyn Fn(usize) -> String + Send + Sync>);
+
+impl fmt::Debug for NameFn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NameFn(..)")
+    }
+}
 
 /// Settings of a pool, resolved and validated.
 #[derive(Clone, Debug)]
@@ -23,4 +46,34 @@ pub(crate) struct Config {
     pub(crate) monitor_interval: Duration,
     /// The policy the monitor applies.
     pub(crate) controller: Controller,
+    /// Run first on every worker and monitor thread.
+    pub(crate) on_thread_start: Option<Hook>,
+    /// Run last on every worker and monitor thread.
+    pub(crate) on_thread_stop: Option<Hook>,
+    /// Names worker threads instead of `{thread_name}-{index}`.
+    pub(crate) thread_name_fn: Option<NameFn>,
+}
+
+impl Hook {
+    /// Runs the hook; a panic in it is caught (the default panic hook has
+    /// printed it). Returns false if it panicked.
+    pub(crate) fn run(&self) -> bool {
+        catch_unwind(AssertUnwindSafe(|| (self.0)())).is_ok()
+    }
+}
+
+impl Config {
+    /// The name of the worker thread on entry `index`, and whether the
+    /// name function panicked (then the default name is used). NUL bytes,
+    /// which no thread name can hold, are removed.
+    pub(crate) fn worker_name(&self, index: usize) -> (String, bool) {
+        let default = || format!("{}-{index}", self.thread_name);
+        match &self.thread_name_fn {
+            Some(name) => match catch_unwind(AssertUnwindSafe(|| (name.0)(index))) {
+                Ok(name) => (name.replace('\0', ""), false),
+                Err(_) => (default(), true),
+            },
+            None => (default(), false),
+        }
+    }
 }

@@ -24,7 +24,7 @@ pub(crate) mod task;
 mod threads;
 mod work;
 
-pub(crate) use config::Config;
+pub(crate) use config::{Config, Hook, NameFn};
 pub(crate) use lifecycle::{Exits, Latch};
 pub(crate) use queues::Lanes;
 pub use queues::Priority;
@@ -34,8 +34,9 @@ pub(crate) use work::{Job, JobRef, Work};
 
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
-use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters};
+use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters, ThreadCounters};
 use crate::sync::{Arc, AtomicBool, Ordering};
+use crate::trace;
 use crossbeam_deque::Steal;
 use crossbeam_utils::CachePadded;
 use park::Sleepers;
@@ -299,6 +300,7 @@ impl Shared {
         if !self.latch.close() {
             return;
         }
+        trace::pool_closed(&self.config.thread_name);
         self.check_drained();
         // Parked workers may now retire below `min_threads`.
         self.monitor.wake();
@@ -324,6 +326,7 @@ impl Shared {
 
     /// What the one call that stopped the pool does next.
     fn on_stop(self: &Arc<Self>) {
+        trace::pool_stopped(&self.config.thread_name);
         let hook = self
             .attachment
             .lock()
@@ -357,6 +360,30 @@ impl Shared {
         self.exits.wait_until(deadline, || {
             self.is_stopped() && self.threads.alive() <= allow_threads
         })
+    }
+
+    // ----- thread hooks ----------------------------------------------------------
+
+    /// Runs a thread hook if one is set, counting a panic in it. `which`
+    /// names it in events.
+    pub(crate) fn run_hook(&self, hook: Option<&Hook>, which: &'static str) {
+        if let Some(hook) = hook {
+            if !hook.run() {
+                ThreadCounters::bump(&self.threads.counters.hook_panics);
+                trace::hook_panicked(&self.config.thread_name, which);
+            }
+        }
+    }
+
+    /// The name of the worker thread on entry `index` (see
+    /// `Config::worker_name`), counting a panic of the name function.
+    pub(crate) fn worker_name(&self, index: usize) -> String {
+        let (name, panicked) = self.config.worker_name(index);
+        if panicked {
+            ThreadCounters::bump(&self.threads.counters.hook_panics);
+            trace::hook_panicked(&self.config.thread_name, "thread_name_fn");
+        }
+        name
     }
 
     // ----- metrics -------------------------------------------------------------

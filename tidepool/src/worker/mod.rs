@@ -39,6 +39,7 @@ use crate::runtime::task::Runnable;
 use crate::runtime::{Priority, Shared, Work};
 use crate::sync::{lock, Arc, Ordering};
 use crate::sys::ThreadProbe;
+use crate::trace;
 use coalesce::Coalescer;
 use crossbeam_deque::Steal;
 use crossbeam_utils::Backoff;
@@ -54,6 +55,7 @@ pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
 /// The body of a worker thread. It starts holding a searching slot reserved by
 /// whoever started it.
 pub(crate) fn run(shared: Arc<Shared>, index: usize) {
+    shared.run_hook(shared.config.on_thread_start.as_ref(), "on_thread_start");
     let entry = shared.threads.entry(index);
     *lock(&entry.probe) = Some(Arc::new(ThreadProbe::for_current_thread()));
     *lock(&entry.thread) = Some(std::thread::current());
@@ -85,6 +87,13 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     if shared.is_stopped() {
         shared.drain_queues();
     }
+    let reason = match exit {
+        Exit::Retire(reason) => reason,
+        Exit::Stop => "shutdown",
+    };
+    trace::thread_retired(&shared.config.thread_name, index, reason);
+    // Before the exit is signalled: `shutdown` returns after the hooks ran.
+    shared.run_hook(shared.config.on_thread_stop.as_ref(), "on_thread_stop");
     // A retiring worker took itself off the thread count already.
     shared.worker_exited(index, matches!(exit, Exit::Stop));
 }
@@ -101,7 +110,8 @@ struct RunLoop<'a> {
 
 /// Why the run loop ended.
 enum Exit {
-    Retire,
+    /// Left the pool: `idle` (idle timeout) or `surplus` (given way).
+    Retire(&'static str),
     Stop,
 }
 
@@ -129,6 +139,7 @@ impl RunLoop<'_> {
                 }
                 if !self.run_task(task) {
                     // Our slot was given away while the task blocked.
+                    trace::worker_returned(&self.shared().config.thread_name, self.ctx.index);
                     if self.shared().slots.try_acquire(false) {
                         self.shared().monitor.wake();
                     } else if let Some(exit) = self.give_way() {
@@ -272,8 +283,9 @@ impl RunLoop<'_> {
             notify(&shared);
         }
         let exit = self.park(&shared);
-        if let Some(Exit::Retire) = exit {
+        if let Some(Exit::Retire(_)) = exit {
             ThreadCounters::bump(&shared.threads.counters.retired_surplus);
+            return Some(Exit::Retire("surplus"));
         }
         exit
     }
@@ -290,7 +302,7 @@ impl RunLoop<'_> {
             Wake::Stop => Some(Exit::Stop),
             Wake::TimedOut => {
                 ThreadCounters::bump(&shared.threads.counters.retired_idle);
-                Some(Exit::Retire)
+                Some(Exit::Retire("idle"))
             }
         }
     }

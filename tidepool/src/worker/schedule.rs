@@ -11,6 +11,7 @@ use crate::runtime::park;
 use crate::runtime::task::{self, MaybeGate, Runnable, TaskCell, TaskMeta};
 use crate::runtime::{Priority, Shared};
 use crate::sync::{Arc, Ordering};
+use crate::trace;
 use async_task::{ScheduleInfo, WithInfo};
 use std::future::Future;
 
@@ -157,7 +158,7 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
         threads.count_exit();
         return false;
     };
-    let mut builder = std::thread::Builder::new().name(format!("{}-{index}", config.thread_name));
+    let mut builder = std::thread::Builder::new().name(shared.worker_name(index));
     if let Some(size) = config.stack_size {
         builder = builder.stack_size(size);
     }
@@ -165,6 +166,7 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
     let counters = &threads.counters;
     match builder.spawn(move || run(owned, index)) {
         Ok(_) => {
+            trace::thread_started(&config.thread_name, index, reason.as_str());
             ThreadCounters::bump(&counters.started);
             ThreadCounters::bump(match reason {
                 StartReason::Demand => &counters.started_demand,
@@ -176,7 +178,8 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
                 .fetch_max(before as u64 + 1, Ordering::Relaxed);
             true
         }
-        Err(_) => {
+        Err(error) => {
+            trace::thread_start_failed(&config.thread_name, reason.as_str(), &error);
             // EAGAIN or out of memory: keep running on the threads we have.
             ThreadCounters::bump(&counters.start_failures);
             threads.give_back_entry(index);
@@ -197,6 +200,7 @@ pub(crate) fn declare_blocking() {
     let status: &TaskStatus = &shared.threads.entry(ctx.index).status;
     if status.try_mark_blocked(status.load()) {
         ThreadCounters::bump(&shared.threads.counters.declared_blocking);
+        trace::worker_blocked(&shared.config.thread_name, ctx.index, "declared");
         shared.slots.release();
         if shared.has_work() {
             notify(shared);

@@ -1,0 +1,80 @@
+//! Events for the `tracing` crate, behind the `tracing` cargo feature.
+//!
+//! Each function here is one event; without the feature they are empty and
+//! inlined, so the call sites compile to nothing. None is on the per-task
+//! path: they mark thread starts and exits, blocking, start failures, hook
+//! panics and the pool's close and stop, which happen at most a few times
+//! per blocked task.
+//!
+//! Every event has the target `tidepool` and a `pool` field (the pool's
+//! `thread_name`); thread events have `thread` (the worker's entry index,
+//! the `N` of its default name `{pool}-N`) and a `reason`.
+//!
+//! | event | level | fields |
+//! |---|---|---|
+//! | `thread started` | DEBUG | `reason`: `demand`, `compensation` (replacing a blocked worker), `policy` |
+//! | `thread retired` | DEBUG | `reason`: `idle` (idle timeout), `surplus` (blocked task ended, every slot taken), `shutdown` |
+//! | `thread start failed` | WARN | `reason`, `error` (what the OS said) |
+//! | `worker blocked` | DEBUG | `reason`: `detected` (the monitor saw it blocked in the kernel) or `declared` (`blocking`, `join`, `block_on` on a worker) |
+//! | `worker returned from blocking` | DEBUG | |
+//! | `hook panicked` | WARN | `hook`: `on_thread_start`, `on_thread_stop`, `thread_name_fn` |
+//! | `pool closed` | INFO | (shutdown began or the last handle was dropped) |
+//! | `pool stopped` | INFO | (threads leave; queued tasks are dropped) |
+
+#![cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+
+/// A worker thread was started for `reason`.
+#[inline(always)]
+pub(crate) fn thread_started(pool: &str, thread: usize, reason: &'static str) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "tidepool", pool, thread, reason, "thread started");
+}
+
+/// A worker thread exits for `reason`.
+#[inline(always)]
+pub(crate) fn thread_retired(pool: &str, thread: usize, reason: &'static str) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "tidepool", pool, thread, reason, "thread retired");
+}
+
+/// The OS refused a thread the pool wanted for `reason`.
+#[inline(always)]
+pub(crate) fn thread_start_failed(pool: &str, reason: &'static str, error: &std::io::Error) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(target: "tidepool", pool, reason, %error, "thread start failed");
+}
+
+/// A worker gave its slot away: blocked (`detected`) or `declared`.
+#[inline(always)]
+pub(crate) fn worker_blocked(pool: &str, thread: usize, reason: &'static str) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "tidepool", pool, thread, reason, "worker blocked");
+}
+
+/// A worker whose slot was given away finished its task.
+#[inline(always)]
+pub(crate) fn worker_returned(pool: &str, thread: usize) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "tidepool", pool, thread, "worker returned from blocking");
+}
+
+/// A thread hook panicked (the panic was caught).
+#[inline(always)]
+pub(crate) fn hook_panicked(pool: &str, hook: &'static str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(target: "tidepool", pool, hook, "hook panicked");
+}
+
+/// The pool was closed: it takes no new tasks.
+#[inline(always)]
+pub(crate) fn pool_closed(pool: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "tidepool", pool, "pool closed");
+}
+
+/// The pool stopped: its threads leave.
+#[inline(always)]
+pub(crate) fn pool_stopped(pool: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "tidepool", pool, "pool stopped");
+}
