@@ -86,9 +86,17 @@ impl Builder {
         self
     }
 
-    /// The name of worker threads, followed by `-N`.
+    /// The name of worker threads, followed by `-N`. It must not be empty
+    /// (threads named `-0`, `-1` say nothing about whose they are) and must
+    /// not contain a NUL byte: [`Builder::build`] refuses both.
     ///
     /// Default: `"tidepool"`.
+    ///
+    /// ```
+    /// use tidepool::{BuildError, Pool};
+    /// let err = Pool::builder().thread_name("").build().unwrap_err();
+    /// assert_eq!(err, BuildError::EmptyThreadName);
+    /// ```
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.thread_name = Some(name.into());
         self
@@ -189,6 +197,9 @@ impl Builder {
             }
         }
         if let Some(name) = &self.thread_name {
+            if name.is_empty() {
+                return Err(BuildError::EmptyThreadName);
+            }
             if name.contains('\0') {
                 return Err(BuildError::ThreadNameNul { name: name.clone() });
             }
@@ -295,6 +306,8 @@ pub enum BuildError {
         /// The name given.
         name: String,
     },
+    /// `thread_name("")`: worker threads would be named `-0`, `-1`, ...
+    EmptyThreadName,
     /// The system refused to start a thread with the `stack_size` given.
     ThreadStart {
         /// The `stack_size` given, in bytes.
@@ -340,6 +353,9 @@ impl fmt::Display for BuildError {
             BuildError::ThreadNameNul { name } => write!(
                 f,
                 "thread_name ({name:?}) must not contain a NUL byte: remove it"
+            ),
+            BuildError::EmptyThreadName => f.write_str(
+                "thread_name (\"\") must not be empty: threads would be named \"-0\", \"-1\"; pass a name, or omit it for the default \"tidepool\"",
             ),
             BuildError::ThreadStart { bytes, error } => write!(
                 f,

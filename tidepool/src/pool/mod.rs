@@ -158,7 +158,7 @@ impl Pool {
     ///
     /// # Errors
     ///
-    /// [`GroupError::ZeroMaxConcurrency`](crate::GroupError::ZeroMaxConcurrency)
+    /// [`GroupError::ZeroPairConcurrency`](crate::GroupError::ZeroPairConcurrency)
     /// if `max_concurrency` is 0.
     ///
     /// ```
@@ -255,7 +255,9 @@ impl Pool {
     /// finished by then are abandoned (queued ones are cancelled; running ones
     /// are left to finish on their threads, which exit after them). A
     /// timeout too long to be a point in time (`Duration::MAX`) waits like
-    /// `shutdown`.
+    /// `shutdown`. If every accepted task has ended by the timeout it returns
+    /// `Ok`, even if idle worker threads are still exiting (they run nothing
+    /// more): so `shutdown_timeout(Duration::ZERO)` on an idle pool is `Ok`.
     ///
     /// # Errors
     ///
@@ -287,6 +289,13 @@ impl Pool {
         }
         let abandoned = shared.live();
         shared.stop();
+        if abandoned == 0 {
+            // Every task ended; only idle threads are still on their way
+            // out, and they run nothing more. Nothing was abandoned, so this
+            // is no timeout (an idle pool's `shutdown_timeout(ZERO)` said
+            // `TimedOut { abandoned: 0 }`).
+            return Ok(());
+        }
         Err(ShutdownError::TimedOut { abandoned })
     }
 }

@@ -369,7 +369,10 @@ impl Shared {
         m.queued = self.queued() as u64;
         m.threads = self.threads.alive();
         m.idle_threads = self.sleepers.parked();
-        m.running_threads = self.slots.counts().active.max(running);
+        // Capped by the threads alive: a worker that leaves a stopped pool
+        // does not hand its slot back (nobody will take it), so after a
+        // shutdown the slot count alone said 1 or 2 with no thread left.
+        m.running_threads = self.slots.counts().active.max(running).min(m.threads);
         m.blocked_threads = blocked;
         self.threads.counters.fill(&mut m);
         m.concurrency_target = self.slots.target();
