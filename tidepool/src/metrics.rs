@@ -145,6 +145,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) declared_blocking: AtomicU64,
     pub(crate) oversubscribed: AtomicU64,
     pub(crate) peak_threads: AtomicU64,
+    pub(crate) dropped_panics: AtomicU64,
 }
 
 impl ThreadCounters {
@@ -168,6 +169,7 @@ impl ThreadCounters {
         m.blocked_detections = get(&self.blocked_detections);
         m.declared_blocking = get(&self.declared_blocking);
         m.oversubscribed_observations = get(&self.oversubscribed);
+        m.dropped_panics = get(&self.dropped_panics);
     }
 }
 
@@ -312,6 +314,13 @@ pub struct Metrics {
     /// Times a high-priority task found every slot busy and borrowed the
     /// reserve slot to start at once.
     pub reserve_slot_lends: u64,
+    /// Panics out of destructors the pool ran for its tasks — a task's
+    /// future or captures dropped when it was cancelled or drained, an output
+    /// or a panic payload nobody took — caught so they cannot abort the
+    /// process. Each was reported by the panic hook like any panic. Drops on
+    /// a thread outside the pool (say, a `JoinHandle` detached after its task
+    /// finished) are caught too but cannot be counted here.
+    pub dropped_panics: u64,
     /// Running slots now.
     pub concurrency_target: usize,
     /// Time the monitor thread has spent working (not sleeping).

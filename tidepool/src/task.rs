@@ -70,9 +70,10 @@ impl<T> JoinHandle<T> {
     ///
     /// # Panics
     ///
-    /// Never here; but a cancelled future is dropped by its task cell
-    /// (`async-task`), which aborts the process if the future's destructor
-    /// panics. The same holds for tasks dropped unrun when a pool stops.
+    /// Never. If the cancelled future's destructor (a captured value's)
+    /// panics, the pool catches it and counts it in
+    /// [`Metrics::dropped_panics`](crate::Metrics::dropped_panics); the same
+    /// holds for tasks dropped unrun when a pool stops.
     ///
     /// ```
     /// use tidepool::{JoinError, Pool};
@@ -123,8 +124,7 @@ impl<T> Future for JoinHandle<T> {
         let result = match Pin::new(task).poll(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(None) => Err(JoinError::Cancelled),
-            Poll::Ready(Some(Ok(value))) => Ok(value),
-            Poll::Ready(Some(Err(payload))) => Err(JoinError::Panicked(payload)),
+            Poll::Ready(Some(output)) => output.into_inner().map_err(JoinError::Panicked),
         };
         self.task = None;
         Poll::Ready(result)

@@ -52,7 +52,133 @@ fn a_zero_timeout_shutdown_with_unfinished_work_still_times_out() {
     });
 }
 
-#[allow(dead_code)]
-fn _keep_imports(_: mpsc::Sender<()>, _: Arc<AtomicUsize>, _: Ordering) -> bool {
-    eventually(Duration::ZERO, || true)
+/// A value whose destructor panics (unless the thread is already unwinding,
+/// which would abort by the language's rules, not tidepool's).
+struct PanicOnDrop(&'static str);
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("{} panics on drop", self.0);
+        }
+    }
 }
+
+/// A pool of one running slot, kept busy by a task that waits until the
+/// returned sender is dropped or sent to.
+fn busy_pool() -> (Pool, mpsc::Sender<()>) {
+    let pool = Pool::builder()
+        .concurrency(1)
+        .max_threads(1)
+        .build()
+        .unwrap();
+    let (release, wait) = mpsc::channel::<()>();
+    let (started_tx, started) = mpsc::channel();
+    drop(pool.spawn_fn(move || {
+        started_tx.send(()).unwrap();
+        let _ = wait.recv();
+    }));
+    started.recv().unwrap();
+    (pool, release)
+}
+
+#[test]
+fn an_output_whose_drop_panics_does_not_abort_a_detached_task() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let (go, wait) = mpsc::channel::<()>();
+        let handle = pool.spawn_fn(move || {
+            let _ = wait.recv();
+            PanicOnDrop("output")
+        });
+        drop(handle); // detached before it finished: the cell drops the output
+        go.send(()).unwrap();
+        assert!(eventually(HANG, || pool.metrics().dropped_panics == 1));
+        assert_eq!(pool.spawn_fn(|| 7).join().unwrap(), 7);
+        let m = pool.metrics();
+        assert_eq!(m.completed, 2, "{m:?}");
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn a_panic_payload_whose_drop_panics_does_not_abort_a_detached_task() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let (go, wait) = mpsc::channel::<()>();
+        let handle = pool.spawn_fn(move || {
+            let _ = wait.recv();
+            std::panic::panic_any(PanicOnDrop("payload"));
+        });
+        drop(handle);
+        go.send(()).unwrap();
+        assert!(eventually(HANG, || pool.metrics().dropped_panics == 1));
+        assert_eq!(pool.spawn_fn(|| 7).join().unwrap(), 7);
+        let m = pool.metrics();
+        assert_eq!((m.panicked, m.completed), (1, 1), "{m:?}");
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn cancelling_a_queued_task_whose_capture_panics_on_drop_does_not_abort() {
+    within(HANG, || {
+        let (pool, release) = busy_pool();
+        let capture = PanicOnDrop("queued capture");
+        let mut queued = pool.spawn_fn(move || drop(capture));
+        assert!(queued.cancel());
+        drop(release);
+        assert!(eventually(HANG, || pool.metrics().dropped_panics == 1));
+        assert!(queued.join().unwrap_err().is_cancelled());
+        assert_eq!(pool.spawn_fn(|| 7).join().unwrap(), 7);
+        let m = pool.metrics();
+        assert_eq!(m.cancelled, 1, "{m:?}");
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn cancelling_a_started_task_whose_capture_panics_on_drop_does_not_abort() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let (started_tx, started) = mpsc::channel();
+        let capture = PanicOnDrop("started capture");
+        let mut task = pool.spawn(async move {
+            let _keep = capture;
+            started_tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+        started.recv().unwrap();
+        assert!(task.cancel());
+        assert!(eventually(HANG, || pool.metrics().dropped_panics == 1));
+        assert!(task.join().unwrap_err().is_cancelled());
+        let m = pool.metrics();
+        assert_eq!(m.cancelled, 1, "{m:?}");
+        assert_counters_add_up(&m);
+    });
+}
+
+#[test]
+fn a_shutdown_that_drains_tasks_whose_captures_panic_on_drop_does_not_abort() {
+    within(HANG, || {
+        let (pool, release) = busy_pool();
+        let handles: Vec<_> = (0..5)
+            .map(|_| {
+                let capture = PanicOnDrop("drained capture");
+                pool.spawn_fn(move || drop(capture))
+            })
+            .collect();
+        let err = pool
+            .shutdown_timeout(Duration::from_millis(10))
+            .unwrap_err();
+        assert_eq!(err, ShutdownError::TimedOut { abandoned: 6 });
+        for handle in handles {
+            assert!(handle.join().unwrap_err().is_cancelled());
+        }
+        assert_eq!(pool.metrics().dropped_panics, 5);
+        drop(release);
+    });
+}
+
+#[allow(dead_code)]
+fn _keep_imports(_: Arc<AtomicUsize>, _: Ordering) {}

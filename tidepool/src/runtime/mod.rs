@@ -31,7 +31,7 @@ pub(crate) use threads::{Entry, Threads};
 
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
-use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters};
+use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters, ThreadCounters};
 use crate::sync::{Arc, AtomicBool, Ordering};
 use crossbeam_deque::Steal;
 use crossbeam_utils::CachePadded;
@@ -232,6 +232,11 @@ impl Shared {
                 .iter()
                 .map(|e| e.counters.ended_total())
                 .sum::<u64>()
+    }
+
+    /// Counts a panic caught in the destructor of a task's value.
+    pub(crate) fn dropped_panic(&self) {
+        ThreadCounters::bump(&self.threads.counters.dropped_panics);
     }
 
     /// Records a task's queue-to-first-poll latency from outside a worker.

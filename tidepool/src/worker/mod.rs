@@ -225,9 +225,9 @@ impl RunLoop<'_> {
         // Only a gated task pays for its gate: one branch for the others.
         // The task wrapper catches panics of the future's poll; this catches
         // whatever else unwinds out of `run` (a panicking waker or scheduler
-        // path), so a worker never unwinds. A future whose destructor panics
-        // while `async-task` drops it (cancelled) aborts the process: the
-        // cell drops it under an abort guard, beyond anyone's reach.
+        // path), so a worker never unwinds. `async-task` drops a cancelled
+        // future or an untaken output under an abort guard; the wrapper's
+        // own destructors catch their panics first (`task::drop_caught`).
         let _ = catch_unwind(AssertUnwindSafe(|| task.run()));
         if let Some(gate) = gate {
             gate.after_run();
