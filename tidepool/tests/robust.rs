@@ -180,5 +180,53 @@ fn a_shutdown_that_drains_tasks_whose_captures_panic_on_drop_does_not_abort() {
     });
 }
 
+/// A value whose destructor shuts its pool down (and ignores the answer).
+struct ShutdownOnDrop(Pool, mpsc::Sender<Result<(), ShutdownError>>);
+
+impl Drop for ShutdownOnDrop {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0.shutdown());
+    }
+}
+
+#[test]
+fn a_destructor_run_by_the_pools_own_drain_does_not_wait_for_itself() {
+    within(HANG, || {
+        let (pool, release) = busy_pool();
+        let (said_tx, said) = mpsc::channel();
+        let value = ShutdownOnDrop(pool.clone(), said_tx);
+        let queued = pool.spawn_fn(move || drop(value));
+        // The drain drops the queued task here, on this thread, and its
+        // destructor calls shutdown() on the pool being stopped: it must not
+        // wait (for the busy worker, or for this very call).
+        let err = pool
+            .shutdown_timeout(Duration::from_millis(10))
+            .unwrap_err();
+        assert_eq!(err, ShutdownError::TimedOut { abandoned: 2 });
+        assert_eq!(said.recv().unwrap(), Err(ShutdownError::OnWorkerThread));
+        assert!(queued.join().unwrap_err().is_cancelled());
+        drop(release);
+    });
+}
+
+#[test]
+fn a_destructor_run_by_a_worker_does_not_wait_for_itself() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let (said_tx, said) = mpsc::channel();
+        let (go, wait) = mpsc::channel::<()>();
+        let inner = pool.clone();
+        // The output is dropped by the worker that finished the task (the
+        // handle is detached): its destructor shuts the pool down.
+        drop(pool.spawn_fn(move || {
+            let _ = wait.recv();
+            ShutdownOnDrop(inner, said_tx)
+        }));
+        go.send(()).unwrap();
+        assert_eq!(said.recv().unwrap(), Err(ShutdownError::OnWorkerThread));
+        pool.shutdown().unwrap();
+    });
+}
+
 #[allow(dead_code)]
 fn _keep_imports(_: Arc<AtomicUsize>, _: Ordering) {}

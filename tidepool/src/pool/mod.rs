@@ -238,7 +238,9 @@ impl Pool {
     /// # Errors
     ///
     /// [`ShutdownError::OnWorkerThread`] if called from one of this pool's
-    /// own tasks: the pool is closed, but waiting for itself would never end.
+    /// own tasks or threads — including a destructor the pool runs, such as
+    /// that of a task dropped unrun while the pool stops: the pool is closed,
+    /// but waiting for itself would never end.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -281,7 +283,7 @@ impl Pool {
     fn shutdown_until(&self, deadline: Option<Instant>) -> Result<(), ShutdownError> {
         let shared = self.shared();
         shared.close();
-        if crate::runtime::context::current_index(shared).is_some() {
+        if crate::runtime::context::waits_on_itself(shared) {
             return Err(ShutdownError::OnWorkerThread);
         }
         if shared.wait_stopped(deadline, 0) {
@@ -330,8 +332,9 @@ pub enum ShutdownError {
         /// Tasks accepted and not finished when the timeout passed.
         abandoned: usize,
     },
-    /// `shutdown` was called from one of the pool's own tasks. The pool is
-    /// closed and will stop when its tasks end, but the call cannot wait.
+    /// `shutdown` was called from one of the pool's own tasks or threads,
+    /// or from a destructor the pool ran while stopping. The pool is closed
+    /// and will stop when its tasks end, but the call cannot wait.
     OnWorkerThread,
 }
 
