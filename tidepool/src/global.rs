@@ -11,6 +11,12 @@ static GLOBAL: OnceLock<Pool> = OnceLock::new();
 /// The process-wide pool, built with [`Builder`]'s defaults
 /// on first use. It is never shut down.
 ///
+/// # Panics
+///
+/// If the pool cannot be built because the system refuses the threads
+/// every pool needs ([`BuildError::HelperThreadStart`](crate::BuildError::HelperThreadStart));
+/// the panic names the cause. A later call tries again.
+///
 /// ```
 /// assert!(tidepool::global().concurrency() >= 1);
 /// ```
@@ -19,7 +25,7 @@ pub fn global() -> &'static Pool {
         Builder::new()
             .thread_name("tidepool-global")
             .build()
-            .expect("the default settings are valid")
+            .unwrap_or_else(|error| panic!("tidepool's global pool could not be built: {error}"))
     })
 }
 

@@ -47,16 +47,19 @@ const MAX_SLEEP: Duration = Duration::from_millis(10);
 /// A suspect seen runnable is probed at most every this many ticks.
 const MAX_PROBE_BACKOFF: u32 = 64;
 
-/// Starts the monitor thread of `shared`.
-pub(crate) fn start(shared: &Arc<Shared>) {
+/// Starts the monitor thread of `shared`, or says why the system refused.
+///
+/// A pool without its monitor would not replace blocked workers, nor retry
+/// refused thread starts while work waits: a pool that could hang silently.
+/// So the build fails instead (`BuildError::HelperThreadStart`).
+pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
     let weak = Arc::downgrade(shared);
     let name = format!("{}-monitor", shared.config.thread_name);
-    // A pool without a monitor still runs tasks; it only cannot replace
-    // blocked workers. Better than failing the build on a transient EAGAIN.
-    let _ = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name(name)
         .stack_size(256 * 1024)
-        .spawn(move || Monitor::new(weak).run());
+        .spawn(move || Monitor::new(weak).run())
+        .map(drop)
 }
 
 /// What the monitor remembers about one worker entry.

@@ -245,9 +245,31 @@ impl std::error::Error for JoinError {}
 /// assert_eq!(err, SpawnError::ShutDown);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// The pool (or group) was shut down; nothing new is accepted.
     ShutDown,
+    /// No worker thread is alive and the OS refused to start one (the last
+    /// attempt was made by this spawn): nothing could run the task. Usually
+    /// the process's thread limit (`ulimit -u`, `RLIMIT_NPROC`, a cgroup's
+    /// `pids.max`) or memory. The pool keeps trying: a later spawn succeeds
+    /// once a thread can start.
+    NoThreads {
+        /// The kind of the last start's error.
+        last_error: std::io::ErrorKind,
+        /// Its OS error number (`EAGAIN`: the thread limit), if any.
+        os_error: Option<i32>,
+    },
+}
+
+impl SpawnError {
+    /// The error for a pool that could not start any thread.
+    pub(crate) fn no_threads(failure: crate::runtime::StartFailure) -> Self {
+        SpawnError::NoThreads {
+            last_error: failure.kind,
+            os_error: failure.os_error,
+        }
+    }
 }
 
 impl fmt::Display for SpawnError {
@@ -256,6 +278,16 @@ impl fmt::Display for SpawnError {
             SpawnError::ShutDown => f.write_str(
                 "the pool is shut down and accepts no new tasks; spawn on a pool that is still running",
             ),
+            SpawnError::NoThreads { last_error, os_error } => {
+                f.write_str("the pool has no worker thread and the system refused to start one (")?;
+                match os_error {
+                    Some(code) => write!(f, "{}", std::io::Error::from_raw_os_error(*code))?,
+                    None => write!(f, "{last_error}")?,
+                }
+                f.write_str(
+                    "), so nothing could run the task; raise the thread limit (ulimit -u, RLIMIT_NPROC, the cgroup's pids.max) or free threads, then spawn again",
+                )
+            }
         }
     }
 }

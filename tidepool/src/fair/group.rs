@@ -510,6 +510,10 @@ impl Spawner {
         if self.is_closed() || shared.is_closed() {
             return Err(SpawnError::ShutDown);
         }
+        if let Err(failure) = crate::worker::can_run(shared) {
+            shared.no_thread_refusal();
+            return Err(SpawnError::no_threads(failure));
+        }
         let gate: Arc<dyn Gate> = TaskGate::new(Arc::clone(&self.unit), self.side);
         self.unit.stats.spawned.fetch_add(1, Ordering::Relaxed);
         crate::worker::spawn(shared, future, self.unit.priority, gate, false)

@@ -154,7 +154,11 @@ impl Builder {
         if let Some(bytes) = config.stack_size {
             try_thread_with_stack(bytes)?;
         }
-        Ok(Pool::from_config(config))
+        start_io_driver()?;
+        Pool::from_config(config).map_err(|error| BuildError::HelperThreadStart {
+            thread: "monitor",
+            error: error.to_string(),
+        })
     }
 
     pub(crate) fn config(self) -> Result<Config, BuildError> {
@@ -233,6 +237,50 @@ impl Builder {
 /// Starts and joins one thread with a stack of `bytes`: workers start on
 /// demand, so a stack the system cannot give (a huge `stack_size`) would
 /// otherwise show up only as tasks that are accepted and never run.
+/// Starts `async-io`'s driver thread (once per process) now, where a refusal
+/// can be an error, rather than at the first timer or `block_on`: there
+/// `async-io` panics, and `block_on`'s cleanup panics again, which aborts.
+/// Registering a timer makes `async-io` build its reactor, which starts the
+/// thread; a refusal panics inside the reactor's initialisation, which is
+/// left uninitialised (a later build tries again).
+fn start_io_driver() -> Result<(), BuildError> {
+    use std::future::Future;
+    use std::sync::OnceLock;
+    static STARTED: OnceLock<()> = OnceLock::new();
+    if STARTED.get().is_some() {
+        return Ok(());
+    }
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+    let register = || {
+        let mut timer = async_io::Timer::after(Duration::from_secs(3600));
+        let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let _ = std::pin::Pin::new(&mut timer).poll(&mut cx);
+    };
+    match std::panic::catch_unwind(register) {
+        Ok(()) => {
+            let _ = STARTED.set(());
+            Ok(())
+        }
+        Err(payload) => {
+            let error = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic in async-io's reactor".to_owned());
+            // Not dropped: a payload's destructor could panic too.
+            std::mem::forget(payload);
+            Err(BuildError::HelperThreadStart {
+                thread: "async-io driver",
+                error,
+            })
+        }
+    }
+}
+
 fn try_thread_with_stack(bytes: usize) -> Result<(), BuildError> {
     std::thread::Builder::new()
         .stack_size(bytes)
@@ -308,6 +356,14 @@ pub enum BuildError {
     },
     /// `thread_name("")`: worker threads would be named `-0`, `-1`, ...
     EmptyThreadName,
+    /// The system refused to start one of the threads every pool needs: its
+    /// monitor, or the process's `async-io` driver (timers and sockets).
+    HelperThreadStart {
+        /// Which thread: `"monitor"` or `"async-io driver"`.
+        thread: &'static str,
+        /// What the system said.
+        error: String,
+    },
     /// The system refused to start a thread with the `stack_size` given.
     ThreadStart {
         /// The `stack_size` given, in bytes.
@@ -356,6 +412,10 @@ impl fmt::Display for BuildError {
             ),
             BuildError::EmptyThreadName => f.write_str(
                 "thread_name (\"\") must not be empty: threads would be named \"-0\", \"-1\"; pass a name, or omit it for the default \"tidepool\"",
+            ),
+            BuildError::HelperThreadStart { thread, error } => write!(
+                f,
+                "the system refused to start the pool's {thread} thread ({error}): raise the thread limit (ulimit -u, RLIMIT_NPROC, the cgroup's pids.max) or free threads, then build again"
             ),
             BuildError::ThreadStart { bytes, error } => write!(
                 f,

@@ -50,10 +50,12 @@ impl Pool {
         Builder::new()
     }
 
-    pub(crate) fn from_config(config: Config) -> Pool {
+    /// The pool for `config`, with its monitor started; `Err` with the
+    /// system's error if the monitor thread could not start.
+    pub(crate) fn from_config(config: Config) -> std::io::Result<Pool> {
         let handle = Arc::new(OpenHandle::new(config));
-        monitor::start(handle.shared());
-        Pool { handle }
+        monitor::start(handle.shared())?;
+        Ok(Pool { handle })
     }
 
     fn shared(&self) -> &Arc<Shared> {
@@ -103,7 +105,9 @@ impl Pool {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -121,7 +125,9 @@ impl Pool {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -286,8 +292,27 @@ impl Pool {
         if crate::runtime::context::waits_on_itself(shared) {
             return Err(ShutdownError::OnWorkerThread);
         }
-        if shared.wait_stopped(deadline, 0) {
-            return Ok(());
+        loop {
+            // In slices, to notice a pool that can run nothing: no thread
+            // alive and the system refusing new ones. Waiting for it to
+            // drain would never end.
+            let slice = Instant::now() + NO_THREADS_CHECK;
+            let until = deadline.map_or(slice, |d| d.min(slice));
+            if shared.wait_stopped(Some(until), 0) {
+                return Ok(());
+            }
+            if shared.threads.failing() && worker::can_run(shared).is_err() {
+                let abandoned = shared.live();
+                // Drops what is queued: those tasks count as cancelled.
+                shared.stop();
+                if abandoned == 0 {
+                    return Ok(());
+                }
+                return Err(ShutdownError::NoThreads { abandoned });
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
         }
         let abandoned = shared.live();
         shared.stop();
@@ -314,6 +339,10 @@ impl fmt::Debug for Pool {
     }
 }
 
+/// How often a waiting shutdown checks that the pool can still run its
+/// work at all (see [`ShutdownError::NoThreads`]).
+const NO_THREADS_CHECK: Duration = Duration::from_millis(20);
+
 /// Why a shutdown did not complete.
 ///
 /// ```
@@ -336,6 +365,13 @@ pub enum ShutdownError {
     /// or from a destructor the pool ran while stopping. The pool is closed
     /// and will stop when its tasks end, but the call cannot wait.
     OnWorkerThread,
+    /// The pool had no worker thread and the system refused to start one,
+    /// so the work left could never run: it was cancelled (queued tasks) or
+    /// abandoned (tasks awaiting something), and the call returned.
+    NoThreads {
+        /// Tasks accepted and not finished, abandoned.
+        abandoned: usize,
+    },
 }
 
 impl fmt::Display for ShutdownError {
@@ -344,6 +380,10 @@ impl fmt::Display for ShutdownError {
             ShutdownError::TimedOut { abandoned } => write!(
                 f,
                 "shutdown timed out with {abandoned} tasks unfinished; they were abandoned (queued ones cancelled)"
+            ),
+            ShutdownError::NoThreads { abandoned } => write!(
+                f,
+                "shutdown gave up on {abandoned} unfinished tasks: the pool has no worker thread and the system refused to start one (see Metrics::thread_start_failures); raise the thread limit (ulimit -u, RLIMIT_NPROC) or free threads"
             ),
             ShutdownError::OnWorkerThread => f.write_str(
                 "shutdown called from a task of the same pool: the pool is closed, but cannot wait for itself; call shutdown from outside the pool",
@@ -405,7 +445,9 @@ impl TaskBuilder<'_> {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
     pub fn try_spawn<F>(self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
@@ -419,7 +461,14 @@ impl TaskBuilder<'_> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        worker::spawn(self.pool.shared(), future, self.priority, NoGate, closure)
+        let shared = self.pool.shared();
+        if let Err(failure) = worker::can_run(shared) {
+            if !shared.is_closed() {
+                shared.no_thread_refusal();
+                return Err(SpawnError::no_threads(failure));
+            }
+        }
+        worker::spawn(shared, future, self.priority, NoGate, closure)
             .map(JoinHandle::new)
             .ok_or(SpawnError::ShutDown)
     }
@@ -428,7 +477,9 @@ impl TaskBuilder<'_> {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
     pub fn try_spawn_fn<F, R>(self, work: F) -> Result<JoinHandle<R>, SpawnError>
     where
         F: FnOnce() -> R + Send + 'static,

@@ -27,7 +27,7 @@ pub(crate) use lifecycle::{Exits, Latch};
 pub(crate) use queues::Lanes;
 pub use queues::Priority;
 pub use task::PanicPayload;
-pub(crate) use threads::{Entry, Threads};
+pub(crate) use threads::{Entry, StartFailure, Threads};
 
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
@@ -232,6 +232,11 @@ impl Shared {
                 .iter()
                 .map(|e| e.counters.ended_total())
                 .sum::<u64>()
+    }
+
+    /// Counts a spawn refused because no thread could run it.
+    pub(crate) fn no_thread_refusal(&self) {
+        ThreadCounters::bump(&self.threads.counters.no_thread_refusals);
     }
 
     /// Counts a panic caught in the destructor of a task's value.

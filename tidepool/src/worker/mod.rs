@@ -24,7 +24,7 @@
 mod coalesce;
 mod schedule;
 
-pub(crate) use schedule::{declare_blocking, notify, push_global, spawn, wake_or_start};
+pub(crate) use schedule::{can_run, declare_blocking, notify, push_global, spawn, wake_or_start};
 
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};

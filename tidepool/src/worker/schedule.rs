@@ -9,7 +9,7 @@ use crate::metrics::ThreadCounters;
 use crate::runtime::context;
 use crate::runtime::park;
 use crate::runtime::task::{self, MaybeGate, Runnable, TaskCell, TaskMeta};
-use crate::runtime::{Priority, Shared};
+use crate::runtime::{Priority, Shared, StartFailure};
 use crate::sync::{Arc, Ordering};
 use std::future::Future;
 
@@ -158,6 +158,7 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
     let counters = &threads.counters;
     match builder.spawn(move || run(owned, index)) {
         Ok(_) => {
+            threads.start_worked();
             ThreadCounters::bump(&counters.started);
             ThreadCounters::bump(match reason {
                 StartReason::Demand => &counters.started_demand,
@@ -169,13 +170,42 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
                 .fetch_max(before as u64 + 1, Ordering::Relaxed);
             true
         }
-        Err(_) => {
-            // EAGAIN or out of memory: keep running on the threads we have.
+        Err(error) => {
+            // EAGAIN or out of memory: keep running on the threads we have,
+            // and make sure the monitor retries while work waits (asleep on
+            // an idle pool, it is only woken by a worker starting a task,
+            // and there may be none: see `control::signal` for the pairing,
+            // the work was queued before this).
             ThreadCounters::bump(&counters.start_failures);
+            threads.start_failed(StartFailure::of(&error));
             threads.give_back_entry(index);
             threads.count_exit();
+            shared.monitor.wake();
             false
         }
+    }
+}
+
+/// Whether the pool can run work, for a spawn about to be accepted: `Err`
+/// with the system's error if no worker thread is alive and starting one
+/// here fails. With a thread alive (the common case) it costs one load of
+/// the thread count, a line written only when threads start and exit. With
+/// none, the thread started here begins as a searcher, so the spawn's own
+/// notify finds it and starts no other.
+pub(crate) fn can_run(shared: &Arc<Shared>) -> Result<(), StartFailure> {
+    let threads = &shared.threads;
+    if threads.alive() > 0 {
+        return Ok(());
+    }
+    if shared.slots.try_reserve_searcher() {
+        park::hand_over(&shared.sleepers, &shared.slots, || {
+            start_thread(shared, StartReason::Demand)
+        });
+    }
+    if threads.alive() > 0 || !threads.failing() {
+        Ok(())
+    } else {
+        Err(threads.last_failure())
     }
 }
 
