@@ -22,14 +22,38 @@ use std::task::{Context, Poll};
 /// ```
 #[must_use = "a dropped JoinHandle detaches its task; call .join() or .await to get the output"]
 pub struct JoinHandle<T> {
-    task: Option<FallibleCell<T>>,
+    task: Option<Cell<T>>,
+}
+
+/// The task cell as the handle holds it: as spawned, so `cancel` can reach
+/// the task's claim (`TaskMeta`), until the first poll needs the fallible
+/// form (`async-task`'s `FallibleTask` hides the metadata).
+enum Cell<T> {
+    Fresh(TaskCell<T>),
+    Polled(FallibleCell<T>),
+}
+
+impl<T> Cell<T> {
+    fn is_finished(&self) -> bool {
+        match self {
+            Cell::Fresh(task) => task.is_finished(),
+            Cell::Polled(task) => task.is_finished(),
+        }
+    }
+
+    fn detach(self) {
+        match self {
+            Cell::Fresh(task) => task.detach(),
+            Cell::Polled(task) => task.detach(),
+        }
+    }
 }
 
 impl<T> JoinHandle<T> {
     /// The handle of an accepted task.
     pub(crate) fn new(task: TaskCell<T>) -> Self {
         JoinHandle {
-            task: Some(task.fallible()),
+            task: Some(Cell::Fresh(task)),
         }
     }
 
@@ -59,14 +83,21 @@ impl<T> JoinHandle<T> {
         crate::blocking(|| futures_lite::future::block_on(self))
     }
 
-    /// Cancels the task unless it has already finished; returns true if this
-    /// call cancelled it.
+    /// Cancels the task unless it has already finished or, for a closure,
+    /// already started; returns true if this call cancelled it: the task
+    /// will not run to its end.
     ///
-    /// A task that has not started never runs. An async task that has started
-    /// is dropped at its next `.await`. A closure already running cannot be
-    /// interrupted: it runs to its end and its output is discarded. After a
-    /// successful cancel the handle resolves to [`JoinError::Cancelled`]; after
-    /// an unsuccessful one (the task had finished) it still yields the output.
+    /// A task that has not started never runs. An async task that has
+    /// started is dropped at its next `.await`. A closure already running
+    /// cannot be interrupted: `cancel` returns false and the handle then
+    /// yields the closure's output. After a successful cancel the handle
+    /// resolves to [`JoinError::Cancelled`]; after an unsuccessful one it
+    /// yields the output.
+    ///
+    /// (One race is left to the async runtime beneath: an async task whose
+    /// poll is in progress and returns its output in that very poll is
+    /// counted completed while its handle says `Cancelled`. A handle already
+    /// polled, e.g. in a `select`, cancels a closure the same way.)
     ///
     /// # Panics
     ///
@@ -83,19 +114,24 @@ impl<T> JoinHandle<T> {
     /// assert!(matches!(handle.join(), Err(JoinError::Cancelled)));
     /// ```
     pub fn cancel(&mut self) -> bool {
-        match self.task.take() {
-            Some(task) if task.is_finished() => {
-                self.task = Some(task);
-                false
-            }
-            // Dropping an async-task handle cancels the task; its future is
-            // dropped by a worker (or right here if it is not scheduled).
-            Some(task) => {
-                drop(task);
-                true
-            }
-            None => false,
+        let Some(task) = self.task.take() else {
+            return false;
+        };
+        if task.is_finished() {
+            self.task = Some(task);
+            return false;
         }
+        if let Cell::Fresh(cell) = &task {
+            if !cell.metadata().claim.cancel() {
+                // A closure a worker has started: it runs to its end.
+                self.task = Some(task);
+                return false;
+            }
+        }
+        // Dropping an async-task handle cancels the task; its future is
+        // dropped by a worker (or right here if it is not scheduled).
+        drop(task);
+        true
     }
 
     /// Returns true if the task has finished (completed, panicked or was
@@ -118,7 +154,12 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(task) = self.task.as_mut() else {
+        if let Some(Cell::Fresh(_)) = &self.task {
+            if let Some(Cell::Fresh(task)) = self.task.take() {
+                self.task = Some(Cell::Polled(task.fallible()));
+            }
+        }
+        let Some(Cell::Polled(task)) = self.task.as_mut() else {
             return Poll::Ready(Err(JoinError::Cancelled));
         };
         let result = match Pin::new(task).poll(cx) {

@@ -85,6 +85,66 @@ pub(crate) struct TaskMeta {
     /// The admission gate of a group's or pair's task; `None` for plain
     /// tasks, which therefore pay one branch for groups, nothing more.
     pub(crate) gate: Option<Arc<dyn Gate>>,
+    /// Who won a closure: the worker starting it or a `cancel` (see
+    /// [`Claim`]). Not a loom-modelled protocol: `std`'s atomic.
+    pub(crate) claim: Claim,
+}
+
+/// Decides, for a closure, between a worker starting it and its handle
+/// cancelling it, so `cancel()` says true only for a closure that will not
+/// run. `async-task` cannot tell: a closure cancelled while it ran ran to its
+/// end, its output was dropped, and the handle said `Cancelled`.
+///
+/// An async task has no claim (`NOT_CLOSURE`): cancelled, it is dropped at
+/// its next `.await`, which is "will not run to completion" already.
+#[derive(Debug)]
+pub(crate) struct Claim(std::sync::atomic::AtomicU8);
+
+const OPEN: u8 = 0;
+const STARTED: u8 = 1;
+const CANCELLED: u8 = 2;
+const NOT_CLOSURE: u8 = 3;
+
+impl Claim {
+    /// The claim of a new task.
+    pub(crate) fn new(closure: bool) -> Self {
+        Claim(std::sync::atomic::AtomicU8::new(if closure {
+            OPEN
+        } else {
+            NOT_CLOSURE
+        }))
+    }
+
+    /// For the worker about to run the task: false if its handle cancelled
+    /// it first (the worker drops it unrun). An async task pays one Relaxed
+    /// load; a closure a swap on the cell's header line, which the worker
+    /// has just taken to run it.
+    #[inline]
+    pub(crate) fn start(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let now = self.0.load(Ordering::Relaxed);
+        if now != OPEN {
+            // An async task (or an async task's later poll), or a closure
+            // its handle already cancelled.
+            return now != CANCELLED;
+        }
+        // AcqRel pairs with the compare_exchange in `cancel`: exactly one of
+        // the two sees the other's value.
+        self.0.swap(STARTED, Ordering::AcqRel) != CANCELLED
+    }
+
+    /// For the handle: true if the task may be cancelled (an async task, or
+    /// a closure no worker has started; it then never will).
+    pub(crate) fn cancel(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        match self
+            .0
+            .compare_exchange(OPEN, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(now) => now == NOT_CLOSURE || now == CANCELLED,
+        }
+    }
 }
 
 /// The hook through which groups and pairs (the `fair` layer) take part in a

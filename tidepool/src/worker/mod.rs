@@ -228,7 +228,15 @@ impl RunLoop<'_> {
         // path), so a worker never unwinds. `async-task` drops a cancelled
         // future or an untaken output under an abort guard; the wrapper's
         // own destructors catch their panics first (`task::drop_caught`).
-        let _ = catch_unwind(AssertUnwindSafe(|| task.run()));
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            if task.metadata().claim.start() {
+                task.run();
+            } else {
+                // Its handle cancelled it first: dropped unrun (the wrapper
+                // counts it cancelled).
+                drop(task);
+            }
+        }));
         if let Some(gate) = gate {
             gate.after_run();
         }

@@ -38,6 +38,7 @@ where
     let meta = TaskMeta {
         priority,
         gate: gate.to_meta(),
+        claim: task::Claim::new(closure),
     };
     let scheduler = Arc::clone(shared);
     let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
