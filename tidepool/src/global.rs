@@ -37,6 +37,12 @@ const GLOBAL_NAME: &str = "tidepool-global";
 /// [`Builder::build_global`] built it earlier with other settings. It is
 /// never shut down.
 ///
+/// # Panics
+///
+/// If the pool cannot be built because the system refuses the threads
+/// every pool needs ([`BuildError::HelperThreadStart`]);
+/// the panic names the cause. A later call tries again.
+///
 /// ```
 /// assert!(tidepool::global().concurrency() >= 1);
 /// ```
@@ -45,7 +51,7 @@ pub fn global() -> &'static Pool {
         Builder::new()
             .default_thread_name(GLOBAL_NAME)
             .build()
-            .expect("the default settings are valid")
+            .unwrap_or_else(|error| panic!("tidepool's global pool could not be built: {error}"))
     })
 }
 

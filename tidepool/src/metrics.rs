@@ -146,6 +146,8 @@ pub(crate) struct ThreadCounters {
     pub(crate) oversubscribed: AtomicU64,
     pub(crate) peak_threads: AtomicU64,
     pub(crate) hook_panics: AtomicU64,
+    pub(crate) dropped_panics: AtomicU64,
+    pub(crate) no_thread_refusals: AtomicU64,
 }
 
 impl ThreadCounters {
@@ -170,6 +172,8 @@ impl ThreadCounters {
         m.declared_blocking = get(&self.declared_blocking);
         m.oversubscribed_observations = get(&self.oversubscribed);
         m.hook_panics = get(&self.hook_panics);
+        m.dropped_panics = get(&self.dropped_panics);
+        m.no_thread_refusals = get(&self.no_thread_refusals);
     }
 }
 
@@ -296,8 +300,14 @@ pub struct Metrics {
     /// Thread starts put off by pacing (starts beyond `concurrency` that came
     /// too fast; retried at the next spawn or monitor tick).
     pub thread_starts_paced: u64,
-    /// Thread starts that failed (the OS refused); the pool kept running.
+    /// Thread starts that failed (the OS refused); the pool kept running,
+    /// and retries (at the next spawn, and at each monitor tick while work
+    /// waits).
     pub thread_start_failures: u64,
+    /// Spawns refused with [`SpawnError::NoThreads`](crate::SpawnError::NoThreads)
+    /// (or resolved as cancelled, for `spawn`): no worker thread was alive
+    /// and the OS refused to start one, so nothing could have run them.
+    pub no_thread_refusals: u64,
     /// Threads retired after `idle_timeout` without work.
     pub threads_retired_idle: u64,
     /// Threads retired because the pool had more than it needed.
@@ -319,6 +329,13 @@ pub struct Metrics {
     /// the panic hook (stderr by default) and counted here; the thread
     /// carries on.
     pub hook_panics: u64,
+    /// Panics out of destructors the pool ran for its tasks — a task's
+    /// future or captures dropped when it was cancelled or drained, an output
+    /// or a panic payload nobody took — caught so they cannot abort the
+    /// process. Each was reported by the panic hook like any panic. Drops on
+    /// a thread outside the pool (say, a `JoinHandle` detached after its task
+    /// finished) are caught too but cannot be counted here.
+    pub dropped_panics: u64,
     /// Running slots now.
     pub concurrency_target: usize,
     /// Time the monitor thread has spent working (not sleeping).

@@ -48,17 +48,19 @@ const MAX_SLEEP: Duration = Duration::from_millis(10);
 /// A suspect seen runnable is probed at most every this many ticks.
 const MAX_PROBE_BACKOFF: u32 = 64;
 
-/// Starts the monitor thread of `shared`.
-pub(crate) fn start(shared: &Arc<Shared>) {
+/// Starts the monitor thread of `shared`, or says why the system refused.
+///
+/// A pool without its monitor would not replace blocked workers, nor retry
+/// refused thread starts while work waits: a pool that could hang silently.
+/// So the build fails instead (`BuildError::HelperThreadStart`).
+pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
     let weak = Arc::downgrade(shared);
     let name = format!("{}-monitor", shared.config.thread_name);
     let hooks = (
         shared.config.on_thread_start.clone(),
         shared.config.on_thread_stop.clone(),
     );
-    // A pool without a monitor still runs tasks; it only cannot replace
-    // blocked workers. Better than failing the build on a transient EAGAIN.
-    let _ = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name(name)
         .stack_size(256 * 1024)
         .spawn(move || {
@@ -73,7 +75,8 @@ pub(crate) fn start(shared: &Arc<Shared>) {
             run_hook(hooks.0, "on_thread_start");
             Monitor::new(weak.clone()).run();
             run_hook(hooks.1, "on_thread_stop");
-        });
+        })
+        .map(drop)
 }
 
 /// What the monitor remembers about one worker entry.

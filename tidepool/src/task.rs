@@ -22,16 +22,40 @@ use std::task::{Context, Poll};
 /// ```
 #[must_use = "a dropped JoinHandle detaches its task; call .join() or .await to get the output"]
 pub struct JoinHandle<T> {
-    task: Option<FallibleCell<T>>,
+    task: Option<Cell<T>>,
     /// Never accepted: resolves to [`JoinError::ShutDown`], not `Cancelled`.
     refused: bool,
+}
+
+/// The task cell as the handle holds it: as spawned, so `cancel` can reach
+/// the task's claim (`TaskMeta`), until the first poll needs the fallible
+/// form (`async-task`'s `FallibleTask` hides the metadata).
+enum Cell<T> {
+    Fresh(TaskCell<T>),
+    Polled(FallibleCell<T>),
+}
+
+impl<T> Cell<T> {
+    fn is_finished(&self) -> bool {
+        match self {
+            Cell::Fresh(task) => task.is_finished(),
+            Cell::Polled(task) => task.is_finished(),
+        }
+    }
+
+    fn detach(self) {
+        match self {
+            Cell::Fresh(task) => task.detach(),
+            Cell::Polled(task) => task.detach(),
+        }
+    }
 }
 
 impl<T> JoinHandle<T> {
     /// The handle of an accepted task.
     pub(crate) fn new(task: TaskCell<T>) -> Self {
         JoinHandle {
-            task: Some(task.fallible()),
+            task: Some(Cell::Fresh(task)),
             refused: false,
         }
     }
@@ -73,20 +97,28 @@ impl<T> JoinHandle<T> {
         crate::blocking(|| futures_lite::future::block_on(self))
     }
 
-    /// Cancels the task unless it has already finished; returns true if this
-    /// call cancelled it.
+    /// Cancels the task unless it has already finished or, for a closure,
+    /// already started; returns true if this call cancelled it: the task
+    /// will not run to its end.
     ///
-    /// A task that has not started never runs. An async task that has started
-    /// is dropped at its next `.await`. A closure already running cannot be
-    /// interrupted: it runs to its end and its output is discarded. After a
-    /// successful cancel the handle resolves to [`JoinError::Cancelled`]; after
-    /// an unsuccessful one (the task had finished) it still yields the output.
+    /// A task that has not started never runs. An async task that has
+    /// started is dropped at its next `.await`. A closure already running
+    /// cannot be interrupted: `cancel` returns false and the handle then
+    /// yields the closure's output. After a successful cancel the handle
+    /// resolves to [`JoinError::Cancelled`]; after an unsuccessful one it
+    /// yields the output.
+    ///
+    /// (One race is left to the async runtime beneath: an async task whose
+    /// poll is in progress and returns its output in that very poll is
+    /// counted completed while its handle says `Cancelled`. A handle already
+    /// polled, e.g. in a `select`, cancels a closure the same way.)
     ///
     /// # Panics
     ///
-    /// Never here; but a cancelled future is dropped by its task cell
-    /// (`async-task`), which aborts the process if the future's destructor
-    /// panics. The same holds for tasks dropped unrun when a pool stops.
+    /// Never. If the cancelled future's destructor (a captured value's)
+    /// panics, the pool catches it and counts it in
+    /// [`Metrics::dropped_panics`](crate::Metrics::dropped_panics); the same
+    /// holds for tasks dropped unrun when a pool stops.
     ///
     /// ```
     /// use tidepool::{JoinError, Pool};
@@ -96,19 +128,24 @@ impl<T> JoinHandle<T> {
     /// assert!(matches!(handle.join(), Err(JoinError::Cancelled)));
     /// ```
     pub fn cancel(&mut self) -> bool {
-        match self.task.take() {
-            Some(task) if task.is_finished() => {
-                self.task = Some(task);
-                false
-            }
-            // Dropping an async-task handle cancels the task; its future is
-            // dropped by a worker (or right here if it is not scheduled).
-            Some(task) => {
-                drop(task);
-                true
-            }
-            None => false,
+        let Some(task) = self.task.take() else {
+            return false;
+        };
+        if task.is_finished() {
+            self.task = Some(task);
+            return false;
         }
+        if let Cell::Fresh(cell) = &task {
+            if !cell.metadata().claim.cancel() {
+                // A closure a worker has started: it runs to its end.
+                self.task = Some(task);
+                return false;
+            }
+        }
+        // Dropping an async-task handle cancels the task; its future is
+        // dropped by a worker (or right here if it is not scheduled).
+        drop(task);
+        true
     }
 
     /// Returns true if the task has finished (completed, panicked or was
@@ -131,8 +168,14 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(task) = self.task.as_mut() else {
-            return Poll::Ready(Err(if self.refused {
+        if let Some(Cell::Fresh(_)) = &self.task {
+            if let Some(Cell::Fresh(task)) = self.task.take() {
+                self.task = Some(Cell::Polled(task.fallible()));
+            }
+        }
+        let refused = self.refused;
+        let Some(Cell::Polled(task)) = self.task.as_mut() else {
+            return Poll::Ready(Err(if refused {
                 JoinError::ShutDown
             } else {
                 JoinError::Cancelled
@@ -141,8 +184,9 @@ impl<T> Future for JoinHandle<T> {
         let result = match Pin::new(task).poll(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(None) => Err(JoinError::Cancelled),
-            Poll::Ready(Some(Ok(value))) => Ok(value),
-            Poll::Ready(Some(Err(payload))) => Err(JoinError::Panicked(TaskPanic::new(payload))),
+            Poll::Ready(Some(output)) => output
+                .into_inner()
+                .map_err(|payload| JoinError::Panicked(TaskPanic::new(payload))),
         };
         self.task = None;
         Poll::Ready(result)
@@ -362,9 +406,31 @@ impl std::error::Error for JoinError {}
 /// );
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// The pool (or group) was shut down; nothing new is accepted.
     ShutDown,
+    /// No worker thread is alive and the OS refused to start one (the last
+    /// attempt was made by this spawn): nothing could run the task. Usually
+    /// the process's thread limit (`ulimit -u`, `RLIMIT_NPROC`, a cgroup's
+    /// `pids.max`) or memory. The pool keeps trying: a later spawn succeeds
+    /// once a thread can start.
+    NoThreads {
+        /// The kind of the last start's error.
+        last_error: std::io::ErrorKind,
+        /// Its OS error number (`EAGAIN`: the thread limit), if any.
+        os_error: Option<i32>,
+    },
+}
+
+impl SpawnError {
+    /// The error for a pool that could not start any thread.
+    pub(crate) fn no_threads(failure: crate::runtime::StartFailure) -> Self {
+        SpawnError::NoThreads {
+            last_error: failure.kind,
+            os_error: failure.os_error,
+        }
+    }
 }
 
 impl fmt::Display for SpawnError {
@@ -373,6 +439,16 @@ impl fmt::Display for SpawnError {
             SpawnError::ShutDown => f.write_str(
                 "the pool is shut down and accepts no new tasks; spawn on a pool that is still running",
             ),
+            SpawnError::NoThreads { last_error, os_error } => {
+                f.write_str("the pool has no worker thread and the system refused to start one (")?;
+                match os_error {
+                    Some(code) => write!(f, "{}", std::io::Error::from_raw_os_error(*code))?,
+                    None => write!(f, "{last_error}")?,
+                }
+                f.write_str(
+                    "), so nothing could run the task; raise the thread limit (ulimit -u, RLIMIT_NPROC, the cgroup's pids.max) or free threads, then spawn again",
+                )
+            }
         }
     }
 }
@@ -381,6 +457,7 @@ impl fmt::Debug for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let variant = match self {
             SpawnError::ShutDown => "ShutDown",
+            SpawnError::NoThreads { .. } => "NoThreads",
         };
         write!(f, "SpawnError::{variant}: {self}")
     }

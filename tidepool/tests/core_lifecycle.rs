@@ -296,6 +296,12 @@ fn build_errors_name_the_field_the_value_and_the_fix() {
             },
             "thread_name (\"io\\0pool\") must not contain a NUL byte",
         ),
+        (
+            // Once accepted: the threads were named "-0", "-1".
+            Pool::builder().thread_name(""),
+            BuildError::EmptyThreadName,
+            "thread_name (\"\") must not be empty",
+        ),
     ];
     for (builder, expected, message) in cases {
         let err = builder.build().unwrap_err();

@@ -334,28 +334,35 @@ fn build_errors_name_the_value_and_the_fix() {
             pool.group().max_concurrency(0).build().unwrap_err(),
             GroupError::ZeroMaxConcurrency,
             "max_concurrency (0)",
+            "omit it",
         ),
         (
             pool.group().max_in_flight(0).build().unwrap_err(),
             GroupError::ZeroMaxInFlight,
             "max_in_flight (0)",
+            "omit it",
         ),
         (
             pool.group().weight(0).build().unwrap_err(),
             GroupError::ZeroWeight,
             "weight (0)",
+            "omit it",
         ),
         (
+            // A pair has no limit to omit: the message names the argument
+            // of `concurrent_exclusive` and asks for 1 or more.
             pool.concurrent_exclusive(0).unwrap_err(),
-            GroupError::ZeroMaxConcurrency,
-            "max_concurrency (0)",
+            GroupError::ZeroPairConcurrency,
+            "max_concurrency (0) of concurrent_exclusive",
+            "pass 1 or more",
         ),
     ];
-    for (err, expected, names) in cases {
+    for (err, expected, names, fix) in cases {
         assert_eq!(err, expected);
         let text = err.to_string();
         assert!(text.contains(names), "{text}");
-        assert!(text.contains("omit it"), "{text} should say how to fix it");
+        assert!(text.contains(fix), "{text} should say how to fix it");
+        assert!(!format!("{err:?}").is_empty());
     }
 }
 

@@ -444,8 +444,10 @@ pub struct GroupMetrics {
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GroupError {
-    /// `max_concurrency(0)` (or `concurrent_exclusive(0)`): nothing could run.
+    /// A group's `max_concurrency(0)`: nothing of the group could run.
     ZeroMaxConcurrency,
+    /// `concurrent_exclusive(0)`: no concurrent item of the pair could run.
+    ZeroPairConcurrency,
     /// `max_in_flight(0)`: no task could start.
     ZeroMaxInFlight,
     /// `weight(0)`: the group would never get a turn.
@@ -457,6 +459,9 @@ impl fmt::Display for GroupError {
         f.write_str(match self {
             GroupError::ZeroMaxConcurrency => {
                 "max_concurrency (0) must be at least 1: nothing of the group could run; omit it for no limit"
+            }
+            GroupError::ZeroPairConcurrency => {
+                "max_concurrency (0) of concurrent_exclusive must be at least 1: no concurrent item of the pair could run; pass 1 or more (1 runs the concurrent side one at a time)"
             }
             GroupError::ZeroMaxInFlight => {
                 "max_in_flight (0) must be at least 1: no task of the group could start; omit it for no limit"
@@ -474,6 +479,7 @@ impl fmt::Debug for GroupError {
             GroupError::ZeroMaxConcurrency => "ZeroMaxConcurrency",
             GroupError::ZeroMaxInFlight => "ZeroMaxInFlight",
             GroupError::ZeroWeight => "ZeroWeight",
+            GroupError::ZeroPairConcurrency => "ZeroPairConcurrency",
         };
         write!(f, "GroupError::{variant}: {self}")
     }
@@ -539,6 +545,10 @@ impl Spawner {
         // counting a refused task as spawned and cancelled.
         if self.is_closed() || shared.is_closed() {
             return Err(SpawnError::ShutDown);
+        }
+        if let Err(failure) = crate::worker::can_run(shared) {
+            shared.no_thread_refusal();
+            return Err(SpawnError::no_threads(failure));
         }
         let gate: Arc<dyn Gate> = TaskGate::new(Arc::clone(&self.unit), self.side);
         self.unit.stats.spawned.fetch_add(1, Ordering::Relaxed);

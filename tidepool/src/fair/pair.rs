@@ -17,7 +17,7 @@ pub(crate) fn pair(
     max_concurrency: usize,
 ) -> Result<(ConcurrentSpawner, ExclusiveSpawner), GroupError> {
     if max_concurrency == 0 {
-        return Err(GroupError::ZeroMaxConcurrency);
+        return Err(GroupError::ZeroPairConcurrency);
     }
     let config = UnitConfig {
         max_running: max_concurrency,

@@ -90,9 +90,17 @@ impl Builder {
         self
     }
 
-    /// The name of worker threads, followed by `-N`.
+    /// The name of worker threads, followed by `-N`. It must not be empty
+    /// (threads named `-0`, `-1` say nothing about whose they are) and must
+    /// not contain a NUL byte: [`Builder::build`] refuses both.
     ///
     /// Default: `"tidepool"`.
+    ///
+    /// ```
+    /// use tidepool::{BuildError, Pool};
+    /// let err = Pool::builder().thread_name("").build().unwrap_err();
+    /// assert_eq!(err, BuildError::EmptyThreadName);
+    /// ```
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.thread_name = Some(name.into());
         self
@@ -249,7 +257,11 @@ impl Builder {
         if let Some(bytes) = config.stack_size {
             try_thread_with_stack(bytes)?;
         }
-        Ok(Pool::from_config(config))
+        start_io_driver()?;
+        Pool::from_config(config).map_err(|error| BuildError::HelperThreadStart {
+            thread: "monitor",
+            error: error.to_string(),
+        })
     }
 
     /// Sets the thread name unless the user set one.
@@ -298,6 +310,9 @@ impl Builder {
             }
         }
         if let Some(name) = &self.thread_name {
+            if name.is_empty() {
+                return Err(BuildError::EmptyThreadName);
+            }
             if name.contains('\0') {
                 return Err(BuildError::ThreadNameNul { name: name.clone() });
             }
@@ -334,6 +349,50 @@ impl Builder {
 /// Starts and joins one thread with a stack of `bytes`: workers start on
 /// demand, so a stack the system cannot give (a huge `stack_size`) would
 /// otherwise show up only as tasks that are accepted and never run.
+/// Starts `async-io`'s driver thread (once per process) now, where a refusal
+/// can be an error, rather than at the first timer or `block_on`: there
+/// `async-io` panics, and `block_on`'s cleanup panics again, which aborts.
+/// Registering a timer makes `async-io` build its reactor, which starts the
+/// thread; a refusal panics inside the reactor's initialisation, which is
+/// left uninitialised (a later build tries again).
+fn start_io_driver() -> Result<(), BuildError> {
+    use std::future::Future;
+    use std::sync::OnceLock;
+    static STARTED: OnceLock<()> = OnceLock::new();
+    if STARTED.get().is_some() {
+        return Ok(());
+    }
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+    let register = || {
+        let mut timer = async_io::Timer::after(Duration::from_secs(3600));
+        let waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let _ = std::pin::Pin::new(&mut timer).poll(&mut cx);
+    };
+    match std::panic::catch_unwind(register) {
+        Ok(()) => {
+            let _ = STARTED.set(());
+            Ok(())
+        }
+        Err(payload) => {
+            let error = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic in async-io's reactor".to_owned());
+            // Not dropped: a payload's destructor could panic too.
+            std::mem::forget(payload);
+            Err(BuildError::HelperThreadStart {
+                thread: "async-io driver",
+                error,
+            })
+        }
+    }
+}
+
 fn try_thread_with_stack(bytes: usize) -> Result<(), BuildError> {
     std::thread::Builder::new()
         .stack_size(bytes)
@@ -412,6 +471,16 @@ pub enum BuildError {
         /// The name given.
         name: String,
     },
+    /// `thread_name("")`: worker threads would be named `-0`, `-1`, ...
+    EmptyThreadName,
+    /// The system refused to start one of the threads every pool needs: its
+    /// monitor, or the process's `async-io` driver (timers and sockets).
+    HelperThreadStart {
+        /// Which thread: `"monitor"` or `"async-io driver"`.
+        thread: &'static str,
+        /// What the system said.
+        error: String,
+    },
     /// The system refused to start a thread with the `stack_size` given.
     ThreadStart {
         /// The `stack_size` given, in bytes.
@@ -458,6 +527,13 @@ impl fmt::Display for BuildError {
                 f,
                 "thread_name ({name:?}) must not contain a NUL byte: remove it"
             ),
+            BuildError::EmptyThreadName => f.write_str(
+                "thread_name (\"\") must not be empty: threads would be named \"-0\", \"-1\"; pass a name, or omit it for the default \"tidepool\"",
+            ),
+            BuildError::HelperThreadStart { thread, error } => write!(
+                f,
+                "the system refused to start the pool's {thread} thread ({error}): raise the thread limit (ulimit -u, RLIMIT_NPROC, the cgroup's pids.max) or free threads, then build again"
+            ),
             BuildError::ThreadStart { bytes, error } => write!(
                 f,
                 "stack_size ({bytes} bytes): the system could not start a thread with it ({error}): lower stack_size, or omit it for the default"
@@ -479,6 +555,8 @@ impl fmt::Debug for BuildError {
             BuildError::TooMuchConcurrency { .. } => "TooMuchConcurrency",
             BuildError::ThreadNameNul { .. } => "ThreadNameNul",
             BuildError::ThreadStart { .. } => "ThreadStart",
+            BuildError::EmptyThreadName => "EmptyThreadName",
+            BuildError::HelperThreadStart { .. } => "HelperThreadStart",
         };
         write!(f, "BuildError::{variant}: {self}")
     }

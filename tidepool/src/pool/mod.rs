@@ -51,10 +51,12 @@ impl Pool {
         Builder::new()
     }
 
-    pub(crate) fn from_config(config: Config) -> Pool {
+    /// The pool for `config`, with its monitor started; `Err` with the
+    /// system's error if the monitor thread could not start.
+    pub(crate) fn from_config(config: Config) -> std::io::Result<Pool> {
         let handle = OpenHandle::new(config);
-        monitor::start(handle.shared());
-        Pool { handle }
+        monitor::start(handle.shared())?;
+        Ok(Pool { handle })
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -164,7 +166,9 @@ impl Pool {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -182,7 +186,9 @@ impl Pool {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -219,7 +225,7 @@ impl Pool {
     ///
     /// # Errors
     ///
-    /// [`GroupError::ZeroMaxConcurrency`](crate::GroupError::ZeroMaxConcurrency)
+    /// [`GroupError::ZeroPairConcurrency`](crate::GroupError::ZeroPairConcurrency)
     /// if `max_concurrency` is 0.
     ///
     /// ```
@@ -353,7 +359,9 @@ impl Pool {
     /// # Errors
     ///
     /// [`ShutdownError::OnWorkerThread`] if called from one of this pool's
-    /// own tasks: the pool is closed, but waiting for itself would never end.
+    /// own tasks or threads — including a destructor the pool runs, such as
+    /// that of a task dropped unrun while the pool stops: the pool is closed,
+    /// but waiting for itself would never end.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -370,7 +378,9 @@ impl Pool {
     /// finished by then are abandoned (queued ones are cancelled; running ones
     /// are left to finish on their threads, which exit after them). A
     /// timeout too long to be a point in time (`Duration::MAX`) waits like
-    /// `shutdown`.
+    /// `shutdown`. If every accepted task has ended by the timeout it returns
+    /// `Ok`, even if idle worker threads are still exiting (they run nothing
+    /// more): so `shutdown_timeout(Duration::ZERO)` on an idle pool is `Ok`.
     ///
     /// # Errors
     ///
@@ -394,14 +404,40 @@ impl Pool {
     fn shutdown_until(&self, deadline: Option<Instant>) -> Result<(), ShutdownError> {
         let shared = self.shared();
         shared.close();
-        if context::current_index(shared).is_some() {
+        if context::waits_on_itself(shared) {
             return Err(ShutdownError::OnWorkerThread);
         }
-        if shared.wait_stopped(deadline, 0) {
-            return Ok(());
+        loop {
+            // In slices, to notice a pool that can run nothing: no thread
+            // alive and the system refusing new ones. Waiting for it to
+            // drain would never end.
+            let slice = Instant::now() + NO_THREADS_CHECK;
+            let until = deadline.map_or(slice, |d| d.min(slice));
+            if shared.wait_stopped(Some(until), 0) {
+                return Ok(());
+            }
+            if shared.threads.failing() && worker::can_run(shared).is_err() {
+                let abandoned = shared.live();
+                // Drops what is queued: those tasks count as cancelled.
+                shared.stop();
+                if abandoned == 0 {
+                    return Ok(());
+                }
+                return Err(ShutdownError::NoThreads { abandoned });
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
         }
         let abandoned = shared.live();
         shared.stop();
+        if abandoned == 0 {
+            // Every task ended; only idle threads are still on their way
+            // out, and they run nothing more. Nothing was abandoned, so this
+            // is no timeout (an idle pool's `shutdown_timeout(ZERO)` said
+            // `TimedOut { abandoned: 0 }`).
+            return Ok(());
+        }
         Err(ShutdownError::TimedOut { abandoned })
     }
 }
@@ -417,6 +453,10 @@ impl fmt::Debug for Pool {
             .finish()
     }
 }
+
+/// How often a waiting shutdown checks that the pool can still run its
+/// work at all (see [`ShutdownError::NoThreads`]).
+const NO_THREADS_CHECK: Duration = Duration::from_millis(20);
 
 /// Why a shutdown did not complete.
 ///
@@ -437,9 +477,17 @@ pub enum ShutdownError {
         /// Tasks accepted and not finished when the timeout passed.
         abandoned: usize,
     },
-    /// `shutdown` was called from one of the pool's own tasks. The pool is
-    /// closed and will stop when its tasks end, but the call cannot wait.
+    /// `shutdown` was called from one of the pool's own tasks or threads,
+    /// or from a destructor the pool ran while stopping. The pool is closed
+    /// and will stop when its tasks end, but the call cannot wait.
     OnWorkerThread,
+    /// The pool had no worker thread and the system refused to start one,
+    /// so the work left could never run: it was cancelled (queued tasks) or
+    /// abandoned (tasks awaiting something), and the call returned.
+    NoThreads {
+        /// Tasks accepted and not finished, abandoned.
+        abandoned: usize,
+    },
 }
 
 impl fmt::Display for ShutdownError {
@@ -448,6 +496,10 @@ impl fmt::Display for ShutdownError {
             ShutdownError::TimedOut { abandoned } => write!(
                 f,
                 "shutdown timed out with {abandoned} tasks unfinished; they were abandoned (queued ones cancelled)"
+            ),
+            ShutdownError::NoThreads { abandoned } => write!(
+                f,
+                "shutdown gave up on {abandoned} unfinished tasks: the pool has no worker thread and the system refused to start one (see Metrics::thread_start_failures); raise the thread limit (ulimit -u, RLIMIT_NPROC) or free threads"
             ),
             ShutdownError::OnWorkerThread => f.write_str(
                 "shutdown called from a task of the same pool: the pool is closed, but cannot wait for itself; call shutdown from outside the pool",
@@ -461,6 +513,7 @@ impl fmt::Debug for ShutdownError {
         let variant = match self {
             ShutdownError::TimedOut { .. } => "TimedOut",
             ShutdownError::OnWorkerThread => "OnWorkerThread",
+            ShutdownError::NoThreads { .. } => "NoThreads",
         };
         write!(f, "ShutdownError::{variant}: {self}")
     }
@@ -519,7 +572,9 @@ impl TaskBuilder<'_> {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
     pub fn try_spawn<F>(self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
@@ -540,7 +595,9 @@ impl TaskBuilder<'_> {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work.
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
     pub fn try_spawn_fn<F, R>(self, work: F) -> Result<JoinHandle<R>, SpawnError>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -563,6 +620,12 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    if let Err(failure) = worker::can_run(shared) {
+        if !shared.is_closed() {
+            shared.no_thread_refusal();
+            return Err(SpawnError::no_threads(failure));
+        }
+    }
     worker::spawn(shared, future, priority, NoGate, closure)
         .map(JoinHandle::new)
         .ok_or(SpawnError::ShutDown)

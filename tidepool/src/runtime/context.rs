@@ -100,6 +100,21 @@ pub(crate) fn current_index(shared: &Shared) -> Option<usize> {
         .flatten()
 }
 
+/// True if a wait for `shared` to stop would wait for the calling thread
+/// itself: the thread is one of the pool's workers, or it is dropping the
+/// pool's queued tasks (a destructor run by the drain of a stopping pool, on
+/// a worker leaving it or on the thread whose shutdown stopped it).
+pub(crate) fn waits_on_itself(shared: &Shared) -> bool {
+    let draining = DRAINING
+        .try_with(|d| {
+            d.borrow()
+                .as_ref()
+                .is_some_and(|d| std::ptr::eq(Arc::as_ptr(d), shared))
+        })
+        .unwrap_or(false);
+    draining || current_index(shared).is_some()
+}
+
 /// Pushes `runnable` on the current thread's deque if it is a worker of
 /// `shared`; gives it back otherwise.
 ///

@@ -29,7 +29,7 @@ pub(crate) use lifecycle::{Exits, Latch};
 pub(crate) use queues::Lanes;
 pub use queues::Priority;
 pub use task::PanicPayload;
-pub(crate) use threads::{Entry, Threads};
+pub(crate) use threads::{Entry, StartFailure, Threads};
 pub(crate) use work::{Job, JobRef, Work};
 
 use crate::control::signal::MonitorSignal;
@@ -250,6 +250,16 @@ impl Shared {
                 .sum::<u64>()
     }
 
+    /// Counts a spawn refused because no thread could run it.
+    pub(crate) fn no_thread_refusal(&self) {
+        ThreadCounters::bump(&self.threads.counters.no_thread_refusals);
+    }
+
+    /// Counts a panic caught in the destructor of a task's value.
+    pub(crate) fn dropped_panic(&self) {
+        ThreadCounters::bump(&self.threads.counters.dropped_panics);
+    }
+
     /// Records a task's queue-to-first-poll latency from outside a worker.
     pub(crate) fn record_start_outside(&self, latency: u64) {
         self.external_latency.record(latency);
@@ -411,7 +421,10 @@ impl Shared {
         m.queued = self.queued() as u64;
         m.threads = self.threads.alive();
         m.idle_threads = self.sleepers.parked();
-        m.running_threads = self.slots.counts().active.max(running);
+        // Capped by the threads alive: a worker that leaves a stopped pool
+        // does not hand its slot back (nobody will take it), so after a
+        // shutdown the slot count alone said 1 or 2 with no thread left.
+        m.running_threads = self.slots.counts().active.max(running).min(m.threads);
         m.blocked_threads = blocked;
         self.threads.counters.fill(&mut m);
         m.concurrency_target = self.slots.target();

@@ -27,8 +27,47 @@ use super::queues::Priority;
 /// returns it.
 pub type PanicPayload = Box<dyn Any + Send + 'static>;
 
-/// What a task's future resolves to inside its cell.
-pub(crate) type TaskOutput<T> = Result<T, PanicPayload>;
+/// What a task's future resolves to inside its cell: its output or the
+/// payload of its panic, in an [`Output`] whose drop cannot panic out.
+pub(crate) type TaskOutput<T> = Output<T>;
+
+/// A task's result as its cell stores it. `async-task` drops a result nobody
+/// will take (the handle was detached, or cancelled while the task ran) under
+/// an abort guard, so a value whose destructor panics — the output, or a
+/// panic payload — aborted the process. This wrapper drops it inside
+/// `catch_unwind` instead, and counts the panic (`Metrics::dropped_panics`).
+pub(crate) struct Output<T>(Option<Result<T, PanicPayload>>);
+
+impl<T> Output<T> {
+    /// The output or the panic payload, for the join side.
+    pub(crate) fn into_inner(mut self) -> Result<T, PanicPayload> {
+        match self.0.take() {
+            Some(result) => result,
+            // Only `into_inner` and `drop` take it, and each runs once.
+            None => unreachable!("a task's output is taken once"),
+        }
+    }
+}
+
+impl<T> Drop for Output<T> {
+    fn drop(&mut self) {
+        if let Some(result) = self.0.take() {
+            drop_caught(move || drop(result));
+        }
+    }
+}
+
+/// Runs `drop_it` (a drop of a task's user value: its future, its output, a
+/// panic payload), catching a panic out of it: counted in the pool whose
+/// task this is (`Metrics::dropped_panics`) and otherwise left to the panic
+/// hook, which has already reported it like any panic. The payload of the
+/// caught panic is leaked, not dropped: its own destructor might panic too.
+pub(crate) fn drop_caught(drop_it: impl FnOnce()) {
+    if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(drop_it)) {
+        std::mem::forget(payload);
+        super::context::with_task_pool(|shared, _| shared.dropped_panic());
+    }
+}
 
 /// A runnable task of a tidepool pool.
 pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
@@ -46,6 +85,66 @@ pub(crate) struct TaskMeta {
     /// The admission gate of a group's or pair's task; `None` for plain
     /// tasks, which therefore pay one branch for groups, nothing more.
     pub(crate) gate: Option<Arc<dyn Gate>>,
+    /// Who won a closure: the worker starting it or a `cancel` (see
+    /// [`Claim`]). Not a loom-modelled protocol: `std`'s atomic.
+    pub(crate) claim: Claim,
+}
+
+/// Decides, for a closure, between a worker starting it and its handle
+/// cancelling it, so `cancel()` says true only for a closure that will not
+/// run. `async-task` cannot tell: a closure cancelled while it ran ran to its
+/// end, its output was dropped, and the handle said `Cancelled`.
+///
+/// An async task has no claim (`NOT_CLOSURE`): cancelled, it is dropped at
+/// its next `.await`, which is "will not run to completion" already.
+#[derive(Debug)]
+pub(crate) struct Claim(std::sync::atomic::AtomicU8);
+
+const OPEN: u8 = 0;
+const STARTED: u8 = 1;
+const CANCELLED: u8 = 2;
+const NOT_CLOSURE: u8 = 3;
+
+impl Claim {
+    /// The claim of a new task.
+    pub(crate) fn new(closure: bool) -> Self {
+        Claim(std::sync::atomic::AtomicU8::new(if closure {
+            OPEN
+        } else {
+            NOT_CLOSURE
+        }))
+    }
+
+    /// For the worker about to run the task: false if its handle cancelled
+    /// it first (the worker drops it unrun). An async task pays one Relaxed
+    /// load; a closure a swap on the cell's header line, which the worker
+    /// has just taken to run it.
+    #[inline]
+    pub(crate) fn start(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let now = self.0.load(Ordering::Relaxed);
+        if now != OPEN {
+            // An async task (or an async task's later poll), or a closure
+            // its handle already cancelled.
+            return now != CANCELLED;
+        }
+        // AcqRel pairs with the compare_exchange in `cancel`: exactly one of
+        // the two sees the other's value.
+        self.0.swap(STARTED, Ordering::AcqRel) != CANCELLED
+    }
+
+    /// For the handle: true if the task may be cancelled (an async task, or
+    /// a closure no worker has started; it then never will).
+    pub(crate) fn cancel(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        match self
+            .0
+            .compare_exchange(OPEN, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(now) => now == NOT_CLOSURE || now == CANCELLED,
+        }
+    }
 }
 
 /// The hook through which groups and pairs (the `fair` layer) take part in a
@@ -124,13 +223,31 @@ pin_project_lite::pin_project! {
     /// wrapper): a task's future is only ever polled or dropped by its own
     /// pool's workers, or by its pool draining its queues, and both tell
     /// `context::with_task_pool` which pool that is.
+    ///
+    /// The future is an `Option` so the wrapper's own drop can drop it in
+    /// place inside `catch_unwind` (`Pin::set(None)`): `async-task` drops a
+    /// cancelled or drained task's future under an abort guard, and a
+    /// captured value whose destructor panicked aborted the process.
     pub(crate) struct Wrapped<F, G: MaybeGate> {
         #[pin]
-        future: CatchUnwind<AssertUnwindSafe<F>>,
+        future: Option<CatchUnwind<AssertUnwindSafe<F>>>,
         guard: EndGuard<G>,
         // When the task was queued, in `sys::ticks`, until its first poll
         // records the latency; `NOT_SAMPLED` after that or if not measured.
         queued_at: u64,
+    }
+
+    impl<F, G: MaybeGate> PinnedDrop for Wrapped<F, G> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut future = this.project().future;
+            if future.is_some() {
+                // If the drop panics, `set` still leaves `None` in place (an
+                // assignment whose drop unwinds still stores the new value),
+                // so the field is not dropped twice.
+                drop_caught(|| future.set(None));
+            }
+            // The guard (a field) drops after this: it counts the end.
+        }
     }
 }
 
@@ -138,7 +255,7 @@ pin_project_lite::pin_project! {
 /// task). See the module docs.
 pub(crate) fn wrap<F: Future, G: MaybeGate>(future: F, gate: G) -> Wrapped<F, G> {
     Wrapped {
-        future: AssertUnwindSafe(future).catch_unwind(),
+        future: Some(AssertUnwindSafe(future).catch_unwind()),
         // Created with the cell, so it counts the task as cancelled even if
         // the future is dropped before its first poll.
         guard: EndGuard { ended: false, gate },
@@ -161,18 +278,22 @@ impl<F: Future, G: MaybeGate> Future for Wrapped<F, G> {
             gate.poll_started();
         }
         // Panics are caught inside, so the hooks always pair up.
-        let poll = this.future.poll(cx);
+        let poll = match this.future.as_pin_mut() {
+            Some(future) => future.poll(cx),
+            // Polled after it finished: async-task never does.
+            None => Poll::Pending,
+        };
         if let Some(gate) = gate {
             gate.poll_ended();
         }
-        if let Poll::Ready(output) = &poll {
+        poll.map(|output| {
             // Counted before the output is handed to the join side.
             this.guard.end(match output {
                 Ok(_) => Outcome::Completed,
                 Err(_) => Outcome::Panicked,
             });
-        }
-        poll
+            Output(Some(output))
+        })
     }
 }
 

@@ -12,7 +12,7 @@ use super::work::Work;
 use crate::control::pacing::Pacer;
 use crate::control::slots::TaskStatus;
 use crate::metrics::{LatencyRecorder, TaskCounters, ThreadCounters};
-use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock, Arc, AtomicBool, AtomicUsize, Mutex, Ordering};
 use crate::sys::ThreadProbe;
 use crossbeam_deque::{Stealer, Worker};
 use crossbeam_utils::CachePadded;
@@ -79,6 +79,25 @@ impl Entry {
     }
 }
 
+/// Why the OS refused the last worker thread a pool tried to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StartFailure {
+    /// The error's kind.
+    pub(crate) kind: std::io::ErrorKind,
+    /// The OS error number (`EAGAIN` is 11 on Linux), if there was one.
+    pub(crate) os_error: Option<i32>,
+}
+
+impl StartFailure {
+    /// The failure `error` describes.
+    pub(crate) fn of(error: &std::io::Error) -> Self {
+        StartFailure {
+            kind: error.kind(),
+            os_error: error.raw_os_error(),
+        }
+    }
+}
+
 /// The entries and the thread counts of one pool.
 #[derive(Debug)]
 pub(crate) struct Threads {
@@ -96,6 +115,11 @@ pub(crate) struct Threads {
     pacer: Mutex<Pacer>,
     /// Thread starts, retirements and blocking, by reason.
     pub(crate) counters: ThreadCounters,
+    /// Set when a thread start fails, cleared when one succeeds: while it is
+    /// set and no thread is alive, nothing can run the pool's work.
+    failing: AtomicBool,
+    /// Why the last failed start failed.
+    last_failure: Mutex<Option<StartFailure>>,
 }
 
 impl Threads {
@@ -108,6 +132,8 @@ impl Threads {
             alive: AtomicUsize::new(0),
             pacer: Mutex::new(Pacer::default()),
             counters: ThreadCounters::default(),
+            failing: AtomicBool::new(false),
+            last_failure: Mutex::new(None),
         }
     }
 
@@ -195,6 +221,35 @@ impl Threads {
         let index = lock(&self.free).pop()?;
         self.high_water.fetch_max(index + 1, Ordering::AcqRel);
         Some(index)
+    }
+
+    /// Records a refused thread start.
+    pub(crate) fn start_failed(&self, failure: StartFailure) {
+        *lock(&self.last_failure) = Some(failure);
+        // Relaxed: a hint read by spawns (`failing`); the failure itself is
+        // read under the lock.
+        self.failing.store(true, Ordering::Relaxed);
+    }
+
+    /// Records a thread start that worked.
+    pub(crate) fn start_worked(&self) {
+        // Read first so the common case writes nothing shared.
+        if self.failing.load(Ordering::Relaxed) {
+            self.failing.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// True if the last thread start failed. One Relaxed load: spawns read it.
+    pub(crate) fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
+    }
+
+    /// Why the last failed start failed.
+    pub(crate) fn last_failure(&self) -> StartFailure {
+        lock(&self.last_failure).unwrap_or(StartFailure {
+            kind: std::io::ErrorKind::Other,
+            os_error: None,
+        })
     }
 
     /// Gives an entry back (its thread exited, or never started).

@@ -30,7 +30,7 @@ mod help;
 mod schedule;
 
 pub(crate) use help::{help_until, poll_helping};
-pub(crate) use schedule::{declare_blocking, notify, push_global, spawn, wake_or_start};
+pub(crate) use schedule::{can_run, declare_blocking, notify, push_global, spawn, wake_or_start};
 
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
@@ -409,7 +409,18 @@ fn run_task(task: Runnable) {
     // path), so a worker never unwinds. A future whose destructor panics
     // while `async-task` drops it (cancelled) aborts the process: the cell
     // drops it under an abort guard, beyond anyone's reach.
-    let _ = catch_unwind(AssertUnwindSafe(|| task.run()));
+    // `async-task` drops a cancelled future or an untaken output under an
+    // abort guard; the wrapper's own destructors catch their panics first
+    // (`task::drop_caught`).
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if task.metadata().claim.start() {
+            task.run();
+        } else {
+            // Its handle cancelled it first: dropped unrun (the wrapper
+            // counts it cancelled).
+            drop(task);
+        }
+    }));
     if let Some(gate) = gate {
         gate.after_run();
     }

@@ -9,7 +9,7 @@ use crate::metrics::ThreadCounters;
 use crate::runtime::context;
 use crate::runtime::park;
 use crate::runtime::task::{self, MaybeGate, Runnable, TaskCell, TaskMeta};
-use crate::runtime::{Priority, Shared};
+use crate::runtime::{Priority, Shared, StartFailure};
 use crate::sync::{Arc, Ordering};
 use crate::trace;
 use async_task::{ScheduleInfo, WithInfo};
@@ -40,6 +40,7 @@ where
     let meta = TaskMeta {
         priority,
         gate: gate.to_meta(),
+        claim: task::Claim::new(closure),
     };
     let scheduler = Arc::clone(shared);
     let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
@@ -167,6 +168,7 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
     match builder.spawn(move || run(owned, index)) {
         Ok(_) => {
             trace::thread_started(&config.thread_name, index, reason.as_str());
+            threads.start_worked();
             ThreadCounters::bump(&counters.started);
             ThreadCounters::bump(match reason {
                 StartReason::Demand => &counters.started_demand,
@@ -180,12 +182,41 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
         }
         Err(error) => {
             trace::thread_start_failed(&config.thread_name, reason.as_str(), &error);
-            // EAGAIN or out of memory: keep running on the threads we have.
+            // EAGAIN or out of memory: keep running on the threads we have,
+            // and make sure the monitor retries while work waits (asleep on
+            // an idle pool, it is only woken by a worker starting a task,
+            // and there may be none: see `control::signal` for the pairing,
+            // the work was queued before this).
             ThreadCounters::bump(&counters.start_failures);
+            threads.start_failed(StartFailure::of(&error));
             threads.give_back_entry(index);
             threads.count_exit();
+            shared.monitor.wake();
             false
         }
+    }
+}
+
+/// Whether the pool can run work, for a spawn about to be accepted: `Err`
+/// with the system's error if no worker thread is alive and starting one
+/// here fails. With a thread alive (the common case) it costs one load of
+/// the thread count, a line written only when threads start and exit. With
+/// none, the thread started here begins as a searcher, so the spawn's own
+/// notify finds it and starts no other.
+pub(crate) fn can_run(shared: &Arc<Shared>) -> Result<(), StartFailure> {
+    let threads = &shared.threads;
+    if threads.alive() > 0 {
+        return Ok(());
+    }
+    if shared.slots.try_reserve_searcher() {
+        park::hand_over(&shared.sleepers, &shared.slots, || {
+            start_thread(shared, StartReason::Demand)
+        });
+    }
+    if threads.alive() > 0 || !threads.failing() {
+        Ok(())
+    } else {
+        Err(threads.last_failure())
     }
 }
 

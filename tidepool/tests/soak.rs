@@ -1,0 +1,260 @@
+//! A soak and fault run (issue 16): CPU work, short and long blocking, async
+//! timers, panics (in tasks and in destructors), cancels, groups, a
+//! concurrent/exclusive pair and pool shutdowns, mixed for
+//! `TIDEPOOL_SOAK_SECS` seconds (default 20). Checks that every task ran
+//! exactly once (or, if its cancel said so, never), that pairs stayed
+//! exclusive and that the counters add up; prints the figures.
+//!
+//! Ignored by default: `TIDEPOOL_SOAK_SECS=60 cargo test -p tidepool
+//! --release --test soak -- --ignored --nocapture` (CI runs this).
+
+mod common;
+
+use common::{assert_counters_add_up, within, HANG};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tidepool::{JoinHandle, Pool};
+
+/// A value whose destructor panics (unless already unwinding).
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("soak: a destructor panics");
+        }
+    }
+}
+
+/// What the soak expects of one task.
+enum Expect {
+    /// Runs exactly once and returns its id.
+    Value(JoinHandle<usize>),
+    /// Panics.
+    Panic(JoinHandle<usize>),
+    /// Its cancel said true: it never runs.
+    Never,
+    /// Its cancel said false: it runs exactly once and returns its id.
+    Ran(JoinHandle<usize>),
+    /// Detached.
+    Detached,
+}
+
+fn soak_secs() -> u64 {
+    std::env::var("TIDEPOOL_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20)
+}
+
+#[test]
+#[ignore = "a soak run: minutes; TIDEPOOL_SOAK_SECS sets the length"]
+fn soak() {
+    let secs = soak_secs();
+    // Keep the output readable: the planted panics say nothing.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+        let planted = payload.is::<PanicOnDrop>() || text.is_some_and(|t| t.starts_with("soak:"));
+        if !planted {
+            report(info);
+        }
+    }));
+    within(Duration::from_secs(secs) + HANG, move || {
+        run(Duration::from_secs(secs))
+    });
+}
+
+fn run(length: Duration) {
+    let pool = Pool::builder()
+        .concurrency(2)
+        .max_threads(64)
+        .build()
+        .unwrap();
+    let group = pool.group().max_concurrency(2).build().unwrap();
+    let (readers, writer) = pool.concurrent_exclusive(3).unwrap();
+    let reading = Arc::new(AtomicUsize::new(0));
+    let writing = Arc::new(AtomicUsize::new(0));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let (mut tasks, mut rounds, mut planted_drop_panics, mut side_pools) = (0u64, 0u64, 0u64, 0u64);
+    while start.elapsed() < length {
+        rounds += 1;
+        let ran: Vec<Arc<AtomicU8>> = (0..200).map(|_| Arc::new(AtomicU8::new(0))).collect();
+        let mut expects = Vec::with_capacity(ran.len());
+        for (id, mark) in ran.iter().enumerate() {
+            let mark = Arc::clone(mark);
+            let once = move || {
+                mark.fetch_add(1, Ordering::SeqCst);
+                id
+            };
+            let expect = match id % 12 {
+                0 => Expect::Value(pool.spawn_fn(move || {
+                    let n: u64 = (0..20_000u64).map(std::hint::black_box).sum();
+                    std::hint::black_box(n);
+                    once()
+                })),
+                1 => Expect::Value(pool.spawn_fn(move || {
+                    std::thread::sleep(Duration::from_millis(1));
+                    once()
+                })),
+                2 if id % 48 == 2 => Expect::Value(pool.spawn_fn(move || {
+                    std::thread::sleep(Duration::from_millis(30));
+                    once()
+                })),
+                3 => Expect::Value(pool.spawn(async move {
+                    tidepool::sleep(Duration::from_millis(2)).await;
+                    once()
+                })),
+                4 => Expect::Panic(pool.spawn_fn(move || {
+                    once();
+                    panic!("soak: a task panics")
+                })),
+                5 => {
+                    // Detached; its output panics on drop.
+                    planted_drop_panics += 1;
+                    drop(pool.spawn_fn(move || {
+                        once();
+                        PanicOnDrop
+                    }));
+                    Expect::Detached
+                }
+                6 => {
+                    let mut handle = pool.spawn_fn(once);
+                    if handle.cancel() {
+                        Expect::Never
+                    } else {
+                        Expect::Ran(handle)
+                    }
+                }
+                7 => {
+                    let capture = PanicOnDrop;
+                    let mut handle = pool.spawn(async move {
+                        let _capture = capture;
+                        tidepool::sleep(Duration::from_millis(50)).await;
+                        once()
+                    });
+                    planted_drop_panics += 1;
+                    if handle.cancel() {
+                        Expect::Never
+                    } else {
+                        Expect::Ran(handle)
+                    }
+                }
+                8 => Expect::Value(group.spawn_fn(move || {
+                    std::thread::sleep(Duration::from_micros(200));
+                    once()
+                })),
+                9 => {
+                    let (reading, writing, violations) =
+                        (reading.clone(), writing.clone(), violations.clone());
+                    Expect::Value(readers.spawn_fn(move || {
+                        reading.fetch_add(1, Ordering::SeqCst);
+                        if writing.load(Ordering::SeqCst) != 0 {
+                            violations.fetch_add(1, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_micros(100));
+                        reading.fetch_sub(1, Ordering::SeqCst);
+                        once()
+                    }))
+                }
+                10 => {
+                    let (reading, writing, violations) =
+                        (reading.clone(), writing.clone(), violations.clone());
+                    Expect::Value(writer.spawn_fn(move || {
+                        if writing.fetch_add(1, Ordering::SeqCst) != 0
+                            || reading.load(Ordering::SeqCst) != 0
+                        {
+                            violations.fetch_add(1, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_micros(100));
+                        writing.fetch_sub(1, Ordering::SeqCst);
+                        once()
+                    }))
+                }
+                _ => Expect::Panic(pool.spawn(async move {
+                    tidepool::sleep(Duration::from_millis(1)).await;
+                    once();
+                    std::panic::panic_any(PanicOnDrop)
+                })),
+            };
+            expects.push(expect);
+            tasks += 1;
+        }
+        for (id, expect) in expects.into_iter().enumerate() {
+            let ran_here = || ran[id].load(Ordering::SeqCst);
+            match expect {
+                Expect::Value(h) | Expect::Ran(h) => {
+                    assert_eq!(h.join().unwrap(), id);
+                    assert_eq!(ran_here(), 1, "task {id} ran {} times", ran_here());
+                }
+                Expect::Panic(h) => {
+                    let err = h.join().unwrap_err();
+                    assert!(err.is_panic());
+                    // Some payloads panic on drop: that is the holder's
+                    // business (the pool only catches the drops it does).
+                    std::mem::forget(err.into_panic());
+                    assert_eq!(ran_here(), 1);
+                }
+                Expect::Never => assert_eq!(ran_here(), 0, "cancelled task {id} ran"),
+                Expect::Detached => {}
+            }
+        }
+        if rounds % 20 == 0 {
+            // A side pool shut down with work in flight.
+            side_pools += 1;
+            let side = Pool::builder().concurrency(1).build().unwrap();
+            let handles: Vec<_> = (0..20)
+                .map(|i| {
+                    side.spawn_fn(move || {
+                        std::thread::sleep(Duration::from_millis(1));
+                        i
+                    })
+                })
+                .collect();
+            let _ = side.shutdown_timeout(Duration::from_millis(5));
+            for handle in handles {
+                let _ = handle.join();
+            }
+            let m = side.metrics();
+            assert_eq!(m.in_flight, 0, "{m:?}");
+            assert_counters_add_up(&m);
+        }
+    }
+    pool.shutdown().unwrap();
+    let m = pool.metrics();
+    assert_counters_add_up(&m);
+    assert_eq!(m.in_flight, 0, "{m:?}");
+    assert_eq!(m.running_threads, 0, "{m:?}");
+    assert_eq!(
+        violations.load(Ordering::SeqCst),
+        0,
+        "pair exclusivity broken"
+    );
+    assert!(
+        m.dropped_panics <= planted_drop_panics + tasks / 12 + 1,
+        "{m:?}"
+    );
+    println!(
+        "soak {:?}: {tasks} tasks in {rounds} rounds, {side_pools} side pools shut down; \
+         completed {}, panicked {}, cancelled {}; destructor panics caught {}; \
+         peak threads {}; start latency p50 {:?} p99 {:?} max {:?}; \
+         blocked detections {}, declared blocking {}",
+        start.elapsed(),
+        m.completed,
+        m.panicked,
+        m.cancelled,
+        m.dropped_panics,
+        m.peak_threads,
+        m.start_latency.p50,
+        m.start_latency.p99,
+        m.start_latency.max,
+        m.blocked_detections,
+        m.declared_blocking,
+    );
+}
