@@ -136,6 +136,8 @@ pub(crate) struct ThreadCounters {
     pub(crate) started_demand: AtomicU64,
     pub(crate) started_compensation: AtomicU64,
     pub(crate) started_policy: AtomicU64,
+    pub(crate) started_burst: AtomicU64,
+    pub(crate) started_floor: AtomicU64,
     pub(crate) start_paced: AtomicU64,
     pub(crate) reserve_lends: AtomicU64,
     pub(crate) start_failures: AtomicU64,
@@ -163,6 +165,8 @@ impl ThreadCounters {
         m.threads_started_demand = get(&self.started_demand);
         m.threads_started_compensation = get(&self.started_compensation);
         m.threads_started_policy = get(&self.started_policy);
+        m.threads_started_burst = get(&self.started_burst);
+        m.threads_started_floor = get(&self.started_floor);
         m.thread_starts_paced = get(&self.start_paced);
         m.reserve_slot_lends = get(&self.reserve_lends);
         m.thread_start_failures = get(&self.start_failures);
@@ -289,7 +293,7 @@ pub struct Metrics {
     pub blocked_threads: usize,
     /// The most worker threads alive at once.
     pub peak_threads: usize,
-    /// Worker threads started, for any reason (the next three add up to it).
+    /// Worker threads started, for any reason (the next five add up to it).
     pub threads_started: u64,
     /// Threads started for new work with a free slot and no parked worker.
     pub threads_started_demand: u64,
@@ -297,6 +301,13 @@ pub struct Metrics {
     pub threads_started_compensation: u64,
     /// Threads started because a policy (Gradual, HillClimbing) added slots.
     pub threads_started_policy: u64,
+    /// Threads started beyond one per blocked worker because a burst of
+    /// queued work kept blocking in turn (`Adaptive` grows in proportion:
+    /// see [`Controller::Adaptive`](crate::Controller::Adaptive)).
+    pub threads_started_burst: u64,
+    /// Threads started parked when the pool was built, to have
+    /// `min_threads` from the start.
+    pub threads_started_floor: u64,
     /// Thread starts put off by pacing (starts beyond `concurrency` that came
     /// too fast; retried at the next spawn or monitor tick).
     pub thread_starts_paced: u64,
@@ -394,6 +405,8 @@ impl Metrics {
             ("demand", self.threads_started_demand),
             ("compensation", self.threads_started_compensation),
             ("policy", self.threads_started_policy),
+            ("burst", self.threads_started_burst),
+            ("min_threads", self.threads_started_floor),
         ] {
             counter!("tidepool_thread_starts_total", "pool" => p(), "reason" => reason).absolute(n);
         }

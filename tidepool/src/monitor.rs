@@ -18,8 +18,10 @@
 //!
 //! # How long it sleeps
 //!
-//! Like a system monitor, it ticks at the monitor interval only while there
-//! are suspects, doubles its sleep up to [`MAX_SLEEP`] while there are none,
+//! Like a system monitor, it ticks at the monitor interval only while some
+//! worker runs a task it may have to look at within an interval (a task not
+//! already found computing again and again), doubles its sleep up to
+//! [`MAX_SLEEP`] while there are none,
 //! and sleeps until woken while the pool is idle (no worker holds a slot or
 //! runs a task, and nothing is queued). The protocol that makes sure a task
 //! started on an idle pool wakes it is in `control::signal`. The worker wakes
@@ -285,12 +287,15 @@ impl Monitor {
                     t.cpu_at_since = probe.cpu_time();
                 } else if policy.is_suspect(limits, &view) {
                     view.kernel = ask_kernel(shared, &probe, t, view.in_task_for);
-                    // Tick fast only for suspects due for a look next tick;
-                    // one found runnable again and again (CPU-bound) lets
-                    // the monitor slow down, so it does not take a thousand
-                    // wake-ups a second from the busy cores.
-                    any_suspect |= t.probe_wait == 0;
                 }
+                // Tick at the interval while some task is, or will be within
+                // an interval, a suspect due for a look: a block of 2-5 ms is
+                // then seen after 1-2 ms, not after the backed-off sleep (up
+                // to 10 ms). A task found runnable again and again
+                // (CPU-bound) is probed less and less often and lets the
+                // monitor slow down, so it does not take a thousand wake-ups
+                // a second from the busy cores.
+                any_suspect |= t.probe_wait == 0;
             }
             sample.in_task.push(view);
         }
@@ -317,17 +322,24 @@ impl Monitor {
         if let Some(target) = decision.set_target {
             shared.set_target(target);
         }
-        let reason = if !decision.mark_blocked.is_empty() {
-            StartReason::Compensation
+        // One replacement per blocked worker; beyond that, burst growth or
+        // a policy's new slots; else work nobody was woken for.
+        let grown = if decision.burst {
+            StartReason::Burst
         } else if decision.set_target.is_some_and(|t| t > sample.target) {
             StartReason::Policy
         } else {
             StartReason::Demand
         };
-        for _ in 0..decision.wake {
+        for n in 0..decision.wake {
             if !shared.slots.try_acquire(true) {
                 break;
             }
+            let reason = if n < decision.mark_blocked.len() {
+                StartReason::Compensation
+            } else {
+                grown
+            };
             crate::worker::wake_or_start(shared, reason);
         }
     }

@@ -300,26 +300,74 @@ fn a_returning_blocked_worker_gives_way_when_slots_are_full() {
 }
 
 #[test]
-fn a_burst_of_blocking_work_is_compensated_at_a_paced_rate() {
-    within(HANG, || {
-        // Eight slots: eight workers block at once and are found blocked in
-        // the same monitor tick, so replacements are asked for in a burst.
-        let pool = Pool::builder().concurrency(8).build().unwrap();
+fn a_burst_of_blocking_work_grows_in_proportion() {
+    let (peak_in_flight, m) = within(HANG, || {
+        // 200 items that each block 500 ms, submitted at once on 4 slots.
+        // One replacement per blocked worker and tick, paced as speculative
+        // starts were, had about 30 in flight after 500 ms; growing in
+        // proportion (doubling while every new worker blocks) starts them
+        // all within a few ticks.
+        let pool = Pool::builder().concurrency(4).build().unwrap();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
         let handles: Vec<_> = (0..200)
-            .map(|_| pool.spawn_fn(|| std::thread::sleep(Duration::from_millis(50))))
+            .map(|_| {
+                let (in_flight, peak) = (in_flight.clone(), peak.clone());
+                pool.spawn_fn(move || {
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(500));
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                })
+            })
             .collect();
         for h in handles {
             h.join().unwrap();
         }
-        let m = pool.metrics();
-        // Blocked workers were replaced...
-        assert!(m.threads_started_compensation > 0, "{m:?}");
-        // ...but not one thread per blocked item at once: starts were paced.
-        assert!(m.thread_starts_paced > 0, "{m:?}");
-        assert!(m.peak_threads < 200, "{m:?}");
-        assert_eq!(
-            m.threads_started,
-            m.threads_started_demand + m.threads_started_compensation + m.threads_started_policy
-        );
+        (peak.load(Ordering::SeqCst), pool.metrics())
     });
+    assert!(
+        peak_in_flight >= 150,
+        "only {peak_in_flight} in flight: {m:?}"
+    );
+    assert!(m.threads_started_burst > 0, "{m:?}");
+    // Never more threads than items in flight plus the slots.
+    assert!(m.peak_threads <= 200 + 4, "{m:?}");
+    assert_eq!(
+        m.threads_started,
+        m.threads_started_demand
+            + m.threads_started_compensation
+            + m.threads_started_policy
+            + m.threads_started_burst
+            + m.threads_started_floor
+    );
+}
+
+#[test]
+fn a_cpu_bound_burst_never_starts_threads_beyond_concurrency() {
+    let m = within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let handles: Vec<_> = (0..40)
+            .map(|_| {
+                pool.spawn_fn(|| {
+                    // About 20 ms of computation each.
+                    let start = Instant::now();
+                    let mut x = 1u64;
+                    while start.elapsed() < Duration::from_millis(20) {
+                        for _ in 0..1_000 {
+                            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        }
+                    }
+                    x
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        pool.metrics()
+    });
+    assert_eq!(m.threads_started_burst, 0, "{m:?}");
+    assert_eq!(m.threads_started_compensation, 0, "{m:?}");
+    assert!(m.peak_threads <= 2, "{m:?}");
 }

@@ -82,7 +82,8 @@ fn a_scrape_finds_the_pool_series() {
             get(r#"tidepool_tasks_ended_total{pool="scraped",outcome="panicked"}"#),
             1.0
         );
-        assert!(get(r#"tidepool_thread_starts_total{pool="scraped",reason="demand"}"#) >= 1.0);
+        // The pool starts its min_threads worker when built.
+        assert!(get(r#"tidepool_thread_starts_total{pool="scraped",reason="min_threads"}"#) >= 1.0);
         assert!(
             get(r#"tidepool_thread_starts_total{pool="scraped",reason="compensation"}"#) >= 1.0
         );

@@ -96,7 +96,7 @@ fn a_blocked_worker_and_its_replacement_are_traced_with_reasons() {
 
         let p = "traced-block";
         let all = events_of(p);
-        assert!(seen(p, "thread started", Some("demand")), "{all:#?}");
+        assert!(seen(p, "thread started", Some("min_threads")), "{all:#?}");
         assert!(seen(p, "thread started", Some("compensation")), "{all:#?}");
         assert!(seen(p, "worker blocked", Some("detected")), "{all:#?}");
         assert!(seen(p, "worker blocked", Some("declared")), "{all:#?}");

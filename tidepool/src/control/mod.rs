@@ -18,6 +18,20 @@ pub(crate) enum StartReason {
     Compensation,
     /// A policy (Gradual, HillClimbing) raised the number of slots.
     Policy,
+    /// A burst of blocking work: replacements beyond one per blocked worker.
+    Burst,
+    /// Started parked at build, up to `min_threads`.
+    Floor,
+}
+
+impl StartReason {
+    /// Starts for this reason replace workers verified blocked (or grow a
+    /// burst of them), so they are not paced like speculative starts.
+    pub(crate) fn is_paced(self) -> bool {
+        // Floor starts happen at build, below `concurrency` unless
+        // `min_threads` is set above it: not paced either.
+        matches!(self, StartReason::Demand | StartReason::Policy)
+    }
 }
 
 impl StartReason {
@@ -27,6 +41,8 @@ impl StartReason {
             StartReason::Demand => "demand",
             StartReason::Compensation => "compensation",
             StartReason::Policy => "policy",
+            StartReason::Burst => "burst",
+            StartReason::Floor => "min_threads",
         }
     }
 }
@@ -59,8 +75,11 @@ pub enum Controller {
     /// The default. `concurrency` workers run; a worker the kernel reports
     /// blocked (sleeping or waiting on I/O or a lock, for longer than the
     /// monitor interval, while work waits) gives its slot to another worker,
-    /// woken or started at once. A CPU-bound task never causes a thread to be
-    /// added.
+    /// woken or started at once. While queued work keeps blocking in turn (a
+    /// burst of blocking requests), the replacements per monitor tick double
+    /// (1, 2, 4, ... per blocked worker), so 500 such items all start within
+    /// a few ticks; the first worker found computing ends the burst. A
+    /// CPU-bound task never causes a thread to be added.
     #[default]
     Adaptive,
     /// Exactly `concurrency` threads; never adds any. Reproduces a classic

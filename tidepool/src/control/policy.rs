@@ -30,6 +30,19 @@
 //! compensated. Giving a blocked worker's slot away costs nothing by itself;
 //! threads are woken or started only when work is waiting (now, or when it
 //! arrives: `spawn` uses the free slot at once).
+//!
+//! # Bursts grow in proportion (`Adaptive`)
+//!
+//! One replacement per blocked worker grows a pool by its slot count per
+//! tick: 500 queued items that each block 200 ms on 2 slots would take 250
+//! ticks to all start. So while work is queued and every worker the monitor
+//! looks at blocks in turn, [`Burst`] multiplies the replacements: each tick
+//! with new blocked workers (and none found computing) doubles the factor
+//! (1, 2, 4, ... up to [`MAX_BURST_FACTOR`]) and raises the slot target by
+//! the extra replacements. The first worker found computing, or an empty
+//! queue, ends the burst: the target drops back to `concurrency`, and the
+//! surplus workers give their slots back at their next task boundary. A
+//! CPU-bound burst never starts it: its workers are runnable, not blocked.
 
 use super::slots::{SlotCounts, StatusWord};
 use super::Controller;
@@ -122,13 +135,40 @@ pub(crate) struct Decision {
     /// How many workers to wake or start, each into a free slot: only while
     /// work is queued, and never past `max_threads`.
     pub(crate) wake: usize,
+    /// The target is raised by a burst (wakes beyond the blocked workers'
+    /// replacements are burst growth).
+    pub(crate) burst: bool,
+}
+
+/// The largest burst factor: a tick may start up to this many replacements
+/// per blocked worker. 64: 500 blocking items on 2 slots all start within
+/// about eight ticks, while one tick can never start more than 64 threads
+/// per worker it found blocked.
+pub(crate) const MAX_BURST_FACTOR: usize = 64;
+
+/// The burst memory of `Adaptive` (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Burst {
+    /// Replacements per blocked worker in the next tick with blocked workers.
+    factor: usize,
+    /// Slots above `concurrency` the burst has raised the target by.
+    raised: usize,
+}
+
+impl Default for Burst {
+    fn default() -> Self {
+        Burst {
+            factor: 1,
+            raised: 0,
+        }
+    }
 }
 
 /// A policy and its memory between ticks.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Policy {
     /// See [`Controller::Adaptive`].
-    Adaptive,
+    Adaptive(Burst),
     /// See [`Controller::Fixed`].
     Fixed,
     /// See [`Controller::Gradual`].
@@ -156,7 +196,7 @@ impl Policy {
     /// The policy for a controller, starting at time zero.
     pub(crate) fn new(controller: Controller) -> Self {
         match controller {
-            Controller::Adaptive => Policy::Adaptive,
+            Controller::Adaptive => Policy::Adaptive(Burst::default()),
             Controller::Fixed => Policy::Fixed,
             Controller::Gradual { interval } => Policy::Gradual {
                 interval,
@@ -175,7 +215,7 @@ impl Policy {
     /// True if this policy replaces blocked workers, so suspects are worth a
     /// look at the kernel.
     pub(crate) fn detects_blocking(&self) -> bool {
-        matches!(self, Policy::Adaptive | Policy::HillClimbing(_))
+        matches!(self, Policy::Adaptive(_) | Policy::HillClimbing(_))
     }
 
     /// Workers the monitor should ask the kernel about: in the same task for
@@ -196,7 +236,11 @@ impl Policy {
                 .collect();
         }
         match self {
-            Policy::Adaptive | Policy::Fixed => {}
+            Policy::Adaptive(burst) => {
+                decision.set_target = burst.step(limits, sample, decision.mark_blocked.len());
+                decision.burst = burst.raised > 0;
+            }
+            Policy::Fixed => {}
             Policy::Gradual {
                 interval,
                 last_check,
@@ -225,6 +269,38 @@ impl Policy {
         }
         decision.wake = wakes_needed(limits, sample, &decision);
         decision
+    }
+}
+
+impl Burst {
+    /// One tick of the burst rule (module docs); `blocked_now` workers were
+    /// found blocked this tick. Returns a new target, if it changes.
+    fn step(&mut self, limits: &Limits, sample: &Sample, blocked_now: usize) -> Option<usize> {
+        let computing = sample.in_task.iter().any(|w| {
+            matches!(w.kernel, Some(k) if !k.waiting || k.cpu_share.is_some_and(|s| s >= BUSY_CPU_SHARE))
+        });
+        if sample.queued == 0 || computing {
+            self.factor = 1;
+            if self.raised == 0 {
+                return None;
+            }
+            self.raised = 0;
+            return Some(limits.concurrency);
+        }
+        if blocked_now == 0 {
+            return None;
+        }
+        // Queued work the plain replacements (one per blocked worker) leave
+        // unstarted, and threads that may still exist.
+        let waiting = sample.queued.saturating_sub(blocked_now);
+        let room = limits.max_threads.saturating_sub(sample.target);
+        let extra = (blocked_now * (self.factor - 1)).min(waiting).min(room);
+        self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
+        if extra == 0 {
+            return None;
+        }
+        self.raised += extra;
+        Some(sample.target + extra)
     }
 }
 
@@ -626,5 +702,82 @@ mod tests {
         let d = policy.decide(&limits(), &s);
         assert_eq!(d.mark_blocked.len(), 1);
         assert_eq!(d.set_target, None);
+    }
+
+    fn wide_limits() -> Limits {
+        Limits {
+            concurrency: 2,
+            max_threads: 1_000,
+            threshold: MS,
+        }
+    }
+
+    #[test]
+    fn a_burst_doubles_its_replacements_while_every_worker_blocks() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut target = 2;
+        let mut raises = Vec::new();
+        for _ in 0..5 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            s.target = target;
+            s.threads = target;
+            let d = policy.decide(&limits, &s);
+            assert_eq!(d.mark_blocked.len(), 2);
+            if let Some(t) = d.set_target {
+                raises.push(t - target);
+                target = t;
+            }
+            assert_eq!(d.burst, target > 2);
+        }
+        // Factor 1, 2, 4, 8, 16: extra replacements 0, 2, 6, 14, 30.
+        assert_eq!(raises, [2, 6, 14, 30]);
+        assert_eq!(target, 54);
+        // The wakes fill the freed and raised slots.
+        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        s.target = target;
+        s.threads = target;
+        let d = policy.decide(&limits, &s);
+        assert_eq!(d.wake, d.set_target.unwrap() - s.slots.active + 2);
+    }
+
+    #[test]
+    fn a_worker_found_computing_ends_the_burst() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        policy.decide(&limits, &s);
+        let raised = policy.decide(&limits, &s).set_target.unwrap();
+        assert!(raised > 2);
+        s.target = raised;
+        s.in_task = vec![worker(0, 5, SLEEPING), worker(1, 5, RUNNABLE)];
+        let d = policy.decide(&limits, &s);
+        assert_eq!(d.set_target, Some(2), "back to concurrency");
+        assert!(!d.burst);
+        // And it starts over from one replacement per blocked worker.
+        s.target = 2;
+        s.in_task = vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
+        assert_eq!(policy.decide(&limits, &s).set_target, None);
+    }
+
+    #[test]
+    fn an_empty_queue_ends_the_burst_and_growth_stops_at_the_work_and_max_threads() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let wide = wide_limits();
+        let blocked = || vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
+        let s = sample(blocked(), 3);
+        policy.decide(&wide, &s);
+        // Factor 2: two extra wanted, but only one item waits beyond the two
+        // plain replacements.
+        assert_eq!(policy.decide(&wide, &s).set_target, Some(3));
+        let mut s = sample(blocked(), 0);
+        s.target = 3;
+        assert_eq!(policy.decide(&wide, &s).set_target, Some(2));
+        // Never past max_threads.
+        let mut policy = Policy::new(Controller::Adaptive);
+        let s = sample(blocked(), 500);
+        policy.decide(&limits(), &s);
+        let d = policy.decide(&limits(), &s);
+        assert_eq!(d.set_target, Some(4), "max_threads is 4");
     }
 }

@@ -71,10 +71,17 @@ impl Builder {
         self
     }
 
-    /// Threads kept alive even when idle (they are started on demand, not
-    /// up front).
+    /// Threads kept alive even when idle. They are started (parked) when the
+    /// pool is built, like .NET's `SetMinThreads`: a burst of blocking work
+    /// wakes them instead of waiting for threads to start.
     ///
     /// Default: `concurrency`, capped at `max_threads`.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().concurrency(2).min_threads(8).build()?;
+    /// assert_eq!(pool.metrics().threads, 8);
+    /// # Ok::<(), tidepool::BuildError>(())
+    /// ```
     pub fn min_threads(mut self, threads: usize) -> Self {
         self.min_threads = Some(threads);
         self

@@ -56,6 +56,7 @@ impl Pool {
     pub(crate) fn from_config(config: Config) -> std::io::Result<Pool> {
         let handle = OpenHandle::new(config);
         monitor::start(handle.shared())?;
+        worker::start_floor(handle.shared());
         Ok(Pool { handle })
     }
 

@@ -30,7 +30,9 @@ mod help;
 mod schedule;
 
 pub(crate) use help::{help_until, poll_helping};
-pub(crate) use schedule::{can_run, declare_blocking, notify, push_global, spawn, wake_or_start};
+pub(crate) use schedule::{
+    can_run, declare_blocking, notify, push_global, spawn, start_floor, wake_or_start,
+};
 
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};

@@ -14,6 +14,7 @@ use crate::sync::{Arc, Ordering};
 use crate::trace;
 use async_task::{ScheduleInfo, WithInfo};
 use std::future::Future;
+use std::time::{Duration, Instant};
 
 /// Accepts `future` as a task of `shared`'s pool, or returns `None` if the
 /// pool is closed. `closure` says the future is a work item's closure (it
@@ -142,6 +143,34 @@ pub(crate) fn wake_or_start(shared: &Arc<Shared>, reason: StartReason) {
     });
 }
 
+/// Starts `shared.config.min_threads` workers at build, so the threads a
+/// pool keeps anyway are there before the first task (a burst wakes them
+/// instead of starting them). Each starts as a searcher with a slot, finds
+/// nothing and parks by the ordinary protocol (`runtime::park`), so no
+/// wake-up can be lost meanwhile; with more threads than slots, a start
+/// waits for an earlier one to park (within a bound, past which the rest is
+/// left to demand, as is a refused start).
+pub(crate) fn start_floor(shared: &Arc<Shared>) {
+    let deadline = Instant::now() + FLOOR_START_BOUND;
+    for _ in 0..shared.config.min_threads {
+        while !shared.slots.try_acquire(true) {
+            if Instant::now() >= deadline {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        if !start_thread(shared, StartReason::Floor) {
+            shared.slots.release_searching();
+            return;
+        }
+    }
+}
+
+/// How long `start_floor` waits for slots in all: starting a thread and
+/// seeing it park takes tens of microseconds, so even thousands of
+/// `min_threads` start well within it.
+const FLOOR_START_BOUND: Duration = Duration::from_secs(1);
+
 /// Starts a worker thread that begins as a searcher, using the caller's
 /// reservation. Returns false if `max_threads` are running, the pacing of
 /// starts beyond `concurrency` says not yet (see `control::pacing`), or the
@@ -149,7 +178,10 @@ pub(crate) fn wake_or_start(shared: &Arc<Shared>, reason: StartReason) {
 fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
     let threads = &shared.threads;
     let config = &shared.config;
-    if threads.alive() >= config.concurrency && !threads.pace(shared.built_at.elapsed()) {
+    if reason.is_paced()
+        && threads.alive() >= config.concurrency
+        && !threads.pace(shared.built_at.elapsed())
+    {
         return false;
     }
     let Some(before) = threads.count_start(config.max_threads) else {
@@ -174,6 +206,8 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
                 StartReason::Demand => &counters.started_demand,
                 StartReason::Compensation => &counters.started_compensation,
                 StartReason::Policy => &counters.started_policy,
+                StartReason::Burst => &counters.started_burst,
+                StartReason::Floor => &counters.started_floor,
             });
             counters
                 .peak_threads
