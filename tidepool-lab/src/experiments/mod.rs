@@ -1,4 +1,4 @@
-//! The six experiments: what each one shows, its runs, and how a run is
+//! The seven experiments: what each one shows, its runs, and how a run is
 //! measured. One file per experiment; this module holds what they share.
 
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use crate::report::plot::{Plot, Series};
 
 pub mod cpu_bound;
 pub mod flood;
+pub mod fork_join;
 mod paced;
 pub mod thread_count;
 pub mod thread_per_task;
@@ -35,6 +36,8 @@ pub enum ExperimentKind {
     CpuBound,
     /// A real HTTP server that answers after 500 ms, called from the pool.
     WebService,
+    /// Recursive divide and conquer: tidepool's join and scope beside rayon::join.
+    ForkJoin,
 }
 
 /// How big the runs are.
@@ -305,6 +308,7 @@ impl ExperimentKind {
             ExperimentKind::ThreadCount => &thread_count::EXPERIMENT,
             ExperimentKind::CpuBound => &cpu_bound::EXPERIMENT,
             ExperimentKind::WebService => &web_service::EXPERIMENT,
+            ExperimentKind::ForkJoin => &fork_join::EXPERIMENT,
         }
     }
 
