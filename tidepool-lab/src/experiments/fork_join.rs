@@ -564,7 +564,7 @@ fn sort_rayon(v: &mut [u32]) {
 /// Wall time, a bar chart per workload.
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
     let captions = [
-        "Fibonacci with a cutoff: the forks are few, so every way of forking should be near the sequential time divided by the cores.",
+        "Fibonacci with a cutoff: the forks are few, so the ways of forking should differ little; on an idle machine each approaches the sequential time divided by the cores.",
         "A fork at every call: the cost of a fork itself. join and rayon::join fork on the stack; scope and spawn_fn allocate per fork.",
         "Quicksort: the same splits everywhere; sort-spawn also copies each half out and back, the price of 'static closures.",
     ];
