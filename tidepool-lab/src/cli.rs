@@ -44,8 +44,8 @@ pub struct Cli {
 
     /// Run every selected run N times, interleaved (A, B, C, A, B, C, ...),
     /// each time on a fresh pool, and report medians with their spread.
-    /// Default: 5 for thread-per-task, flood and thread-count and 1 for the
-    /// others at full scale; 1 at --quick.
+    /// Default: 5 for thread-per-task, flood, thread-count and fork-join and
+    /// 1 for the others at full scale; 1 at --quick.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub repeat: Option<i64>,
 
@@ -316,12 +316,13 @@ mod tests {
     #[test]
     fn defaults_to_every_experiment_at_full_scale() {
         let p = run(&[]).unwrap();
-        assert_eq!(p.experiments.len(), 6);
+        assert_eq!(p.experiments.len(), 7);
         assert_eq!(p.scale, Scale::Full);
         assert_eq!(p.out, PathBuf::from("lab-report"));
         assert!(!p.json);
         assert_eq!(p.experiments[0].0, ExperimentKind::Waiting);
         assert!(p.experiments[0].1.contains(&"adaptive-sleep"));
+        assert_eq!(p.experiments[6].0, ExperimentKind::ForkJoin);
     }
 
     #[test]
@@ -389,6 +390,7 @@ mod tests {
         let waiting = ExperimentKind::Waiting.experiment();
         assert_eq!(full.repeats_of(flood), 5);
         assert_eq!(full.repeats_of(waiting), 1);
+        assert_eq!(full.repeats_of(ExperimentKind::ForkJoin.experiment()), 5);
         assert_eq!(run(&["--quick"]).unwrap().repeats_of(flood), 1);
         assert_eq!(run(&["--repeat", "2"]).unwrap().repeats_of(waiting), 2);
     }

@@ -75,6 +75,21 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         "cpu-bound/tokio",
         "web-service/adaptive-blocking-client",
         "web-service/tidepool-async-client",
+        "fork-join/fib-join",
+        "fork-join/fib-scope",
+        "fork-join/fib-spawn",
+        "fork-join/fib-rayon",
+        "fork-join/fib-sequential",
+        "fork-join/fine-join",
+        "fork-join/fine-scope",
+        "fork-join/fine-spawn",
+        "fork-join/fine-rayon",
+        "fork-join/fine-sequential",
+        "fork-join/sort-join",
+        "fork-join/sort-scope",
+        "fork-join/sort-spawn",
+        "fork-join/sort-rayon",
+        "fork-join/sort-sequential",
     ];
     let only = ids.join(",");
     let o = lab(&[
@@ -98,7 +113,7 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
     assert!(doc["version"].is_string());
 
     let experiments = doc["experiments"].as_array().unwrap();
-    assert_eq!(experiments.len(), 6, "every experiment ran");
+    assert_eq!(experiments.len(), 7, "every experiment ran");
     for want in ids {
         let (exp, id) = want.split_once('/').unwrap();
         let e = experiments
@@ -128,6 +143,17 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         .unwrap();
     for r in web["runs"].as_array().unwrap() {
         assert_eq!(r["metrics"]["errors"], 0.0, "every request answered");
+    }
+    // fork-join compares each workload with its own rayon::join run.
+    let fork = experiments
+        .iter()
+        .find(|e| e["name"] == "fork-join")
+        .unwrap();
+    for r in fork["runs"].as_array().unwrap() {
+        let id = r["id"].as_str().unwrap();
+        let workload = id.split('-').next().unwrap();
+        assert_eq!(r["baseline"], format!("{workload}-rayon"), "{id}");
+        assert!(r["metrics"]["peak_threads"].is_number(), "{id}");
     }
 
     // The summary opens both reports and the terminal output: one line per

@@ -40,6 +40,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     scale: describe_scale,
     headline: "mean_job_s",
     baseline: ADAPTIVE,
+    baselines: &[],
     runs: &[
         RunSpec {
             id: THREADS10,

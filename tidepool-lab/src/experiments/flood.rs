@@ -44,6 +44,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     scale: describe_scale,
     headline: "urgent_start_ms",
     baseline: UNTHROTTLED,
+    baselines: &[],
     runs: &[
         RunSpec {
             id: UNTHROTTLED,

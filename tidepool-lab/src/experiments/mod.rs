@@ -1,4 +1,4 @@
-//! The six experiments: what each one shows, its runs, and how a run is
+//! The seven experiments: what each one shows, its runs, and how a run is
 //! measured. One file per experiment; this module holds what they share.
 
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use crate::report::plot::{Plot, Series};
 
 pub mod cpu_bound;
 pub mod flood;
+pub mod fork_join;
 mod paced;
 pub mod thread_count;
 pub mod thread_per_task;
@@ -35,6 +36,8 @@ pub enum ExperimentKind {
     CpuBound,
     /// A real HTTP server that answers after 500 ms, called from the pool.
     WebService,
+    /// Recursive divide and conquer: tidepool's join and scope beside rayon::join.
+    ForkJoin,
 }
 
 /// How big the runs are.
@@ -122,9 +125,13 @@ pub struct Experiment {
     pub scale: fn(Scale) -> String,
     /// The metric the ratio column divides (lower is better for all of them).
     pub headline: &'static str,
-    /// The run that stands for tidepool's default: the ratio column compares
-    /// every run with it.
+    /// The run the ratio column compares every run with: tidepool's default
+    /// in most experiments.
     pub baseline: &'static str,
+    /// Runs compared with another run than `baseline`, as (run, its
+    /// baseline): an experiment with several workloads compares each run
+    /// with the baseline of its own workload. Empty for one workload.
+    pub baselines: &'static [(&'static str, &'static str)],
     /// Its runs, in the order they run.
     pub runs: &'static [RunSpec],
     /// Its plots, from its results.
@@ -143,6 +150,25 @@ impl Experiment {
     /// The run ids, in order.
     pub fn run_ids(&self) -> Vec<&'static str> {
         self.runs.iter().map(|r| r.id).collect()
+    }
+
+    /// The run whose headline figure run `id`'s ratio divides by.
+    pub fn baseline_of(&self, id: &str) -> &'static str {
+        self.baselines
+            .iter()
+            .find(|(run, _)| *run == id)
+            .map_or(self.baseline, |(_, base)| base)
+    }
+
+    /// Every baseline run, `baseline` first, each once.
+    pub fn all_baselines(&self) -> Vec<&'static str> {
+        let mut all = vec![self.baseline];
+        for (_, base) in self.baselines {
+            if !all.contains(base) {
+                all.push(base);
+            }
+        }
+        all
     }
 }
 
@@ -282,6 +308,7 @@ impl ExperimentKind {
             ExperimentKind::ThreadCount => &thread_count::EXPERIMENT,
             ExperimentKind::CpuBound => &cpu_bound::EXPERIMENT,
             ExperimentKind::WebService => &web_service::EXPERIMENT,
+            ExperimentKind::ForkJoin => &fork_join::EXPERIMENT,
         }
     }
 
@@ -366,7 +393,22 @@ mod tests {
             unique.sort_unstable();
             unique.dedup();
             assert_eq!(unique.len(), ids.len(), "{}: duplicate run id", e.name);
-            assert!(e.run(e.baseline).is_some(), "{}: baseline is a run", e.name);
+            for base in e.all_baselines() {
+                assert!(
+                    e.run(base).is_some(),
+                    "{}: baseline {base} is a run",
+                    e.name
+                );
+            }
+            for (run, base) in e.baselines {
+                assert!(e.run(run).is_some(), "{}: {run} is a run", e.name);
+                assert_eq!(
+                    e.baseline_of(base),
+                    *base,
+                    "{}: {base} is its own baseline",
+                    e.name
+                );
+            }
             for scale in [Scale::Full, Scale::Quick, Scale::Tiny] {
                 assert!(!(e.scale)(scale).is_empty());
             }

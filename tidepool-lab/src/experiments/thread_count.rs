@@ -44,6 +44,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     scale: describe_scale,
     headline: "wall_ms",
     baseline: ADAPTIVE,
+    baselines: &[],
     runs: &[
         RunSpec {
             id: FIXED2,

@@ -32,6 +32,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     scale: describe_scale,
     headline: "ns_per_task",
     baseline: TIDEPOOL,
+    baselines: &[],
     runs: &[
         RunSpec {
             id: THREAD_PER_TASK,

@@ -52,6 +52,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     scale: describe_scale,
     headline: "mean_start_ms",
     baseline: ADAPTIVE_SLEEP,
+    baselines: &[],
     runs: &[
         RunSpec {
             id: FIXED10_SLEEP,

@@ -45,6 +45,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     scale: describe_scale,
     headline: "mean_start_ms",
     baseline: ADAPTIVE_BLOCKING,
+    baselines: &[],
     runs: &[
         RunSpec {
             id: FIXED10_BLOCKING,

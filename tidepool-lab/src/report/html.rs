@@ -93,8 +93,9 @@ pub fn render(r: &Rendered<'_>) -> String {
         s,
         "</ul></section>\n<p>Command: <code>{}</code>. Each table compares the runs of one \
          experiment; figures are medians over the repetitions, shown as <code>median \
-         (min-max)</code>, and the ratio column divides a run's headline figure by tidepool's \
-         default run. Metric names end in their unit.</p>\n",
+         (min-max)</code>, and the ratio column divides a run's headline figure by its baseline \
+         run's: tidepool's default, unless the line above the table names another. Metric names \
+         end in their unit.</p>\n",
         escape(r.command),
     );
     for (exp, plots) in r.results.iter().zip(&r.plots) {

@@ -50,7 +50,8 @@ pub struct ExperimentDoc {
     pub name: String,
     /// What it shows.
     pub about: String,
-    /// The run the ratios compare against.
+    /// The run the ratios compare against (for a run listed in the
+    /// experiment's `baselines`, its run's `baseline` says which).
     pub baseline: String,
     /// The summary line: question, answer in numbers, verdict.
     #[serde(default)]
@@ -91,6 +92,10 @@ pub struct RunDoc {
     /// Wall time of all its repetitions, in seconds.
     #[serde(default)]
     pub elapsed_s: f64,
+    /// The run its ratio compares with: the experiment's `baseline`,
+    /// unless the experiment has several workloads.
+    #[serde(default)]
+    pub baseline: String,
 }
 
 /// Documents written before `commit` existed do not know it.
@@ -174,6 +179,7 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
                     spread,
                     repeat: r.repeat,
                     elapsed_s: r.elapsed_s,
+                    baseline: e.experiment.baseline_of(r.spec.id).to_string(),
                 }
             })
             .collect(),
@@ -258,6 +264,7 @@ mod tests {
         assert_eq!(ok["spread"]["mean_start_ms"]["min"], 0.3);
         assert_eq!(ok["spread"]["mean_start_ms"]["max"], 0.9);
         assert_eq!(ok["elapsed_s"], 31.5);
+        assert_eq!(ok["baseline"], "adaptive-sleep");
         let failed = &e["runs"][1];
         assert_eq!(failed["status"], "failed");
         assert_eq!(failed["error"], "boom");

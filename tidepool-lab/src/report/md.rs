@@ -21,7 +21,8 @@ pub fn render(r: &Rendered<'_>) -> String {
         s,
         "\nCommand: `{}`. Each table compares the runs of one experiment; figures are medians \
          over the repetitions, shown as `median (min-max)`, and the ratio column divides a run's \
-         headline figure by tidepool's default run. Metric names end in their unit.\n",
+         headline figure by its baseline run's: tidepool's default, unless the line above the \
+         table names another. Metric names end in their unit.\n",
         r.command
     );
     for (exp, plots) in r.results.iter().zip(&r.plots) {

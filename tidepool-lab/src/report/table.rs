@@ -16,24 +16,60 @@ pub struct Table {
 
 /// What the ratio column of `exp`'s table means, in one line.
 pub fn ratio_legend(exp: &ExperimentResult) -> String {
-    format!(
-        "ratio: each run's {} divided by that of run {} (tidepool's default); lower is better",
-        exp.experiment.headline, exp.experiment.baseline
-    )
+    let e = exp.experiment;
+    let all = e.all_baselines();
+    if all.len() == 1 {
+        format!(
+            "ratio: each run's {} divided by that of run {} ({}); lower is better",
+            e.headline,
+            e.baseline,
+            baseline_is(exp)
+        )
+    } else {
+        format!(
+            "ratio: each run's {} divided by that of the baseline run of its workload ({}: {}); \
+             lower is better",
+            e.headline,
+            all.join(", "),
+            baseline_is(exp)
+        )
+    }
 }
 
 /// The ratio column's header: what it divides, and which way is better.
 pub fn ratio_header(exp: &ExperimentResult) -> String {
-    format!(
-        "{} ÷ {} (lower is better)",
-        exp.experiment.headline, exp.experiment.baseline
-    )
+    let e = exp.experiment;
+    if e.baselines.is_empty() {
+        format!("{} ÷ {} (lower is better)", e.headline, e.baseline)
+    } else {
+        format!(
+            "{} ÷ same workload's {} (lower is better)",
+            e.headline,
+            baseline_system(exp)
+        )
+    }
+}
+
+/// The system of the baseline run (`?` if the experiment has no such run).
+fn baseline_system(exp: &ExperimentResult) -> &'static str {
+    exp.experiment
+        .run(exp.experiment.baseline)
+        .map_or("?", |r| r.system)
+}
+
+/// What the baseline stands for, in words: tidepool's default, or the
+/// peer it is.
+fn baseline_is(exp: &ExperimentResult) -> String {
+    match baseline_system(exp) {
+        "tidepool" => "tidepool's default".into(),
+        other => other.into(),
+    }
 }
 
 /// Builds the table of `exp`. Metric columns appear in the order the runs
 /// report them, each cell `median (min-max)` over the repetitions (just the
 /// value when they agree); the ratio column divides each run's median
-/// headline metric by the baseline run's (`-` when the baseline did not run
+/// headline metric by its baseline run's (`-` when the baseline did not run
 /// or is zero).
 pub fn table(exp: &ExperimentResult) -> Table {
     let mut metrics: Vec<&str> = Vec::new();
@@ -45,12 +81,13 @@ pub fn table(exp: &ExperimentResult) -> Table {
         }
     }
     let headline = exp.experiment.headline;
-    let baseline_id = exp.experiment.baseline;
-    let base = exp
-        .runs
-        .iter()
-        .find(|r| r.spec.id == baseline_id && r.outcome == Outcome::Done)
-        .and_then(|r| r.measured.get(headline));
+    let base_of = |id: &str| {
+        let base = exp.experiment.baseline_of(id);
+        exp.runs
+            .iter()
+            .find(|r| r.spec.id == base && r.outcome == Outcome::Done)
+            .and_then(|r| r.measured.get(headline))
+    };
 
     let mut header = vec!["run".to_string(), "system".to_string()];
     header.extend(metrics.iter().map(|m| m.to_string()));
@@ -71,13 +108,15 @@ pub fn table(exp: &ExperimentResult) -> Table {
             let x = r
                 .measured
                 .get(headline)
-                .zip(base)
+                .zip(base_of(r.spec.id))
                 .and_then(|(v, b)| ratio(v, b));
-            row.push(if r.spec.id == baseline_id && x.is_some() {
-                "baseline".into()
-            } else {
-                x.map_or("-".into(), format_ratio)
-            });
+            row.push(
+                if exp.experiment.baseline_of(r.spec.id) == r.spec.id && x.is_some() {
+                    "baseline".into()
+                } else {
+                    x.map_or("-".into(), format_ratio)
+                },
+            );
             row.push(match &r.outcome {
                 Outcome::Done => "ok".into(),
                 Outcome::Failed(e) => format!("failed: {e}"),

@@ -1,0 +1,742 @@
+//! Experiment 7, `fork-join`: recursive divide and conquer on tidepool's
+//! `join` and `scope` beside `rayon::join`, and beside the old way,
+//! `spawn_fn` and `JoinHandle::join`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use super::{
+    metric_bars, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx,
+    RunResult, RunSpec, Scale, ScaleTable,
+};
+use crate::probe::{self, ThreadSampler};
+use crate::report::plot::Plot;
+use crate::report::summary::{median, ms, times};
+use crate::report::table::group_digits;
+use crate::systems::{rayon_pool, shutdown_pool, TidepoolConfig};
+use std::fmt::Write as _;
+
+/// What the experiment shows.
+const ABOUT: &str = "Divide and conquer: a recursive Fibonacci with a sequential cutoff, the \
+same with a fork at every call (so the fork itself is the work), and an in-place quicksort of \
+random integers that splits at the median. Each runs on tidepool's join and scope (which \
+borrow from the caller's stack, and whose waits help rather than block), on rayon::join, and \
+the old way, spawn_fn and JoinHandle::join, whose closures must be 'static: the quicksort \
+then moves each half out as an owned Vec and copies it back. A sequential run of each gives \
+the time on one thread.";
+
+/// The experiment.
+pub static EXPERIMENT: Experiment = Experiment {
+    name: "fork-join",
+    about: ABOUT,
+    question: "Is tidepool's join as fast as rayon's, and how many threads does it use?",
+    verdict,
+    scale: describe_scale,
+    headline: "wall_ms",
+    baseline: FIB_RAYON,
+    baselines: &[
+        ("fine-join", FINE_RAYON),
+        ("fine-scope", FINE_RAYON),
+        ("fine-spawn", FINE_RAYON),
+        (FINE_RAYON, FINE_RAYON),
+        ("fine-sequential", FINE_RAYON),
+        ("sort-join", SORT_RAYON),
+        ("sort-scope", SORT_RAYON),
+        ("sort-spawn", SORT_RAYON),
+        (SORT_RAYON, SORT_RAYON),
+        ("sort-sequential", SORT_RAYON),
+    ],
+    runs: &[
+        RunSpec {
+            id: "fib-join",
+            system: "tidepool",
+            description: "Fibonacci with Pool::join, then tidepool::join at every level above the cutoff.",
+            execute: |ctx| run(ctx, Work::Fib, Via::Join),
+        },
+        RunSpec {
+            id: "fib-scope",
+            system: "tidepool",
+            description: "Fibonacci with tidepool::scope: fib(n-1) spawned in the scope, fib(n-2) run by its owner.",
+            execute: |ctx| run(ctx, Work::Fib, Via::Scope),
+        },
+        RunSpec {
+            id: "fib-spawn",
+            system: "tidepool",
+            description: "Fibonacci with tidepool::spawn_fn(fib(n-1)), fib(n-2) here, then JoinHandle::join (which helps on a worker).",
+            execute: |ctx| run(ctx, Work::Fib, Via::Spawn),
+        },
+        RunSpec {
+            id: FIB_RAYON,
+            system: "rayon",
+            description: "Fibonacci with rayon::join inside ThreadPool::install, one thread per core.",
+            execute: |ctx| run(ctx, Work::Fib, Via::Rayon),
+        },
+        RunSpec {
+            id: "fib-sequential",
+            system: "sequential",
+            description: "Fibonacci on the lab's own thread, no pool.",
+            execute: |ctx| run(ctx, Work::Fib, Via::Sequential),
+        },
+        RunSpec {
+            id: "fine-join",
+            system: "tidepool",
+            description: "Fibonacci with a fork at every call (no cutoff), tidepool::join.",
+            execute: |ctx| run(ctx, Work::Fine, Via::Join),
+        },
+        RunSpec {
+            id: "fine-scope",
+            system: "tidepool",
+            description: "Fibonacci with a fork at every call (no cutoff), tidepool::scope.",
+            execute: |ctx| run(ctx, Work::Fine, Via::Scope),
+        },
+        RunSpec {
+            id: "fine-spawn",
+            system: "tidepool",
+            description: "Fibonacci with a fork at every call (no cutoff), spawn_fn and JoinHandle::join.",
+            execute: |ctx| run(ctx, Work::Fine, Via::Spawn),
+        },
+        RunSpec {
+            id: FINE_RAYON,
+            system: "rayon",
+            description: "Fibonacci with a fork at every call (no cutoff), rayon::join.",
+            execute: |ctx| run(ctx, Work::Fine, Via::Rayon),
+        },
+        RunSpec {
+            id: "fine-sequential",
+            system: "sequential",
+            description: "Fibonacci without forks on the lab's own thread: what the forks cost on top.",
+            execute: |ctx| run(ctx, Work::Fine, Via::Sequential),
+        },
+        RunSpec {
+            id: "sort-join",
+            system: "tidepool",
+            description: "Quicksort of borrowed halves (split_at_mut) with Pool::join, then tidepool::join.",
+            execute: |ctx| run(ctx, Work::Sort, Via::Join),
+        },
+        RunSpec {
+            id: "sort-scope",
+            system: "tidepool",
+            description: "Quicksort of borrowed halves with tidepool::scope: one half spawned, the other sorted by the owner.",
+            execute: |ctx| run(ctx, Work::Sort, Via::Scope),
+        },
+        RunSpec {
+            id: "sort-spawn",
+            system: "tidepool",
+            description: "Quicksort with spawn_fn and JoinHandle::join: each right half is moved out as an owned Vec ('static) and copied back after the join.",
+            execute: |ctx| run(ctx, Work::Sort, Via::Spawn),
+        },
+        RunSpec {
+            id: SORT_RAYON,
+            system: "rayon",
+            description: "Quicksort of borrowed halves with rayon::join inside ThreadPool::install.",
+            execute: |ctx| run(ctx, Work::Sort, Via::Rayon),
+        },
+        RunSpec {
+            id: "sort-sequential",
+            system: "sequential",
+            description: "slice::sort_unstable on the lab's own thread.",
+            execute: |ctx| run(ctx, Work::Sort, Via::Sequential),
+        },
+    ],
+    plots,
+    default_repeat: 5,
+};
+
+/// rayon on the Fibonacci with a cutoff: the baseline of the `fib-` runs.
+const FIB_RAYON: &str = "fib-rayon";
+/// rayon on the Fibonacci without a cutoff.
+const FINE_RAYON: &str = "fine-rayon";
+/// rayon on the quicksort.
+const SORT_RAYON: &str = "sort-rayon";
+
+/// The workloads, by the prefix of their run ids.
+const WORKLOADS: [&str; 3] = ["fib", "fine", "sort"];
+
+/// Counts at a scale.
+#[derive(Debug, Clone, Copy)]
+struct Params {
+    /// fib(n) with a cutoff...
+    fib_n: u32,
+    /// ...below which it runs sequentially.
+    fib_cutoff: u32,
+    /// fib(n) with a fork at every call.
+    fine_n: u32,
+    /// Integers to sort (before `--items`).
+    sort_len: usize,
+}
+
+/// The experiment's size at each scale.
+const SCALES: ScaleTable<Params> = ScaleTable {
+    full: Params {
+        fib_n: 40,
+        fib_cutoff: 20,
+        fine_n: 30,
+        sort_len: 10_000_000,
+    },
+    quick: Params {
+        fib_n: 36,
+        fib_cutoff: 18,
+        fine_n: 26,
+        sort_len: 2_000_000,
+    },
+    tiny: Params {
+        fib_n: 24,
+        fib_cutoff: 12,
+        fine_n: 16,
+        sort_len: 50_000,
+    },
+};
+
+/// Below this many integers the quicksort calls `sort_unstable`.
+const SORT_CUTOFF: usize = 8 * 1024;
+
+fn describe_scale(scale: Scale) -> String {
+    let p = SCALES.at(scale);
+    format!(
+        "fib({}) sequential below fib({}), fib({}) with a fork per call, quicksort of {} integers",
+        p.fib_n,
+        p.fib_cutoff,
+        p.fine_n,
+        group_digits(p.sort_len as f64)
+    )
+}
+
+/// A workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Work {
+    /// Fibonacci with a sequential cutoff.
+    Fib,
+    /// Fibonacci with a fork at every call.
+    Fine,
+    /// Quicksort.
+    Sort,
+}
+
+/// How the halves are run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// `Pool::join`, then `tidepool::join`.
+    Join,
+    /// `tidepool::scope`.
+    Scope,
+    /// `spawn_fn` and `JoinHandle::join`.
+    Spawn,
+    /// `rayon::join`.
+    Rayon,
+    /// No pool.
+    Sequential,
+}
+
+/// The pool a run uses.
+enum Runner {
+    Tidepool(tidepool::Pool),
+    Rayon(rayon::ThreadPool),
+    None,
+}
+
+/// Runs one workload one way.
+///
+/// # Errors
+///
+/// When the pool cannot be built, a task panics, or the result is wrong.
+fn run(ctx: &RunCtx, work: Work, via: Via) -> Result<Measured, String> {
+    let p = SCALES.at(ctx.scale);
+    // The input is made before the pool and the clock.
+    let input = match work {
+        Work::Sort => random_integers(ctx.items_or(p.sort_len), 0x2545_f491_4f6c_dd1d),
+        Work::Fib | Work::Fine => Vec::new(),
+    };
+    let (n, cutoff) = match work {
+        Work::Fib => (p.fib_n, p.fib_cutoff),
+        Work::Fine => (p.fine_n, 1),
+        Work::Sort => (0, 0),
+    };
+    let baseline = thread_baseline();
+    let sampler = ThreadSampler::start(Duration::from_millis(5), baseline, false);
+    let built = match via {
+        Via::Join | Via::Scope | Via::Spawn => {
+            TidepoolConfig::default_pool().build().map(Runner::Tidepool)
+        }
+        Via::Rayon => rayon_pool(None).map(Runner::Rayon),
+        Via::Sequential => Ok(Runner::None),
+    };
+    let pool = match built {
+        Ok(runner) => runner,
+        Err(e) => {
+            sampler.finish();
+            return Err(e);
+        }
+    };
+    ctx.bar.phase("running");
+    let t0 = Instant::now();
+    let outcome = match work {
+        Work::Fib | Work::Fine => fib_on(&pool, via, n, cutoff).map(Output::Fib),
+        Work::Sort => sort_on(&pool, via, input.clone()).map(Output::Sorted),
+    };
+    let wall = t0.elapsed();
+    // A run shorter than the sampler's interval may end before its second
+    // sample: count the threads once more while the pool is still up (the
+    // sampler is one of them).
+    let now = probe::thread_count().map_or(0, |t| t.saturating_sub(baseline + 1));
+    let observed = sampler.finish();
+    let (own_peak, concurrency) = match &pool {
+        Runner::Tidepool(p) => (Some(p.metrics().peak_threads), p.concurrency()),
+        Runner::Rayon(p) => (None, p.current_num_threads()),
+        Runner::None => (None, 1),
+    };
+    ctx.bar.phase("shutting down");
+    match pool {
+        Runner::Tidepool(p) => shutdown_pool(&p),
+        Runner::Rayon(p) => drop(p),
+        Runner::None => {}
+    }
+    settle(baseline);
+
+    let mut m = Measured::default();
+    match outcome? {
+        Output::Fib(got) => {
+            let want = fib_iter(n);
+            if got != want {
+                return Err(format!("fib({n}) came out as {got}, expected {want}"));
+            }
+            m.put("wall_ms", wall.as_secs_f64() * 1e3);
+            if via != Via::Sequential {
+                m.put("forks", fib_forks(n, cutoff) as f64);
+            }
+        }
+        Output::Sorted(sorted) => {
+            check_sorted(&input, &sorted)?;
+            m.put("wall_ms", wall.as_secs_f64() * 1e3);
+            if via != Via::Sequential {
+                m.put("forks", sort_forks(input.len()) as f64);
+            }
+            m.put("items", input.len() as f64);
+        }
+    }
+    let peak = own_peak.unwrap_or_else(|| probe::peak_threads(&observed).max(now));
+    m.put("peak_threads", peak as f64);
+    m.put("concurrency", concurrency as f64);
+    m.note = Some(match work {
+        Work::Fib => format!("fib({n}), sequential at fib({cutoff}) and below."),
+        Work::Fine => format!("fib({n}), a fork per call down to fib(1)."),
+        Work::Sort => format!(
+            "{} integers, sort_unstable below {} (the run checks the result is sorted and the same integers).",
+            group_digits(input.len() as f64),
+            group_digits(SORT_CUTOFF as f64)
+        ),
+    });
+    Ok(m)
+}
+
+/// What a run computed, checked after the clock stops.
+enum Output {
+    Fib(u64),
+    Sorted(Vec<u32>),
+}
+
+// ---- Fibonacci -------------------------------------------------------------
+
+/// The sequential Fibonacci, never inlined: every way runs the same leaves.
+#[inline(never)]
+fn fib_seq(n: u32) -> u64 {
+    if n < 2 {
+        return u64::from(n);
+    }
+    fib_seq(n - 1) + fib_seq(n - 2)
+}
+
+/// fib(n) by iteration, to check the result.
+fn fib_iter(n: u32) -> u64 {
+    let (mut a, mut b) = (0_u64, 1_u64);
+    for _ in 0..n {
+        (a, b) = (b, a + b);
+    }
+    a
+}
+
+/// Forks of fib(n) with a fork at every n above `cutoff`.
+fn fib_forks(n: u32, cutoff: u32) -> u64 {
+    // forks(n) = 1 + forks(n-1) + forks(n-2) above the cutoff, 0 at and below.
+    let (mut below2, mut below1) = (0_u64, 0_u64);
+    for k in 0..=n {
+        let f = if k <= cutoff { 0 } else { 1 + below1 + below2 };
+        (below2, below1) = (below1, f);
+    }
+    below1
+}
+
+fn fib_on(pool: &Runner, via: Via, n: u32, cutoff: u32) -> Result<u64, String> {
+    let n = black_box(n);
+    match (pool, via) {
+        (Runner::Tidepool(p), Via::Join) => Ok(if n <= cutoff {
+            fib_seq(n)
+        } else {
+            let (a, b) = p.join(|| fib_join(n - 1, cutoff), || fib_join(n - 2, cutoff));
+            a + b
+        }),
+        (Runner::Tidepool(p), Via::Scope) => Ok(p.scope(|_| fib_scope(n, cutoff))),
+        (Runner::Tidepool(p), Via::Spawn) => p
+            .spawn_fn(move || fib_spawn(n, cutoff))
+            .join()
+            .map_err(|e| format!("the task failed: {e}")),
+        (Runner::Rayon(p), Via::Rayon) => Ok(p.install(|| fib_rayon(n, cutoff))),
+        (Runner::None, Via::Sequential) => Ok(fib_seq(n)),
+        _ => Err("no such pool for this run".into()),
+    }
+}
+
+fn fib_join(n: u32, cutoff: u32) -> u64 {
+    if n <= cutoff {
+        return fib_seq(n);
+    }
+    let (a, b) = tidepool::join(|| fib_join(n - 1, cutoff), || fib_join(n - 2, cutoff));
+    a + b
+}
+
+fn fib_scope(n: u32, cutoff: u32) -> u64 {
+    if n <= cutoff {
+        return fib_seq(n);
+    }
+    let mut a = 0;
+    let b = tidepool::scope(|s| {
+        s.spawn(|_| a = fib_scope(n - 1, cutoff));
+        fib_scope(n - 2, cutoff)
+    });
+    a + b
+}
+
+fn fib_spawn(n: u32, cutoff: u32) -> u64 {
+    if n <= cutoff {
+        return fib_seq(n);
+    }
+    let first = tidepool::spawn_fn(move || fib_spawn(n - 1, cutoff));
+    let b = fib_spawn(n - 2, cutoff);
+    match first.join() {
+        Ok(a) => a + b,
+        Err(e) => panic!("fib({}) failed: {e}", n - 1),
+    }
+}
+
+fn fib_rayon(n: u32, cutoff: u32) -> u64 {
+    if n <= cutoff {
+        return fib_seq(n);
+    }
+    let (a, b) = rayon::join(|| fib_rayon(n - 1, cutoff), || fib_rayon(n - 2, cutoff));
+    a + b
+}
+
+// ---- Quicksort -------------------------------------------------------------
+
+/// `len` pseudo-random integers (xorshift64), the same for every run.
+fn random_integers(len: usize, mut seed: u64) -> Vec<u32> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 32) as u32
+        })
+        .collect()
+}
+
+/// Puts the median at the middle of `v`, smaller integers before it and
+/// larger after, and returns its index: the two sides sort independently.
+fn split_at_median(v: &mut [u32]) -> usize {
+    let mid = v.len() / 2;
+    v.select_nth_unstable(mid);
+    mid
+}
+
+/// Forks of a quicksort of `len` integers.
+fn sort_forks(len: usize) -> u64 {
+    if len <= SORT_CUTOFF {
+        return 0;
+    }
+    let mid = len / 2;
+    1 + sort_forks(mid) + sort_forks(len - mid - 1)
+}
+
+/// Checks `sorted` is in order and holds the integers of `input`.
+fn check_sorted(input: &[u32], sorted: &[u32]) -> Result<(), String> {
+    if sorted.len() != input.len() {
+        return Err(format!(
+            "{} integers came back, {} went in",
+            sorted.len(),
+            input.len()
+        ));
+    }
+    if let Some(i) = sorted.windows(2).position(|w| w[0] > w[1]) {
+        return Err(format!("not sorted at index {i}"));
+    }
+    let mut expected = input.to_vec();
+    expected.sort_unstable();
+    if expected != sorted {
+        return Err("sorted, but not the same integers".into());
+    }
+    Ok(())
+}
+
+fn sort_on(pool: &Runner, via: Via, mut v: Vec<u32>) -> Result<Vec<u32>, String> {
+    match (pool, via) {
+        (Runner::Tidepool(p), Via::Join) => {
+            if v.len() <= SORT_CUTOFF {
+                v.sort_unstable();
+            } else {
+                let mid = split_at_median(&mut v);
+                let (left, right) = v.split_at_mut(mid);
+                p.join(|| sort_join(left), || sort_join(&mut right[1..]));
+            }
+            Ok(v)
+        }
+        (Runner::Tidepool(p), Via::Scope) => {
+            p.scope(|_| sort_scope(&mut v));
+            Ok(v)
+        }
+        (Runner::Tidepool(p), Via::Spawn) => p
+            .spawn_fn(move || sort_spawn(v))
+            .join()
+            .map_err(|e| format!("the task failed: {e}")),
+        (Runner::Rayon(p), Via::Rayon) => {
+            p.install(|| sort_rayon(&mut v));
+            Ok(v)
+        }
+        (Runner::None, Via::Sequential) => {
+            v.sort_unstable();
+            Ok(v)
+        }
+        _ => Err("no such pool for this run".into()),
+    }
+}
+
+fn sort_join(v: &mut [u32]) {
+    if v.len() <= SORT_CUTOFF {
+        v.sort_unstable();
+        return;
+    }
+    let mid = split_at_median(v);
+    let (left, right) = v.split_at_mut(mid);
+    tidepool::join(|| sort_join(left), || sort_join(&mut right[1..]));
+}
+
+fn sort_scope(v: &mut [u32]) {
+    if v.len() <= SORT_CUTOFF {
+        v.sort_unstable();
+        return;
+    }
+    let mid = split_at_median(v);
+    let (left, right) = v.split_at_mut(mid);
+    tidepool::scope(|s| {
+        s.spawn(|_| sort_scope(left));
+        sort_scope(&mut right[1..]);
+    });
+}
+
+/// The quicksort without borrowing: a spawned closure must be `'static`, so
+/// the right half (the median and above) is moved out and copied back.
+fn sort_spawn(mut v: Vec<u32>) -> Vec<u32> {
+    if v.len() <= SORT_CUTOFF {
+        v.sort_unstable();
+        return v;
+    }
+    let mid = split_at_median(&mut v);
+    let right = v.split_off(mid);
+    let right = tidepool::spawn_fn(move || sort_spawn(right));
+    let mut left = sort_spawn(v);
+    match right.join() {
+        Ok(right) => left.extend_from_slice(&right),
+        Err(e) => panic!("a half of {} integers failed: {e}", left.len()),
+    }
+    left
+}
+
+fn sort_rayon(v: &mut [u32]) {
+    if v.len() <= SORT_CUTOFF {
+        v.sort_unstable();
+        return;
+    }
+    let mid = split_at_median(v);
+    let (left, right) = v.split_at_mut(mid);
+    rayon::join(|| sort_rayon(left), || sort_rayon(&mut right[1..]));
+}
+
+// ---- Report ----------------------------------------------------------------
+
+/// Wall time, a bar chart per workload.
+fn plots(runs: &[RunResult]) -> Vec<Plot> {
+    let captions = [
+        "Fibonacci with a cutoff: the forks are few, so the ways of forking should differ little; on an idle machine each approaches the sequential time divided by the cores.",
+        "A fork at every call: the cost of a fork itself. join and rayon::join fork on the stack; scope and spawn_fn allocate per fork.",
+        "Quicksort: the same splits everywhere; sort-spawn also copies each half out and back, the price of 'static closures.",
+    ];
+    WORKLOADS
+        .iter()
+        .zip(captions)
+        .filter_map(|(prefix, caption)| {
+            let mine: Vec<RunResult> = runs
+                .iter()
+                .filter(|r| r.spec.id.starts_with(&format!("{prefix}-")))
+                .cloned()
+                .collect();
+            let bars = metric_bars(&mine, "wall_ms");
+            (!bars.is_empty()).then(|| {
+                Plot::bars(
+                    &format!("fork-join-{prefix}"),
+                    (&format!("Wall time, {prefix} (lower is better)"), caption),
+                    "wall time, ms",
+                    bars,
+                )
+            })
+        })
+        .collect()
+}
+
+/// The goal for the threads a fork-join uses: the pool's concurrency and
+/// two more.
+const SPARE_THREADS: f64 = 2.0;
+/// The goal for tidepool's join: within this factor of rayon::join.
+const WITHIN: f64 = 1.2;
+
+/// The summary's answer: per workload, tidepool's join against rayon's,
+/// the other ways in passing, and the threads join used.
+fn verdict(exp: &ExperimentResult) -> Option<String> {
+    let wall = |id: &str| median(exp, id, "wall_ms");
+    let mut s = String::new();
+    let mut worst: Option<(f64, &str)> = None;
+    let mut threads: Option<(f64, f64)> = None;
+    for prefix in WORKLOADS {
+        let (Some(ours), Some(rayon)) = (
+            wall(&format!("{prefix}-join")),
+            wall(&format!("{prefix}-rayon")),
+        ) else {
+            continue;
+        };
+        let x = ours / rayon;
+        if worst.is_none_or(|(w, _)| x > w) {
+            worst = Some((x, prefix));
+        }
+        if !s.is_empty() {
+            s.push_str("; ");
+        }
+        let _ = write!(
+            s,
+            "{prefix}: join {} vs rayon::join {} ({})",
+            ms(ours),
+            ms(rayon),
+            times(ours, rayon)
+        );
+        for (way, label) in [("scope", "scope"), ("spawn", "spawn_fn+join")] {
+            if let Some(v) = wall(&format!("{prefix}-{way}")) {
+                let _ = write!(s, ", {label} {}", times(v, rayon));
+            }
+        }
+        if let Some(seq) = wall(&format!("{prefix}-sequential")) {
+            let _ = write!(s, ", one thread {}", ms(seq));
+        }
+        let id = format!("{prefix}-join");
+        if let (Some(t), Some(c)) = (
+            median(exp, &id, "peak_threads"),
+            median(exp, &id, "concurrency"),
+        ) {
+            if threads.is_none_or(|(most, _)| t > most) {
+                threads = Some((t, c));
+            }
+        }
+    }
+    let (x, prefix) = worst?;
+    let _ = write!(s, ". Verdict: tidepool's join is ");
+    if x <= WITHIN {
+        let _ = write!(s, "within {WITHIN}x of rayon::join on every workload");
+    } else {
+        let _ = write!(
+            s,
+            "{} rayon::join on {prefix}, outside the {WITHIN}x goal",
+            times(x, 1.0)
+        );
+    }
+    match threads {
+        Some((t, c)) => {
+            let goal = c + SPARE_THREADS;
+            let _ = write!(
+                s,
+                ", with at most {t:.0} threads for a concurrency of {c:.0} ({} the goal of {goal:.0}).",
+                if t <= goal { "within" } else { "above" }
+            );
+        }
+        None => s.push('.'),
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sequential_pieces_are_right() {
+        assert_eq!(fib_seq(20), fib_iter(20));
+        assert_eq!(fib_iter(40), 102_334_155);
+        // fib(3) forks at 3 and 2 with a cutoff of 1.
+        assert_eq!(fib_forks(3, 1), 2);
+        assert_eq!(fib_forks(5, 5), 0);
+        assert_eq!(sort_forks(SORT_CUTOFF), 0);
+        assert_eq!(sort_forks(SORT_CUTOFF * 2 + 1), 1);
+        let v = random_integers(1000, 7);
+        let mut s = v.clone();
+        s.sort_unstable();
+        assert!(check_sorted(&v, &s).is_ok());
+        assert!(check_sorted(&v, &v).is_err());
+    }
+
+    #[test]
+    fn each_workload_is_compared_with_its_own_rayon_run() {
+        use crate::experiments::Outcome;
+        use crate::report::table::{ratio_header, table};
+        let done = |id: &str, ms: f64| {
+            let mut m = Measured::default();
+            m.put("wall_ms", ms);
+            RunResult {
+                spec: EXPERIMENT.run(id).unwrap(),
+                outcome: Outcome::Done,
+                measured: m,
+                spread: Vec::new(),
+                repeat: 1,
+                elapsed_s: 0.0,
+            }
+        };
+        let exp = ExperimentResult {
+            experiment: &EXPERIMENT,
+            runs: vec![
+                done("fib-join", 100.0),
+                done(FIB_RAYON, 50.0),
+                done("sort-join", 30.0),
+                done(SORT_RAYON, 30.0),
+            ],
+            repeat: 1,
+        };
+        let t = table(&exp);
+        let ratio = t
+            .header
+            .iter()
+            .position(|h| *h == ratio_header(&exp))
+            .unwrap();
+        let cells: Vec<&str> = t.rows.iter().map(|r| r[ratio].as_str()).collect();
+        assert_eq!(cells, ["2.00x slower", "baseline", "same", "baseline"]);
+        assert!(ratio_header(&exp).contains("lower is better"));
+        let line = verdict(&exp).unwrap();
+        assert!(
+            line.contains("2.0x rayon::join on fib, outside the 1.2x goal"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn every_run_has_a_workload_and_its_baseline() {
+        for r in EXPERIMENT.runs {
+            let prefix = WORKLOADS
+                .iter()
+                .find(|p| r.id.starts_with(&format!("{p}-")))
+                .unwrap_or_else(|| panic!("{} has no workload", r.id));
+            assert_eq!(EXPERIMENT.baseline_of(r.id), format!("{prefix}-rayon"));
+        }
+    }
+}
