@@ -32,12 +32,17 @@
 //!
 //! # Limits
 //!
-//! A helped task runs on the waiter's stack, so helping nests. Past
-//! [`MAX_DEPTH`] nested waits a worker does not help: the wait blocks as a
-//! declared block (its slot goes to another worker, started if need be), so
-//! a long chain of tasks each waiting for the next neither overflows the
-//! stack nor deadlocks the pool. A helped task that runs long delays the
-//! waiter's return by as much (the same trade as rayon's).
+//! A helped task runs on the waiter's stack, so helping nests: a wait that
+//! steals a big piece of another worker's recursion nests that recursion's
+//! depth on top of its own. Once a worker has used [`STACK_SHARE`] of its
+//! stack, a wait there does not help: it blocks as a declared block (its
+//! slot goes to another worker, started if need be), so a long chain of
+//! tasks each waiting for the next neither overflows the stack nor
+//! deadlocks the pool. (A fixed limit of 64 nested waits was hit by a
+//! `spawn_fn` + `join` recursion with a fork per call, fib(26) on two
+//! slots, which then started 12-17 threads; the stack bound lets it run on
+//! its slots.) A helped task that runs long delays the waiter's return by
+//! as much (the same trade as rayon's).
 
 use super::{find_task, run_work};
 use crate::runtime::context;
@@ -49,9 +54,14 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
-/// Helping waits nested deeper than this only wait: each level is a task
-/// running on the waiter's stack.
-const MAX_DEPTH: u32 = 64;
+/// A wait helps only while the worker has used less than this share of its
+/// stack (each nested help runs a task on it). Half: what a helped task
+/// itself needs is unknown, and the other half is the margin for it.
+const STACK_SHARE: usize = 2;
+
+/// The stack size of a thread whose size was not set: Rust's default for
+/// spawned threads (`RUST_MIN_STACK` can raise it; a lower bound is safe).
+const DEFAULT_STACK: usize = 2 * 1024 * 1024;
 
 /// Empty looks at the queues before parking: a completion or a new task often
 /// arrives within a few microseconds, and parking costs a futex round trip.
@@ -63,7 +73,26 @@ const SPINS: u32 = 64;
 const MAX_PARK: Duration = Duration::from_millis(1);
 
 thread_local! {
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The address of a local near the bottom of this worker's stack, set
+    /// when the worker starts (0 elsewhere).
+    static STACK_BASE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// For a worker thread starting: remembers where its stack begins.
+pub(crate) fn mark_stack_base() {
+    let here = 0u8;
+    let _ = STACK_BASE.try_with(|base| base.set(&here as *const u8 as usize));
+}
+
+/// Whether this worker may run another task nested on its stack: it has
+/// used less than `1 / STACK_SHARE` of `stack_size`.
+fn stack_has_room(stack_size: usize) -> bool {
+    let here = 0u8;
+    let here = &here as *const u8 as usize;
+    let base = STACK_BASE.try_with(Cell::get).unwrap_or(0);
+    // Stacks grow down on every platform Rust's std threads run on here; a
+    // base of 0 (not a worker) or above-base reading means "unknown": no.
+    base != 0 && base >= here && base - here < stack_size / STACK_SHARE
 }
 
 /// True if the current thread is a worker of some pool (so a wait here can
@@ -101,18 +130,16 @@ pub(crate) fn unpark_waker() -> Waker {
 /// wait also looks again at least every [`MAX_PARK`].
 ///
 /// Returns false, without waiting, when the current thread is not a worker
-/// or its helping waits are nested [`MAX_DEPTH`] deep: the caller then
-/// blocks, declaring it (see `declare_blocking`) if on a worker.
+/// or has used [`STACK_SHARE`] of its stack: the caller then blocks,
+/// declaring it (see `declare_blocking`) if on a worker.
 pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     let Some(ctx) = context::current() else {
         return false;
     };
-    let depth = DEPTH.with(|d| d.get());
-    if depth >= MAX_DEPTH {
+    let shared = &ctx.shared;
+    if !stack_has_room(shared.config.stack_size.unwrap_or(DEFAULT_STACK)) {
         return false;
     }
-    DEPTH.with(|d| d.set(depth + 1));
-    let shared = &ctx.shared;
     let status = &shared.threads.entry(ctx.index).status;
     // Suspend the waiting task: the monitor must not take the wait for a
     // blocked task. `false`: its slot was given away already.
@@ -145,7 +172,6 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
             park = (park * 2).min(MAX_PARK);
         }
     }
-    DEPTH.with(|d| d.set(depth));
     if !holding {
         holding = shared.slots.try_acquire(false);
     }

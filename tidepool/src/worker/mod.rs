@@ -57,6 +57,7 @@ pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
 /// The body of a worker thread. It starts holding a searching slot reserved by
 /// whoever started it.
 pub(crate) fn run(shared: Arc<Shared>, index: usize) {
+    help::mark_stack_base();
     shared.run_hook(shared.config.on_thread_start.as_ref(), "on_thread_start");
     let entry = shared.threads.entry(index);
     *lock(&entry.probe) = Some(Arc::new(ThreadProbe::for_current_thread()));
