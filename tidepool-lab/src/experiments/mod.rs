@@ -1,4 +1,4 @@
-//! The six experiments: what each one shows, its runs, and how a run is
+//! The experiments: what each one shows, its runs, and how a run is
 //! measured. One file per experiment; this module holds what they share.
 
 use std::sync::Arc;
@@ -12,8 +12,10 @@ use crate::probe::{self, ThreadObservation};
 use crate::progress::RunBar;
 use crate::report::plot::{Plot, Series};
 
+pub mod burst;
 pub mod cpu_bound;
 pub mod flood;
+mod latency;
 mod paced;
 pub mod thread_count;
 pub mod thread_per_task;
@@ -35,6 +37,8 @@ pub enum ExperimentKind {
     CpuBound,
     /// A real HTTP server that answers after 500 ms, called from the pool.
     WebService,
+    /// 500 items submitted at once: blocking ones, then CPU-bound ones.
+    Burst,
 }
 
 /// How big the runs are.
@@ -282,6 +286,7 @@ impl ExperimentKind {
             ExperimentKind::ThreadCount => &thread_count::EXPERIMENT,
             ExperimentKind::CpuBound => &cpu_bound::EXPERIMENT,
             ExperimentKind::WebService => &web_service::EXPERIMENT,
+            ExperimentKind::Burst => &burst::EXPERIMENT,
         }
     }
 
