@@ -16,6 +16,7 @@ pub mod burst;
 pub mod cpu_bound;
 pub mod flood;
 mod latency;
+pub mod mixed;
 mod paced;
 pub mod thread_count;
 pub mod thread_per_task;
@@ -39,6 +40,8 @@ pub enum ExperimentKind {
     WebService,
     /// 500 items submitted at once: blocking ones, then CPU-bound ones.
     Burst,
+    /// Blocking items arriving while CPU-bound tasks hold every slot.
+    Mixed,
 }
 
 /// How big the runs are.
@@ -287,6 +290,7 @@ impl ExperimentKind {
             ExperimentKind::CpuBound => &cpu_bound::EXPERIMENT,
             ExperimentKind::WebService => &web_service::EXPERIMENT,
             ExperimentKind::Burst => &burst::EXPERIMENT,
+            ExperimentKind::Mixed => &mixed::EXPERIMENT,
         }
     }
 
