@@ -1,6 +1,8 @@
 //! What the start-latency experiments (`burst`, `mixed`, `short-blocking`)
-//! share: tidepool's own figures at the end of a run and a threads-over-time
-//! plot.
+//! share: tidepool's own figures at the end of a run, a threads-over-time
+//! plot, and item durations spread evenly over a range.
+
+use std::time::Duration;
 
 use super::paced::{finish_system, SelfReport};
 use super::{done, Measured, RunResult};
@@ -34,6 +36,18 @@ pub(crate) fn rename(m: &mut Measured, from: &str, to: &'static str, factor: f64
             *value *= factor;
         }
     }
+}
+
+/// A duration between `lo` and `hi` for item `i`: the same for the same
+/// item in every run, spread evenly over the range across items (a
+/// SplitMix64 hash of the index, so no generator state is shared).
+pub(crate) fn spread(i: usize, lo: Duration, hi: Duration) -> Duration {
+    let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let span = u64::try_from(hi.saturating_sub(lo).as_micros()).unwrap_or(u64::MAX);
+    lo + Duration::from_micros(z % span.saturating_add(1))
 }
 
 /// Threads over time of the finished runs among `ids` that recorded a
@@ -73,6 +87,17 @@ pub(crate) fn threads_plot(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spread_stays_in_range_and_covers_it() {
+        let (lo, hi) = (Duration::from_millis(2), Duration::from_millis(5));
+        let d: Vec<Duration> = (0..2000).map(|i| spread(i, lo, hi)).collect();
+        assert!(d.iter().all(|v| *v >= lo && *v <= hi));
+        assert_eq!(spread(7, lo, hi), spread(7, lo, hi));
+        let mean = d.iter().map(Duration::as_secs_f64).sum::<f64>() / d.len() as f64;
+        assert!((mean - 0.0035).abs() < 0.0002, "mean {mean}");
+        assert_eq!(spread(3, lo, lo), lo);
+    }
 
     #[test]
     fn rename_scales() {

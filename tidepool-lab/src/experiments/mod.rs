@@ -18,6 +18,7 @@ pub mod flood;
 mod latency;
 pub mod mixed;
 mod paced;
+pub mod short_blocking;
 pub mod thread_count;
 pub mod thread_per_task;
 pub mod waiting;
@@ -42,6 +43,8 @@ pub enum ExperimentKind {
     Burst,
     /// Blocking items arriving while CPU-bound tasks hold every slot.
     Mixed,
+    /// Items that block 2-5 ms, arriving faster than the cores serve them.
+    ShortBlocking,
 }
 
 /// How big the runs are.
@@ -291,6 +294,7 @@ impl ExperimentKind {
             ExperimentKind::WebService => &web_service::EXPERIMENT,
             ExperimentKind::Burst => &burst::EXPERIMENT,
             ExperimentKind::Mixed => &mixed::EXPERIMENT,
+            ExperimentKind::ShortBlocking => &short_blocking::EXPERIMENT,
         }
     }
 
