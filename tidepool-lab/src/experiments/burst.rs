@@ -293,15 +293,26 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
         "submit-to-start latency, ms (log)",
         true,
     ));
-    out.extend(threads_plot(
-        runs,
-        &sleep,
-        "burst-threads",
-        (
-            "Threads over time: a burst of blocking items",
-            "How fast each pool reaches a thread per blocked item (the fixed pool stays at 10, rayon at one per core).",
-        ),
-    ));
+    // Zoomed on tidepool's burst: the fixed pool's and rayon's take seconds.
+    let window = super::done(runs)
+        .find(|r| r.spec.id == TIDEPOOL_SLEEP)
+        .and_then(|r| r.measured.get("wall_ms"))
+        .map(|w| 1.5 * w / 1e3);
+    out.extend(
+        threads_plot(
+            runs,
+            &sleep,
+            "burst-threads",
+            (
+                "Threads over time: a burst of blocking items",
+                "How fast each pool reaches a thread per blocked item, over the first 1.5x of tidepool's burst (the fixed pool stays at 10, rayon at one per core).",
+            ),
+        )
+        .map(|p| match window {
+            Some(w) => p.zoom_x(w),
+            None => p,
+        }),
+    );
     let running: Vec<(String, f64)> = metric_bars(runs, "peak_running_workers");
     if !running.is_empty() {
         out.push(Plot::bars(
