@@ -44,8 +44,8 @@ pub struct Cli {
 
     /// Run every selected run N times, interleaved (A, B, C, A, B, C, ...),
     /// each time on a fresh pool, and report medians with their spread.
-    /// Default: 5 for thread-per-task, flood, thread-count and fork-join and
-    /// 1 for the others at full scale; 1 at --quick.
+    /// Default: 5 for thread-per-task, flood, thread-count, fork-join, burst
+    /// and short-blocking and 1 for the others at full scale; 1 at --quick.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub repeat: Option<i64>,
 
@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn defaults_to_every_experiment_at_full_scale() {
         let p = run(&[]).unwrap();
-        assert_eq!(p.experiments.len(), 7);
+        assert_eq!(p.experiments.len(), ExperimentKind::value_variants().len());
         assert_eq!(p.scale, Scale::Full);
         assert_eq!(p.out, PathBuf::from("lab-report"));
         assert!(!p.json);

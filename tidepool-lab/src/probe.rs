@@ -111,8 +111,15 @@ fn own_tid() -> Option<String> {
     Some(link.file_name()?.to_string_lossy().into_owned())
 }
 
+/// Whether thread `tid` (named `comm`) is one of the lab's own rather than
+/// the system's under test: the main thread (which submits and waits) and
+/// the helper threads, all named `lab-...` (sampler, progress, lock holder).
+fn is_lab_thread(tid: u32, comm: &str) -> bool {
+    tid == std::process::id() || comm.starts_with("lab-")
+}
+
 /// Ids of the runnable (state `R`) threads in this process, not counting
-/// `except` (the caller's own thread id), sorted.
+/// `except` (the caller's own thread id) nor the lab's own threads, sorted.
 fn runnable_threads(except: Option<&str>) -> Option<Vec<u32>> {
     let mut out = Vec::new();
     for entry in fs::read_dir("/proc/self/task").ok()? {
@@ -128,12 +135,49 @@ fn runnable_threads(except: Option<&str>) -> Option<Vec<u32>> {
         };
         if parse_stat_state(&stat) == Some('R') {
             if let Ok(tid) = name.parse() {
-                out.push(tid);
+                let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+                if !is_lab_thread(tid, comm.trim_end()) {
+                    out.push(tid);
+                }
             }
         }
     }
     out.sort_unstable();
     Some(out)
+}
+
+/// Ids of this process's threads whose name (`comm`, at most 15 bytes)
+/// satisfies `named`, sorted.
+pub fn thread_ids_named(named: impl Fn(&str) -> bool) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if named(comm.trim_end()) {
+            if let Ok(tid) = entry.file_name().to_string_lossy().parse() {
+                out.push(tid);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// `obs` with the threads in `left_out` removed from the runnable sets.
+pub fn without_threads(obs: &[ThreadObservation], left_out: &[u32]) -> Vec<ThreadObservation> {
+    obs.iter()
+        .map(|o| ThreadObservation {
+            runnable: o.runnable.as_ref().map(|r| {
+                r.iter()
+                    .copied()
+                    .filter(|t| !left_out.contains(t))
+                    .collect()
+            }),
+            ..o.clone()
+        })
+        .collect()
 }
 
 /// One observation of the process's threads.
@@ -143,7 +187,7 @@ pub struct ThreadObservation {
     pub at_s: f64,
     /// Threads above the count when the sampler started.
     pub threads: usize,
-    /// Ids of the runnable threads, not counting the sampler (when asked
+    /// Ids of the runnable threads, not counting the lab's own (when asked
     /// for), sorted.
     pub runnable: Option<Vec<u32>>,
 }
@@ -303,6 +347,17 @@ mod tests {
     }
 
     #[test]
+    fn lab_threads_are_not_the_systems() {
+        let main = std::process::id();
+        let other = main.wrapping_add(1);
+        assert!(is_lab_thread(main, "tidepool-lab"));
+        assert!(is_lab_thread(other, "lab-progress"));
+        assert!(!is_lab_thread(other, "tidepool-0"));
+        // Unnamed threads take their creator's name: still the system's.
+        assert!(!is_lab_thread(other, "tidepool-lab"));
+    }
+
+    #[test]
     fn sustained_peak_ignores_blips() {
         let o = |r: &[u32]| ThreadObservation {
             at_s: 0.0,
@@ -319,6 +374,10 @@ mod tests {
             o(&[1, 2, 3, 4]),
         ];
         assert_eq!(sustained_peak_runnable(&obs), Some(3));
+        assert_eq!(
+            sustained_peak_runnable(&without_threads(&obs, &[10])),
+            Some(2)
+        );
         assert_eq!(sustained_peak_runnable(&obs[..1]), Some(2));
         assert_eq!(sustained_peak_runnable(&[]), None);
     }

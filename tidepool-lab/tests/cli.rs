@@ -257,3 +257,49 @@ fn repeat_reports_medians_and_spread_and_logs_each_repetition() {
     );
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn tiny_run_of_the_start_latency_experiments() {
+    let out_dir = scratch("latency");
+    let names = ["burst", "mixed", "short-blocking"];
+    let mut args = vec!["--tiny", "--json", "--out", out_dir.to_str().unwrap()];
+    args.extend(names);
+    let o = lab(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("--json prints the document");
+    let experiments = doc["experiments"].as_array().unwrap();
+    let got: Vec<&str> = experiments
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, names);
+    for e in experiments {
+        for run in e["runs"].as_array().unwrap() {
+            let id = format!("{}/{}", e["name"], run["id"]);
+            assert_eq!(run["status"], "ok", "{id}: {}", run["error"]);
+            let m = run["metrics"].as_object().unwrap();
+            assert!(m.values().all(Value::is_number), "{id}: {m:?}");
+            assert!(
+                m.keys().any(|k| k.ends_with("start_ms")),
+                "{id} measures start latency: {m:?}"
+            );
+        }
+        assert!(e["summary"].as_str().unwrap().contains("Verdict: "));
+    }
+    // The CPU-bound burst counts running threads; the tidepool runs of
+    // short-blocking report their monitor's share of a core.
+    let run = |exp: &str, id: &str| {
+        experiments.iter().find(|e| e["name"] == exp).unwrap()["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap()["metrics"]
+            .clone()
+    };
+    assert!(run("burst", "tidepool-cpu")["peak_running_workers"].is_number());
+    assert!(run("short-blocking", "tidepool")["monitor_cpu_pct"].is_number());
+    assert!(run("mixed", "tidepool")["cpu_slowdown"].is_number());
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

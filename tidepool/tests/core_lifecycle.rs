@@ -381,6 +381,7 @@ fn the_longest_timeouts_mean_never() {
     within(HANG, || {
         let pool = Pool::builder()
             .concurrency(1)
+            .min_threads(0)
             .idle_timeout(Duration::MAX)
             .build()
             .unwrap();

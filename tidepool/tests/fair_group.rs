@@ -299,7 +299,13 @@ fn a_stopped_pool_cancels_tasks_waiting_in_a_group() {
 #[test]
 fn groups_carry_their_priority() {
     within(Duration::from_secs(30), || {
-        let pool = Pool::builder().concurrency(1).build().unwrap();
+        // Fixed: the holder's wait must not be compensated, or the normal
+        // items could run on another worker before the urgent one arrives.
+        let pool = Pool::builder()
+            .concurrency(1)
+            .controller(tidepool::Controller::Fixed)
+            .build()
+            .unwrap();
         let urgent = pool.group().priority(Priority::High).build().unwrap();
         let (tx, rx) = mpsc::channel();
         // Occupy the only slot, queue normal work, then urgent group work.

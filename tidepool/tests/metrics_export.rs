@@ -84,9 +84,9 @@ fn a_scrape_finds_the_pool_series() {
         );
         // The pool starts its min_threads worker when built.
         assert!(get(r#"tidepool_thread_starts_total{pool="scraped",reason="min_threads"}"#) >= 1.0);
-        assert!(
-            get(r#"tidepool_thread_starts_total{pool="scraped",reason="compensation"}"#) >= 1.0
-        );
+        // The blocked worker was replaced by the parked spare (a wake, not
+        // a start): the series is there, whatever its value.
+        get(r#"tidepool_thread_starts_total{pool="scraped",reason="compensation"}"#);
         assert!(get(r#"tidepool_blocking_total{pool="scraped",how="detected"}"#) >= 1.0);
         assert!(get(r#"tidepool_threads_alive{pool="scraped"}"#) >= 1.0);
         assert_eq!(get(r#"tidepool_tasks_queued{pool="scraped"}"#), 0.0);

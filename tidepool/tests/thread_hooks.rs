@@ -111,7 +111,9 @@ fn panicking_hooks_are_counted_and_the_pool_keeps_working() {
             .build()
             .unwrap();
         let name = pool.spawn_fn(|| std::thread::current().name().map(str::to_owned));
-        assert_eq!(name.join().unwrap().as_deref(), Some("fallback-0"));
+        // The pool's slot and its spare started at build: either ran it.
+        let name = name.join().unwrap().unwrap();
+        assert!(name == "fallback-0" || name == "fallback-1", "{name}");
         // The name function and the worker's and the monitor's start hooks.
         assert!(eventually(HANG, || pool.metrics().hook_panics >= 3));
         pool.shutdown().unwrap();
@@ -134,7 +136,9 @@ fn thread_name_fn_names_workers_and_nul_bytes_are_removed() {
             .build()
             .unwrap();
         let name = pool.spawn_fn(|| std::thread::current().name().map(str::to_owned));
-        assert_eq!(name.join().unwrap().as_deref(), Some("io-0"));
+        // The pool's slot and its spare started at build: either ran it.
+        let name = name.join().unwrap().unwrap();
+        assert!(name == "io-0" || name == "io-1", "{name}");
         assert!(calls.load(Ordering::SeqCst) >= 1);
         assert_eq!(pool.metrics().hook_panics, 0);
     });

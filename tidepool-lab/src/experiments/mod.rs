@@ -1,4 +1,4 @@
-//! The seven experiments: what each one shows, its runs, and how a run is
+//! The experiments: what each one shows, its runs, and how a run is
 //! measured. One file per experiment; this module holds what they share.
 
 use std::sync::Arc;
@@ -12,10 +12,14 @@ use crate::probe::{self, ThreadObservation};
 use crate::progress::RunBar;
 use crate::report::plot::{Plot, Series};
 
+pub mod burst;
 pub mod cpu_bound;
 pub mod flood;
 pub mod fork_join;
+mod latency;
+pub mod mixed;
 mod paced;
+pub mod short_blocking;
 pub mod thread_count;
 pub mod thread_per_task;
 pub mod waiting;
@@ -38,6 +42,12 @@ pub enum ExperimentKind {
     WebService,
     /// Recursive divide and conquer: tidepool's join and scope beside rayon::join.
     ForkJoin,
+    /// 500 items submitted at once: blocking ones, then CPU-bound ones.
+    Burst,
+    /// Blocking items arriving while CPU-bound tasks hold every slot.
+    Mixed,
+    /// Items that block 2-5 ms, arriving faster than the cores serve them.
+    ShortBlocking,
 }
 
 /// How big the runs are.
@@ -309,6 +319,9 @@ impl ExperimentKind {
             ExperimentKind::CpuBound => &cpu_bound::EXPERIMENT,
             ExperimentKind::WebService => &web_service::EXPERIMENT,
             ExperimentKind::ForkJoin => &fork_join::EXPERIMENT,
+            ExperimentKind::Burst => &burst::EXPERIMENT,
+            ExperimentKind::Mixed => &mixed::EXPERIMENT,
+            ExperimentKind::ShortBlocking => &short_blocking::EXPERIMENT,
         }
     }
 

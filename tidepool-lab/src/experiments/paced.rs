@@ -16,6 +16,9 @@ use crate::systems::System;
 /// How often the thread sampler looks at the process.
 const SAMPLE_EVERY: Duration = Duration::from_millis(5);
 
+/// How often it looks when it also reads which threads are runnable.
+const SAMPLE_RUNNABLE_EVERY: Duration = Duration::from_millis(10);
+
 /// Recording handle given to one item.
 #[derive(Debug, Clone)]
 pub(crate) struct ItemProbe {
@@ -103,6 +106,23 @@ pub(crate) fn measure<S>(
     ctx: &RunCtx,
     pace: Pace,
     make: impl FnOnce() -> Result<S, String>,
+    submit: impl FnMut(&S, ItemProbe),
+    finish: impl FnOnce(S) -> SelfReport,
+) -> Result<Measured, String> {
+    measure_sampled(ctx, pace, false, make, submit, finish)
+}
+
+/// [`measure`], and with `runnable` also `peak_running`: the most threads
+/// runnable (state `R`) in two consecutive samples, 10 ms apart (reading
+/// every thread's state costs more than counting them, hence the longer
+/// interval); and `peak_running_workers`, the same without tidepool's
+/// monitor thread, which wakes every millisecond and so is often found
+/// runnable, waiting for a core, when the workers keep every core busy.
+pub(crate) fn measure_sampled<S>(
+    ctx: &RunCtx,
+    pace: Pace,
+    runnable: bool,
+    make: impl FnOnce() -> Result<S, String>,
     mut submit: impl FnMut(&S, ItemProbe),
     finish: impl FnOnce(S) -> SelfReport,
 ) -> Result<Measured, String> {
@@ -110,7 +130,12 @@ pub(crate) fn measure<S>(
     let latch = Arc::new(Latch::new(pace.items));
     let _follow = ctx.follow(&latch);
     let baseline = thread_baseline();
-    let sampler = ThreadSampler::start(SAMPLE_EVERY, baseline, false);
+    let every = if runnable {
+        SAMPLE_RUNNABLE_EVERY
+    } else {
+        SAMPLE_EVERY
+    };
+    let sampler = ThreadSampler::start(every, baseline, runnable);
     let system = match make() {
         Ok(s) => s,
         Err(e) => {
@@ -136,6 +161,13 @@ pub(crate) fn measure<S>(
     let wall = began.elapsed();
     ctx.bar.phase("shutting down");
     let lifetime = created.elapsed().as_secs_f64();
+    // tidepool's monitor (`<name>-monitor`) is no worker: peak_running_workers
+    // leaves it out.
+    let monitors = if runnable {
+        probe::thread_ids_named(is_monitor_name)
+    } else {
+        Vec::new()
+    };
     let report = finish(system);
     let observed = sampler.finish();
     settle(baseline);
@@ -161,6 +193,13 @@ pub(crate) fn measure<S>(
         .peak_threads
         .unwrap_or_else(|| probe::peak_threads(&observed));
     m.put("peak_threads", peak as f64);
+    if let Some(p) = probe::sustained_peak_runnable(&observed) {
+        m.put("peak_running", p as f64);
+        let workers = probe::without_threads(&observed, &monitors);
+        if let Some(w) = probe::sustained_peak_runnable(&workers) {
+            m.put("peak_running_workers", w as f64);
+        }
+    }
     for (name, v) in report.extra {
         m.put(name, v);
     }
@@ -170,6 +209,15 @@ pub(crate) fn measure<S>(
         None => ("sampled from /proc".to_string(), sampled_threads(&observed)),
     });
     Ok(m)
+}
+
+/// Whether a thread name (`comm`, cut at 15 bytes by the kernel) is that
+/// of a tidepool monitor, `<name>-monitor`: the default one shows as
+/// `tidepool-monito`.
+fn is_monitor_name(comm: &str) -> bool {
+    const SUFFIX: &str = "-monitor";
+    comm.ends_with(SUFFIX)
+        || (comm.len() == 15 && (2..SUFFIX.len()).any(|k| comm.ends_with(&SUFFIX[..k])))
 }
 
 /// Turns change points into a step line (each value holds until the next
@@ -192,7 +240,15 @@ pub(crate) fn steps(points: &[(f64, f64)], until: f64) -> Vec<(f64, f64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::steps;
+    use super::{is_monitor_name, steps};
+
+    #[test]
+    fn monitor_names_even_when_cut() {
+        assert!(is_monitor_name("tidepool-monito"));
+        assert!(is_monitor_name("io-monitor"));
+        assert!(!is_monitor_name("tidepool-0"));
+        assert!(!is_monitor_name("tidepool-lab"));
+    }
 
     #[test]
     fn steps_hold_values() {

@@ -75,7 +75,10 @@ impl Builder {
     /// pool is built, like .NET's `SetMinThreads`: a burst of blocking work
     /// wakes them instead of waiting for threads to start.
     ///
-    /// Default: `concurrency`, capped at `max_threads`.
+    /// Default: `concurrency + 1`, capped at `max_threads`: one thread beyond
+    /// the slots stays parked while every slot is busy, so a
+    /// [`Priority::High`](crate::Priority::High) task on a saturated pool
+    /// wakes it at once instead of waiting for a thread to start.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().concurrency(2).min_threads(8).build()?;
@@ -304,7 +307,11 @@ impl Builder {
                 concurrency,
             });
         }
-        let min_threads = self.min_threads.unwrap_or(concurrency.min(max_threads));
+        // One spare beyond the slots: parked while the pool is saturated, it
+        // is what an urgent task wakes (a futex wake, not a thread start).
+        let min_threads = self
+            .min_threads
+            .unwrap_or((concurrency + 1).min(max_threads));
         if min_threads > max_threads {
             return Err(BuildError::MinAboveMax {
                 min_threads,
