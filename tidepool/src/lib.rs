@@ -65,6 +65,7 @@
 //! | tokio `Runtime::block_on(fut)` | `pool.block_on(fut)` / `tidepool::block_on(fut)` | |
 //! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in async-io's reactor; an awaiting task holds no thread |
 //! | tokio `net::TcpStream`, hyper, reqwest, tonic, sqlx in a task | the same code, with the `tokio` cargo feature | see [tokio-based crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx) |
+//! | tokio `net::TcpStream` / `TcpListener` | `tidepool::Async<std::net::TcpStream>` + [`io`] | async-io's reactor; `examples/echo.rs` |
 //! | tokio `Builder::worker_threads(n)` | `Builder::concurrency(n)` | running slots; threads beyond it only replace blocked workers, up to `max_threads` |
 //! | tokio `on_thread_start` / `on_thread_stop`, `thread_name_fn` | `Builder::on_thread_start` / `on_thread_stop`, `thread_name_fn` | also run on the monitor thread; panics are counted, not fatal |
 //! | tokio `JoinError::is_cancelled` / `is_panic` / `into_panic` | the same on `tidepool::JoinError` | plus `JoinError::ShutDown` for a spawn on a shut-down pool |
@@ -247,6 +248,44 @@ mod trace;
 mod worker;
 
 pub use async_io::{Async, Timer};
+
+/// What you need to read and write on an [`Async`] socket (or any
+/// `futures-io` stream): the traits, their extension methods
+/// (`read`, `read_exact`, `write_all`, `flush`, `close`, ...), buffering,
+/// `copy` and `split`, re-exported from
+/// [`futures-lite`](https://docs.rs/futures-lite) so you need no extra
+/// dependency. `examples/echo.rs` is an echo server and client.
+///
+/// ```
+/// use std::net::{TcpListener, TcpStream};
+/// use tidepool::io::{AsyncReadExt, AsyncWriteExt};
+/// use tidepool::Async;
+///
+/// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+/// let addr = listener.get_ref().local_addr()?;
+/// let server = tidepool::spawn(async move {
+///     let (stream, _) = listener.accept().await?;
+///     // Echo what comes in until the client closes its side.
+///     tidepool::io::copy(&stream, &mut &stream).await
+/// });
+/// let echoed = tidepool::block_on(async move {
+///     let mut client = Async::<TcpStream>::connect(addr).await?;
+///     client.write_all(b"hello").await?;
+///     client.get_ref().shutdown(std::net::Shutdown::Write)?;
+///     let mut back = String::new();
+///     client.read_to_string(&mut back).await?;
+///     Ok::<_, std::io::Error>(back)
+/// })?;
+/// assert_eq!(echoed, "hello");
+/// assert_eq!(tidepool::block_on(server).unwrap()?, 5);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub mod io {
+    pub use futures_lite::io::{
+        copy, split, AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncSeek,
+        AsyncSeekExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter, ReadHalf, WriteHalf,
+    };
+}
 pub use control::Controller;
 pub use fair::{
     ConcurrentSpawner, ExclusiveSpawner, Group, GroupBuilder, GroupError, GroupMetrics,
