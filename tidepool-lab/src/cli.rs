@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn defaults_to_every_experiment_at_full_scale() {
         let p = run(&[]).unwrap();
-        assert_eq!(p.experiments.len(), 6);
+        assert_eq!(p.experiments.len(), 7);
         assert_eq!(p.scale, Scale::Full);
         assert_eq!(p.out, PathBuf::from("lab-report"));
         assert!(!p.json);

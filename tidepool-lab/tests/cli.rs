@@ -75,6 +75,10 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         "cpu-bound/tokio",
         "web-service/adaptive-blocking-client",
         "web-service/tidepool-async-client",
+        "async-io/tidepool-async",
+        "async-io/tidepool-tokio-net",
+        "async-io/tokio",
+        "async-io/async-executor",
     ];
     let only = ids.join(",");
     let o = lab(&[
@@ -98,7 +102,7 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
     assert!(doc["version"].is_string());
 
     let experiments = doc["experiments"].as_array().unwrap();
-    assert_eq!(experiments.len(), 6, "every experiment ran");
+    assert_eq!(experiments.len(), 7, "every experiment ran");
     for want in ids {
         let (exp, id) = want.split_once('/').unwrap();
         let e = experiments
@@ -128,6 +132,14 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         .unwrap();
     for r in web["runs"].as_array().unwrap() {
         assert_eq!(r["metrics"]["errors"], 0.0, "every request answered");
+    }
+    let echo = experiments
+        .iter()
+        .find(|e| e["name"] == "async-io")
+        .unwrap();
+    for r in echo["runs"].as_array().unwrap() {
+        assert_eq!(r["metrics"]["errors"], 0.0, "every client finished");
+        assert!(r["metrics"]["round_trips"].as_f64().unwrap() >= 1.0);
     }
 
     // The summary opens both reports and the terminal output: one line per

@@ -1,4 +1,4 @@
-//! The six experiments: what each one shows, its runs, and how a run is
+//! The seven experiments: what each one shows, its runs, and how a run is
 //! measured. One file per experiment; this module holds what they share.
 
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use crate::probe::{self, ThreadObservation};
 use crate::progress::RunBar;
 use crate::report::plot::{Plot, Series};
 
+pub mod async_io;
 pub mod cpu_bound;
 pub mod flood;
 mod paced;
@@ -35,6 +36,8 @@ pub enum ExperimentKind {
     CpuBound,
     /// A real HTTP server that answers after 500 ms, called from the pool.
     WebService,
+    /// An echo server and 1,000 clients over loopback sockets.
+    AsyncIo,
 }
 
 /// How big the runs are.
@@ -282,6 +285,7 @@ impl ExperimentKind {
             ExperimentKind::ThreadCount => &thread_count::EXPERIMENT,
             ExperimentKind::CpuBound => &cpu_bound::EXPERIMENT,
             ExperimentKind::WebService => &web_service::EXPERIMENT,
+            ExperimentKind::AsyncIo => &async_io::EXPERIMENT,
         }
     }
 
