@@ -90,6 +90,10 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         "fork-join/sort-spawn",
         "fork-join/sort-rayon",
         "fork-join/sort-sequential",
+        "async-io/tidepool-async",
+        "async-io/tidepool-tokio-net",
+        "async-io/tokio",
+        "async-io/async-executor",
     ];
     let only = ids.join(",");
     let o = lab(&[
@@ -154,6 +158,14 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         let workload = id.split('-').next().unwrap();
         assert_eq!(r["baseline"], format!("{workload}-rayon"), "{id}");
         assert!(r["metrics"]["peak_threads"].is_number(), "{id}");
+    }
+    let echo = experiments
+        .iter()
+        .find(|e| e["name"] == "async-io")
+        .unwrap();
+    for r in echo["runs"].as_array().unwrap() {
+        assert_eq!(r["metrics"]["errors"], 0.0, "every client finished");
+        assert!(r["metrics"]["round_trips"].as_f64().unwrap() >= 1.0);
     }
 
     // The summary opens both reports and the terminal output: one line per

@@ -204,8 +204,10 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// The closures may borrow from the caller's stack. On a worker, `b` is
 /// queued where idle workers can steal it and `a` runs at once; then `b`
 /// runs here too unless a thief took it, in which case this worker runs
-/// other queued work until `b` is done. So a recursion of any depth never
-/// needs more threads than the pool's `concurrency`. Called from outside the
+/// other queued work until `b` is done. So a recursion needs no more threads
+/// than the pool's `concurrency` while those nested waits fit in half of a
+/// worker's stack (a wait past that blocks, and the pool may start a thread
+/// for it). Called from outside the
 /// pool, the whole join runs on a worker while this thread waits (on a pool
 /// that was shut down, both closures run on this thread).
 ///

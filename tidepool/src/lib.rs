@@ -64,6 +64,8 @@
 //! | tokio `block_in_place(f)` | `tidepool::blocking(f)` | declares the block at once instead of waiting for detection |
 //! | tokio `Runtime::block_on(fut)` | `pool.block_on(fut)` / `tidepool::block_on(fut)` | |
 //! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in async-io's reactor; an awaiting task holds no thread |
+//! | tokio `net::TcpStream`, hyper, reqwest, tonic, sqlx in a task | the same code, with the `tokio` cargo feature | see [tokio-based crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx) |
+//! | tokio `net::TcpStream` / `TcpListener` | `tidepool::Async<std::net::TcpStream>` + [`io`] | async-io's reactor; `examples/echo.rs` |
 //! | tokio `Builder::worker_threads(n)` | `Builder::concurrency(n)` | running slots; threads beyond it only replace blocked workers, up to `max_threads` |
 //! | tokio `on_thread_start` / `on_thread_stop`, `thread_name_fn` | `Builder::on_thread_start` / `on_thread_stop`, `thread_name_fn` | also run on the monitor thread; panics are counted, not fatal |
 //! | tokio `JoinError::is_cancelled` / `is_panic` / `into_panic` | the same on `tidepool::JoinError` | plus `JoinError::ShutDown` for a spawn on a shut-down pool |
@@ -80,6 +82,82 @@
 //! | threadpool `ThreadPool::new(n)` + `execute(f)` | `Pool::builder().concurrency(n).controller(Controller::Fixed).build()` + `spawn_fn(f)` | `Fixed` never adds threads, like `threadpool` |
 //! | threadpool `join()` | `Pool::shutdown()` (waits), or join the handles | |
 //! | threadpool `panic_count()` | `pool.metrics().panicked` | |
+//!
+//! # tokio-based crates (hyper, reqwest, tonic, sqlx)
+//!
+//! Most of the async ecosystem runs on tokio's reactor and timers. Without
+//! the `tokio` cargo feature, tokio code inside a tidepool task fails at
+//! once: `tokio::time::sleep`, `tokio::net::TcpStream::connect` and
+//! everything built on them panic with tokio's message *"there is no
+//! reactor running, must be called from the context of a Tokio 1.x
+//! runtime"*. The task's panic is caught, so its handle resolves to
+//! [`JoinError::Panicked`] carrying that message (never a hang). **The fix:
+//! enable the `tokio` feature** (`tidepool = { version = "0.1", features =
+//! ["tokio"] }`); no code changes.
+//!
+//! With the feature, every worker thread enters a tokio runtime's context
+//! for its whole life (and [`Pool::block_on`] while it blocks), so tokio
+//! resources created in a task register with that runtime's I/O and time
+//! drivers:
+//!
+//! * **Which runtime**: by default a *shared* one, a tokio current-thread
+//!   runtime driven by one background thread named `tidepool-tokio`. It
+//!   starts when the first pool is built with the feature and stops when
+//!   the last such pool is gone (shut down or dropped, with its tasks and
+//!   handles); a later pool starts a new one. The global pool is never
+//!   gone, so once it is used the runtime stays for the process. Idle, the
+//!   thread sleeps in `epoll_wait` and costs no CPU. Or bring your own with
+//!   [`Builder::tokio_handle`].
+//! * **The cost: a thread hop per event.** The reactor runs on its own
+//!   thread, as tidepool's own [`Async`] and [`Timer`] do on async-io's:
+//!   a readiness event wakes the `tidepool-tokio` thread, which wakes the
+//!   task, which is queued and runs on a worker (woken if parked). tokio's
+//!   own runtime polls the reactor on its workers instead. The lab's
+//!   `async-io` experiment measures it (echo over loopback, 2 cores): at
+//!   1,000 connections the hop is amortised (one reactor wake-up serves
+//!   many tasks) and tidepool's throughput and p99 match or beat tokio's,
+//!   for about 1.5x its CPU time and a higher median; with few
+//!   connections each event pays the hop alone and tokio is faster (3-4x
+//!   at 10 connections in a `--tiny` run).
+//! * **`tokio::spawn`** works, but the task runs on the shared runtime's one
+//!   thread (or on your runtime with `tokio_handle`), not on the pool:
+//!   use [`tidepool::spawn`](spawn) for tasks, e.g. for hyper's connection
+//!   future where its examples say `tokio::spawn`.
+//! * **`tokio::task::spawn_blocking`** works, on tokio's blocking threads
+//!   (`tidepool-tokio-blocking`), outside the pool's slots: use
+//!   [`spawn_fn`] (blocking is detected) or [`blocking`] inside a task.
+//! * **`tokio::task::block_in_place`** finds no tokio worker here, so it
+//!   just runs its closure on the tidepool worker without telling the pool
+//!   (the monitor still detects a block on Linux within about a
+//!   millisecond): use [`blocking`], which declares it at once.
+//!
+//! ```
+//! # #[cfg(feature = "tokio")] {
+//! use std::time::Duration;
+//!
+//! // tokio's timer and sockets inside a tidepool task.
+//! let slept = tidepool::spawn(async {
+//!     tokio::time::sleep(Duration::from_millis(5)).await;
+//!     "woken by tokio's timer"
+//! });
+//! assert_eq!(slept.join().unwrap(), "woken by tokio's timer");
+//! # }
+//! ```
+//!
+//! Without the feature, the same task ends in a panic that says what is
+//! missing:
+//!
+//! ```
+//! # #[cfg(not(feature = "tokio"))] {
+//! let pool = tidepool::Pool::builder().build().unwrap();
+//! let err = pool
+//!     .spawn(async { tokio::time::sleep(std::time::Duration::from_millis(5)).await })
+//!     .join()
+//!     .unwrap_err();
+//! let tidepool::JoinError::Panicked(panic) = err else { unreachable!() };
+//! assert!(panic.message().unwrap().starts_with("there is no reactor running"));
+//! # }
+//! ```
 //!
 //! # Platform support
 //!
@@ -105,8 +183,8 @@
 //!
 //! [`Pool::metrics`] is always there: counters, thread counts by state, the
 //! start-latency summary and a thread-count series. Two optional features
-//! export what happens; both are off by default, and with them off the code
-//! they add compiles to nothing.
+//! export what happens (a third, `tokio`, is interop); all are off by
+//! default, and with them off the code they add compiles to nothing.
 //!
 //! * **`tracing`**: events through the [`tracing`](https://docs.rs/tracing)
 //!   crate, target `tidepool`, field `pool` (the pool's `thread_name`):
@@ -116,6 +194,11 @@
 //!   `declared`), `worker returned from blocking`, `hook panicked`, `pool
 //!   closed`, `pool stopped`. None is emitted per task, so the cost is per
 //!   thread start, exit or block, not per task.
+//! * **`tokio`**: worker threads enter a tokio runtime's context, so
+//!   tokio-based crates work in tasks (see [tokio-based
+//!   crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx)). The cost is one
+//!   background thread while a pool exists, and a thread-local write per
+//!   worker thread start; nothing per task.
 //! * **`metrics`**: `Pool::publish_metrics` publishes the figures through
 //!   the [`metrics`](https://docs.rs/metrics) facade (Prometheus with
 //!   `metrics-exporter-prometheus`: see `examples/prometheus.rs`); the
@@ -151,10 +234,12 @@ struct ReadmeDoctests;
 // * runtime: the state a pool shares: queues, entries, parking, the latch,
 //            the task cell and the thread-locals. Starts no thread.
 // * control: slot accounting, policies, pacing, the monitor's signal.
+// * interop: the tokio context worker threads enter (feature `tokio`).
 mod control;
 mod fair;
 mod fork;
 mod global;
+mod interop;
 #[cfg(all(test, tidepool_loom))]
 mod loom_models;
 mod metrics;
@@ -168,6 +253,44 @@ mod trace;
 mod worker;
 
 pub use async_io::{Async, Timer};
+
+/// What you need to read and write on an [`Async`] socket (or any
+/// `futures-io` stream): the traits, their extension methods
+/// (`read`, `read_exact`, `write_all`, `flush`, `close`, ...), buffering,
+/// `copy` and `split`, re-exported from
+/// [`futures-lite`](https://docs.rs/futures-lite) so you need no extra
+/// dependency. `examples/echo.rs` is an echo server and client.
+///
+/// ```
+/// use std::net::{TcpListener, TcpStream};
+/// use tidepool::io::{AsyncReadExt, AsyncWriteExt};
+/// use tidepool::Async;
+///
+/// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+/// let addr = listener.get_ref().local_addr()?;
+/// let server = tidepool::spawn(async move {
+///     let (stream, _) = listener.accept().await?;
+///     // Echo what comes in until the client closes its side.
+///     tidepool::io::copy(&stream, &mut &stream).await
+/// });
+/// let echoed = tidepool::block_on(async move {
+///     let mut client = Async::<TcpStream>::connect(addr).await?;
+///     client.write_all(b"hello").await?;
+///     client.get_ref().shutdown(std::net::Shutdown::Write)?;
+///     let mut back = String::new();
+///     client.read_to_string(&mut back).await?;
+///     Ok::<_, std::io::Error>(back)
+/// })?;
+/// assert_eq!(echoed, "hello");
+/// assert_eq!(tidepool::block_on(server).unwrap()?, 5);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub mod io {
+    pub use futures_lite::io::{
+        copy, split, AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncSeek,
+        AsyncSeekExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter, ReadHalf, WriteHalf,
+    };
+}
 pub use control::Controller;
 pub use fair::{
     ConcurrentSpawner, ExclusiveSpawner, Group, GroupBuilder, GroupError, GroupMetrics,

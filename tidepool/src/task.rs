@@ -74,9 +74,12 @@ impl<T> JoinHandle<T> {
     /// Called on a pool worker, the thread does not block while the task is
     /// unfinished: it runs the pool's queued work, usually the awaited task
     /// itself if it has not started. So a recursive fork-join written with
-    /// `spawn_fn` and `join` never needs more threads than the pool's
-    /// `concurrency`, whatever its depth. (A helped task runs on this
-    /// thread's stack and delays this call's return by its own length.)
+    /// `spawn_fn` and `join` needs no more threads than the pool's
+    /// `concurrency` while its nested waits fit in half of a worker's stack
+    /// (see [`Builder::stack_size`](crate::Builder::stack_size)); a wait past
+    /// that blocks, and the pool may start a thread for it. (A helped task
+    /// runs on this thread's stack and delays this call's return by its own
+    /// length.)
     ///
     /// # Errors
     ///

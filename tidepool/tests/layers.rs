@@ -21,6 +21,7 @@ const LAYERS: &[&str] = &[
     "control",
     "metrics",
     "trace",
+    "interop",
     "sys",
     "sync",
 ];

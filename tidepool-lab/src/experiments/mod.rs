@@ -12,6 +12,7 @@ use crate::probe::{self, ThreadObservation};
 use crate::progress::RunBar;
 use crate::report::plot::{Plot, Series};
 
+pub mod async_io;
 pub mod burst;
 pub mod cpu_bound;
 pub mod flood;
@@ -48,6 +49,8 @@ pub enum ExperimentKind {
     Mixed,
     /// Items that block 2-5 ms, arriving faster than the cores serve them.
     ShortBlocking,
+    /// An echo server and 1,000 clients over loopback sockets.
+    AsyncIo,
 }
 
 /// How big the runs are.
@@ -322,6 +325,7 @@ impl ExperimentKind {
             ExperimentKind::Burst => &burst::EXPERIMENT,
             ExperimentKind::Mixed => &mixed::EXPERIMENT,
             ExperimentKind::ShortBlocking => &short_blocking::EXPERIMENT,
+            ExperimentKind::AsyncIo => &async_io::EXPERIMENT,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use super::Pool;
 use crate::control::Controller;
+use crate::interop::TokioContext;
 use crate::runtime::{Config, Hook, NameFn};
 use std::fmt;
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub struct Builder {
     on_thread_start: Option<Hook>,
     on_thread_stop: Option<Hook>,
     thread_name_fn: Option<NameFn>,
+    #[cfg(feature = "tokio")]
+    tokio_handle: Option<tokio::runtime::Handle>,
 }
 
 /// The default number of running slots: the available parallelism.
@@ -252,6 +255,47 @@ impl Builder {
         self
     }
 
+    /// The tokio runtime whose context every worker thread enters, in place
+    /// of the shared one (see the crate docs, "tokio"). Only with the
+    /// `tokio` cargo feature.
+    ///
+    /// tokio resources (`tokio::net` sockets, `tokio::time` timers) created
+    /// in the pool's tasks then register with this runtime's I/O and time
+    /// drivers, so the runtime must have them enabled (`enable_all`) and
+    /// must outlive the pool's use of them: a multi-thread runtime drives
+    /// them on its own workers; a current-thread runtime only while some
+    /// thread is inside its `block_on`. `tokio::spawn` in a task puts the
+    /// task on this runtime.
+    ///
+    /// Default: the shared runtime, a current-thread runtime driven by one
+    /// background thread (`tidepool-tokio`) that starts with the first pool
+    /// built with the feature and stops when the last one is gone.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let tokio_rt = tokio::runtime::Builder::new_multi_thread()
+    ///     .worker_threads(1)
+    ///     .enable_all()
+    ///     .build()
+    ///     .unwrap();
+    /// let pool = tidepool::Pool::builder()
+    ///     .tokio_handle(tokio_rt.handle().clone())
+    ///     .build()
+    ///     .unwrap();
+    /// let slept = pool.spawn(async {
+    ///     tokio::time::sleep(Duration::from_millis(5)).await;
+    ///     "slept on tokio's timer, ran on tidepool"
+    /// });
+    /// assert_eq!(slept.join().unwrap(), "slept on tokio's timer, ran on tidepool");
+    /// pool.shutdown().unwrap();
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn tokio_handle(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.tokio_handle = Some(handle);
+        self
+    }
+
     /// Checks the settings and starts the pool (its threads start on demand).
     /// With a [`stack_size`](Builder::stack_size) set, it first starts and
     /// joins one thread with that stack, so a stack the system cannot give is
@@ -344,6 +388,15 @@ impl Builder {
                 return Err(BuildError::ZeroGradualInterval);
             }
         }
+        #[cfg(feature = "tokio")]
+        let tokio = match self.tokio_handle {
+            Some(handle) => TokioContext::User(handle),
+            None => TokioContext::shared().map_err(|error| BuildError::TokioRuntime {
+                error: error.to_string(),
+            })?,
+        };
+        #[cfg(not(feature = "tokio"))]
+        let tokio = TokioContext;
         Ok(Config {
             concurrency,
             min_threads,
@@ -356,6 +409,7 @@ impl Builder {
             on_thread_start: self.on_thread_start,
             on_thread_stop: self.on_thread_stop,
             thread_name_fn: self.thread_name_fn,
+            tokio,
         })
     }
 }
@@ -502,6 +556,14 @@ pub enum BuildError {
         /// What the system said.
         error: String,
     },
+    /// With the `tokio` feature and no
+    /// [`tokio_handle`](Builder::tokio_handle): the shared tokio runtime
+    /// could not be started (the system refused its epoll instance, its
+    /// eventfd or its thread).
+    TokioRuntime {
+        /// What the system said.
+        error: String,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -552,6 +614,10 @@ impl fmt::Display for BuildError {
                 f,
                 "stack_size ({bytes} bytes): the system could not start a thread with it ({error}): lower stack_size, or omit it for the default"
             ),
+            BuildError::TokioRuntime { error } => write!(
+                f,
+                "the shared tokio runtime (feature `tokio`) could not start ({error}): raise the open-file or thread limit, or pass a runtime of your own with Builder::tokio_handle"
+            ),
         }
     }
 }
@@ -571,6 +637,7 @@ impl fmt::Debug for BuildError {
             BuildError::ThreadStart { .. } => "ThreadStart",
             BuildError::EmptyThreadName => "EmptyThreadName",
             BuildError::HelperThreadStart { .. } => "HelperThreadStart",
+            BuildError::TokioRuntime { .. } => "TokioRuntime",
         };
         write!(f, "BuildError::{variant}: {self}")
     }

@@ -284,6 +284,7 @@ impl Pool {
         // Not a worker, or helping nested too deep: block (declared, if on a
         // worker, so the slot goes to another worker meanwhile).
         worker::declare_blocking();
+        let _tokio = self.shared().config.tokio.enter();
         context::entered(self.shared(), || async_io::block_on(future))
     }
 

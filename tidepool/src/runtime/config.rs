@@ -2,6 +2,7 @@
 //! (`pool::builder`), which documents each one and its default.
 
 use crate::control::Controller;
+use crate::interop::TokioContext;
 use crate::sync::Arc;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -52,6 +53,9 @@ pub(crate) struct Config {
     pub(crate) on_thread_stop: Option<Hook>,
     /// Names worker threads instead of `{thread_name}-{index}`.
     pub(crate) thread_name_fn: Option<NameFn>,
+    /// The tokio runtime worker threads enter (feature `tokio`; empty
+    /// without it).
+    pub(crate) tokio: TokioContext,
 }
 
 impl Hook {

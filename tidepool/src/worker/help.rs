@@ -9,8 +9,9 @@
 //! another thread to keep `concurrency` running. A recursive fork-join then
 //! needs a thread per pending join: deep recursions ran out of `max_threads`
 //! and hung. A helping wait keeps its slot and runs queued tasks, so a
-//! fork-join never needs more threads than `concurrency` (plus threads
-//! blocked outside the pool), whatever its depth.
+//! fork-join needs no more threads than `concurrency` (plus threads blocked
+//! outside the pool), whatever its depth, as long as the nested waits fit
+//! in the worker's stack (see "Limits" below).
 //!
 //! # The states of a helping worker
 //!

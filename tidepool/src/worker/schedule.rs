@@ -197,7 +197,13 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
     }
     let owned = Arc::clone(shared);
     let counters = &threads.counters;
-    match builder.spawn(move || run(owned, index)) {
+    let spawned = builder.spawn(move || {
+        // The tokio context (feature `tokio`), entered for the thread's life.
+        let tokio = owned.config.tokio.clone();
+        let _entered = tokio.enter();
+        run(owned, index)
+    });
+    match spawned {
         Ok(_) => {
             trace::thread_started(&config.thread_name, index, reason.as_str());
             threads.start_worked();
