@@ -114,6 +114,10 @@
 //!   [`blocking`] for prompt hand-over, or pick a [`Controller::Fixed`] pool
 //!   for CPU-bound work that must never oversubscribe.
 //!
+//! Whatever the mode, a pool whose every thread up to `max_threads` is
+//! blocked while work waits says so: [`Metrics::stuck`],
+//! [`Metrics::stuck_episodes`], and a `tracing` warning with the fix.
+//!
 //! # Cargo features and observability
 //!
 //! [`Pool::metrics`] is always there: counters, thread counts by state, the
@@ -127,7 +131,8 @@
 //!   `thread retired` (`idle`, `surplus` or `shutdown`), `thread start
 //!   failed` (with the OS error), `worker blocked` (`detected` or
 //!   `declared`), `worker returned from blocking`, `hook panicked`,
-//!   `blocking detection fell back` (WARN, once per pool), `pool closed`,
+//!   `blocking detection fell back` (WARN, once per pool), `pool stuck`
+//!   (WARN, once per episode) and `pool no longer stuck`, `pool closed`,
 //!   `pool stopped`. None is emitted per task, so the cost is per thread
 //!   start, exit or block, not per task.
 //! * **`metrics`**: `Pool::publish_metrics` publishes the figures through

@@ -152,6 +152,9 @@ pub(crate) struct ThreadCounters {
     pub(crate) detection_fallbacks: AtomicU64,
     /// The [`Detection`] of the last probe opened (its `code`).
     pub(crate) last_detection: AtomicU64,
+    /// Stuck episodes begun, and 1 while one lasts (written by the monitor).
+    pub(crate) stuck_episodes: AtomicU64,
+    pub(crate) stuck: AtomicU64,
 }
 
 impl ThreadCounters {
@@ -179,6 +182,8 @@ impl ThreadCounters {
         m.dropped_panics = get(&self.dropped_panics);
         m.no_thread_refusals = get(&self.no_thread_refusals);
         m.detection_fallbacks = get(&self.detection_fallbacks);
+        m.stuck_episodes = get(&self.stuck_episodes);
+        m.stuck = get(&self.stuck) != 0;
     }
 }
 
@@ -433,6 +438,13 @@ pub struct Metrics {
     /// (no `/proc`, out of file descriptors, or not Linux) and were judged
     /// by their CPU clock or by time instead.
     pub detection_fallbacks: u64,
+    /// True while the pool is stuck: every thread up to `max_threads` is
+    /// blocked and queued work has waited for ten monitor intervals or
+    /// more. Raise `max_threads`, or do not make tasks wait for tasks
+    /// queued behind them (a chain of `join`s).
+    pub stuck: bool,
+    /// Times the pool became stuck (see [`stuck`](Self::stuck)).
+    pub stuck_episodes: u64,
     /// Times a high-priority task found every slot busy and borrowed the
     /// reserve slot to start at once.
     pub reserve_slot_lends: u64,
@@ -531,6 +543,8 @@ impl Metrics {
         counter!("tidepool_hook_panics_total", "pool" => p()).absolute(self.hook_panics);
         counter!("tidepool_detection_fallbacks_total", "pool" => p())
             .absolute(self.detection_fallbacks);
+        gauge!("tidepool_stuck", "pool" => p()).set(f64::from(u8::from(self.stuck)));
+        counter!("tidepool_stuck_episodes_total", "pool" => p()).absolute(self.stuck_episodes);
 
         let latency = &self.start_latency;
         counter!("tidepool_start_latency_samples_total", "pool" => p()).absolute(latency.count);
@@ -570,6 +584,8 @@ fn describe_once() {
         describe_counter!("tidepool_oversubscribed_total", "Long-running workers seen waiting for a CPU.");
         describe_counter!("tidepool_hook_panics_total", "Panics caught in thread hooks.");
         describe_counter!("tidepool_detection_fallbacks_total", "Workers that could not read the kernel's thread state and were judged by their CPU clock or by time.");
+        describe_gauge!("tidepool_stuck", "1 while every thread up to max_threads is blocked and work waits.");
+        describe_counter!("tidepool_stuck_episodes_total", "Times every thread up to max_threads was blocked while work waited.");
         describe_counter!("tidepool_start_latency_samples_total", "Queue-to-first-poll latencies measured.");
         describe_gauge!("tidepool_start_latency_seconds", Unit::Seconds, "Queue-to-first-poll latency since the pool was built, by quantile (1 = max).");
         describe_gauge!("tidepool_start_latency_mean_seconds", Unit::Seconds, "Mean queue-to-first-poll latency since the pool was built.");

@@ -18,7 +18,9 @@
 //! 3. [`Monitor::apply`]: hands the [`Sample`] to the policy and carries out
 //!    its decision: marks blocked workers (their slot goes back to the pool),
 //!    changes the number of slots, wakes or starts workers for queued work.
-//! 4. Records one point of the thread-count series.
+//! 4. Watches for a stuck pool (`control::stuck`): every thread up to
+//!    `max_threads` blocked while work waits, reported once per episode.
+//! 5. Records one point of the thread-count series.
 //!
 //! # How long it sleeps
 //!
@@ -37,10 +39,11 @@ use crate::control::policy::{
     Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
 };
 use crate::control::slots::{Phase, StatusWord};
+use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
 use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::{Hook, Shared};
-use crate::sync::{lock, Arc};
+use crate::sync::{lock, Arc, Ordering};
 use crate::sys::{ThreadProbe, ThreadState};
 use crate::trace;
 use std::sync::Weak;
@@ -129,6 +132,8 @@ struct Monitor {
     pool: Weak<Shared>,
     tracks: Vec<Option<Track>>,
     policy: Option<Policy>,
+    /// Whether the pool is stuck (every thread blocked, work waiting).
+    stuck: StuckWatch,
     sleep: Duration,
     /// When the metrics were last published, and whether that was at the
     /// start of an idle sleep (the `metrics` feature).
@@ -142,6 +147,7 @@ impl Monitor {
             pool,
             tracks: Vec::new(),
             policy: None,
+            stuck: StuckWatch::default(),
             sleep: Duration::ZERO,
             #[cfg(feature = "metrics")]
             published: None,
@@ -221,6 +227,7 @@ impl Monitor {
         let decision = policy.decide(&limits, &sample);
         self.policy = Some(policy);
         self.apply(shared, &sample, &decision);
+        self.watch_stuck(shared, &limits, &sample);
 
         // Idle also needs the policy at rest: a raised target must first be
         // given back, which takes ticks.
@@ -308,6 +315,30 @@ impl Monitor {
         sample.parked = shared.sleepers.parked();
         sample.ended = shared.task_totals();
         (sample, any_suspect)
+    }
+
+    /// Reports the start and the end of a stuck episode (`control::stuck`).
+    fn watch_stuck(&mut self, shared: &Shared, limits: &Limits, sample: &Sample) {
+        let counters = &shared.threads.counters;
+        let pool = &shared.config.thread_name;
+        match self.stuck.observe(limits, sample) {
+            Some(Change::Began) => {
+                ThreadCounters::bump(&counters.stuck_episodes);
+                counters.stuck.store(1, Ordering::Relaxed);
+                trace::pool_stuck(
+                    pool,
+                    sample.threads,
+                    sample.blocked,
+                    sample.queued,
+                    limits.max_threads,
+                );
+            }
+            Some(Change::Ended) => {
+                counters.stuck.store(0, Ordering::Relaxed);
+                trace::pool_unstuck(pool);
+            }
+            None => {}
+        }
     }
 
     /// Step 3: carries out the policy's decision.
