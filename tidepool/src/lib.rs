@@ -162,22 +162,39 @@
 //! # Platform support
 //!
 //! tidepool builds and runs everywhere the standard library has threads.
-//! What differs is how the monitor finds blocked workers:
+//! What differs is how the monitor tells a blocked worker from a busy one,
+//! and [`Metrics::detection`] says which way a pool works ([`Detection`]):
 //!
-//! * **Linux**: a worker whose task has run longer than the monitor interval
-//!   is looked up in `/proc/self/task/<tid>/stat` and its CPU clock; if the
-//!   kernel says it sleeps (`S` or `D`) and it used little CPU, its slot goes
-//!   to another worker. A runnable thread is never compensated.
-//! * **Elsewhere (macOS, Windows, the BSDs), or on Linux without `/proc`**:
-//!   the kernel probe answers "unknown", and the monitor does not mark a
-//!   worker blocked on its own (it cannot tell a blocked worker from a busy
-//!   one, and guessing would oversubscribe the cores). Everything else works
-//!   the same: declared blocking ([`blocking`], [`JoinHandle::join`] and
-//!   [`block_on`] on a worker) hands the slot over at once, async tasks hold
-//!   no thread while they await, and [`Controller::Gradual`] /
-//!   [`Controller::HillClimbing`] add slots when queued work stops moving.
-//!   So off Linux, wrap blocking calls in [`blocking`], or pick a controller
-//!   that grows.
+//! * **Linux** ([`Detection::Kernel`]): a worker whose task has run longer
+//!   than the monitor interval is looked up in `/proc/self/task/<tid>/stat`
+//!   and its CPU clock; if the kernel says it sleeps (`S` or `D`) and it used
+//!   little CPU, its slot goes to another worker. A runnable thread is never
+//!   compensated.
+//! * **Linux without `/proc`, or out of file descriptors when a worker
+//!   starts** ([`Detection::CpuClock`]): that worker is judged by its thread
+//!   CPU clock: one that used less than a quarter of the wall time over ten
+//!   monitor intervals is blocked. A computing thread is never compensated;
+//!   one kept off the cores that long by other load can be.
+//!   [`Metrics::detection_fallbacks`] counts such workers, and with the
+//!   `tracing` feature the first one is a warning that names the cause.
+//! * **Elsewhere (macOS, Windows, the BSDs)** ([`Detection::TimeOnly`]):
+//!   there is no thread state and no thread clock to read, so a worker in
+//!   the same task for fifty monitor intervals (50 ms by default) *while
+//!   work is queued* is taken for blocked, up to `concurrency` of them at
+//!   once. That is a guess: it replaces blocked workers late, and a long
+//!   CPU-bound task may get a thread it does not need (at most doubling the
+//!   threads that compete for the cores; the extra thread retires when the
+//!   task ends). Everything else works the same: declared blocking
+//!   ([`blocking`], [`JoinHandle::join`] and [`block_on`] on a worker) hands
+//!   the slot over at once, async tasks hold no thread while they await, and
+//!   [`Controller::Gradual`] / [`Controller::HillClimbing`] add slots when
+//!   queued work stops moving. So off Linux, wrap blocking calls in
+//!   [`blocking`] for prompt hand-over, or pick a [`Controller::Fixed`] pool
+//!   for CPU-bound work that must never oversubscribe.
+//!
+//! Whatever the mode, a pool whose every thread up to `max_threads` is
+//! blocked while work waits says so: [`Metrics::stuck`],
+//! [`Metrics::stuck_episodes`], and a `tracing` warning with the fix.
 //!
 //! # Cargo features and observability
 //!
@@ -191,9 +208,11 @@
 //!   `thread started` (reason `demand`, `compensation` or `policy`),
 //!   `thread retired` (`idle`, `surplus` or `shutdown`), `thread start
 //!   failed` (with the OS error), `worker blocked` (`detected` or
-//!   `declared`), `worker returned from blocking`, `hook panicked`, `pool
-//!   closed`, `pool stopped`. None is emitted per task, so the cost is per
-//!   thread start, exit or block, not per task.
+//!   `declared`), `worker returned from blocking`, `hook panicked`,
+//!   `blocking detection fell back` (WARN, once per pool), `pool stuck`
+//!   (WARN, once per episode) and `pool no longer stuck`, `pool closed`,
+//!   `pool stopped`. None is emitted per task, so the cost is per thread
+//!   start, exit or block, not per task.
 //! * **`tokio`**: worker threads enter a tokio runtime's context, so
 //!   tokio-based crates work in tasks (see [tokio-based
 //!   crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx)). The cost is one
@@ -300,7 +319,7 @@ pub use fork::Scope;
 pub use global::{
     block_on, for_each, for_range, global, join, scope, spawn, spawn_fn, GlobalPoolError,
 };
-pub use metrics::{LatencySummary, Metrics, ThreadSample};
+pub use metrics::{Detection, LatencySummary, Metrics, ThreadSample};
 pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,
 };

@@ -150,6 +150,13 @@ pub(crate) struct ThreadCounters {
     pub(crate) hook_panics: AtomicU64,
     pub(crate) dropped_panics: AtomicU64,
     pub(crate) no_thread_refusals: AtomicU64,
+    /// Worker threads whose probe could not read the kernel's thread state.
+    pub(crate) detection_fallbacks: AtomicU64,
+    /// The [`Detection`] of the last probe opened (its `code`).
+    pub(crate) last_detection: AtomicU64,
+    /// Stuck episodes begun, and 1 while one lasts (written by the monitor).
+    pub(crate) stuck_episodes: AtomicU64,
+    pub(crate) stuck: AtomicU64,
 }
 
 impl ThreadCounters {
@@ -178,6 +185,108 @@ impl ThreadCounters {
         m.hook_panics = get(&self.hook_panics);
         m.dropped_panics = get(&self.dropped_panics);
         m.no_thread_refusals = get(&self.no_thread_refusals);
+        m.detection_fallbacks = get(&self.detection_fallbacks);
+        m.stuck_episodes = get(&self.stuck_episodes);
+        m.stuck = get(&self.stuck) != 0;
+    }
+}
+
+/// How the monitor tells a blocked worker from a busy one: the pool's
+/// [`Metrics::detection`].
+///
+/// On Linux every worker opens its `/proc/self/task/<tid>/stat` file when it
+/// starts, and the pool is in [`Kernel`](Self::Kernel) mode. A worker that
+/// cannot (`/proc` not mounted, the process out of file descriptors) is
+/// judged by its thread CPU clock instead, and one without a CPU clock (off
+/// Linux) by time alone; the pool reports the weakest mode of its workers,
+/// and [`Metrics::detection_fallbacks`] counts the workers that fell back.
+///
+/// ```
+/// use tidepool::{Controller, Detection, Pool};
+/// let pool = Pool::builder().build().unwrap();
+/// pool.spawn_fn(|| ()).join().unwrap();
+/// let m = pool.metrics();
+/// if cfg!(target_os = "linux") && std::fs::metadata("/proc/self/stat").is_ok() {
+///     assert_eq!(m.detection, Detection::Kernel);
+///     assert_eq!(m.detection_fallbacks, 0);
+/// }
+/// // A fixed-size pool never looks.
+/// let fixed = Pool::builder().controller(Controller::Fixed).build().unwrap();
+/// assert_eq!(fixed.metrics().detection, Detection::Off);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Detection {
+    /// The kernel's thread state: a suspect that sleeps (`S` or `D`) and used
+    /// little CPU is blocked; a runnable one never is. The best mode.
+    #[default]
+    Kernel,
+    /// The thread CPU clock alone: a suspect whose clock advanced by less
+    /// than a quarter of the wall time over ten monitor intervals is
+    /// blocked. A thread kept off the cores that long by other load can be
+    /// taken for blocked; a computing one never is.
+    CpuClock,
+    /// Time alone: a worker in the same task for fifty monitor intervals
+    /// while work waits is taken for blocked, whether it blocks or
+    /// computes; at most `concurrency` workers are blocked this way at
+    /// once. Declare blocking calls with [`blocking`](crate::blocking)
+    /// rather than rely on it.
+    TimeOnly,
+    /// The controller does not replace blocked workers
+    /// ([`Controller::Fixed`](crate::Controller::Fixed),
+    /// [`Controller::Gradual`](crate::Controller::Gradual)).
+    Off,
+}
+
+impl Detection {
+    /// The mode a worker with `probe` is judged in.
+    pub(crate) fn of(probe: &crate::sys::ThreadProbe) -> Detection {
+        if probe.reads_state() {
+            Detection::Kernel
+        } else if probe.reads_cpu_clock() {
+            Detection::CpuClock
+        } else {
+            Detection::TimeOnly
+        }
+    }
+
+    /// The mode the platform offers at best (before any probe is opened).
+    pub(crate) fn best() -> Detection {
+        if cfg!(target_os = "linux") {
+            Detection::Kernel
+        } else {
+            Detection::TimeOnly
+        }
+    }
+
+    /// A number for an atomic.
+    pub(crate) fn code(self) -> u64 {
+        match self {
+            Detection::Kernel => 0,
+            Detection::CpuClock => 1,
+            Detection::TimeOnly => 2,
+            Detection::Off => 3,
+        }
+    }
+
+    /// The mode of a [`code`](Self::code).
+    pub(crate) fn from_code(code: u64) -> Detection {
+        match code {
+            0 => Detection::Kernel,
+            1 => Detection::CpuClock,
+            2 => Detection::TimeOnly,
+            _ => Detection::Off,
+        }
+    }
+
+    /// Its name in metrics and events.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Detection::Kernel => "kernel",
+            Detection::CpuClock => "cpu_clock",
+            Detection::TimeOnly => "time_only",
+            Detection::Off => "off",
+        }
     }
 }
 
@@ -332,6 +441,21 @@ pub struct Metrics {
     /// CPU (its scheduler run delay grew): the cores are oversubscribed, by
     /// this pool or by other processes. tidepool never adds threads for it.
     pub oversubscribed_observations: u64,
+    /// How the monitor tells blocked workers from busy ones now: the weakest
+    /// mode of the workers alive (of the last one started, if none is). See
+    /// [`Detection`].
+    pub detection: Detection,
+    /// Worker threads started that could not read the kernel's thread state
+    /// (no `/proc`, out of file descriptors, or not Linux) and were judged
+    /// by their CPU clock or by time instead.
+    pub detection_fallbacks: u64,
+    /// True while the pool is stuck: every thread up to `max_threads` is
+    /// blocked and queued work has waited for ten monitor intervals or
+    /// more. Raise `max_threads`, or do not make tasks wait for tasks
+    /// queued behind them (a chain of `join`s).
+    pub stuck: bool,
+    /// Times the pool became stuck (see [`stuck`](Self::stuck)).
+    pub stuck_episodes: u64,
     /// Times a high-priority task found every slot busy and borrowed the
     /// reserve slot to start at once.
     pub reserve_slot_lends: u64,
@@ -430,6 +554,10 @@ impl Metrics {
         counter!("tidepool_oversubscribed_total", "pool" => p())
             .absolute(self.oversubscribed_observations);
         counter!("tidepool_hook_panics_total", "pool" => p()).absolute(self.hook_panics);
+        counter!("tidepool_detection_fallbacks_total", "pool" => p())
+            .absolute(self.detection_fallbacks);
+        gauge!("tidepool_stuck", "pool" => p()).set(f64::from(u8::from(self.stuck)));
+        counter!("tidepool_stuck_episodes_total", "pool" => p()).absolute(self.stuck_episodes);
 
         let latency = &self.start_latency;
         counter!("tidepool_start_latency_samples_total", "pool" => p()).absolute(latency.count);
@@ -468,6 +596,9 @@ fn describe_once() {
         describe_counter!("tidepool_thread_starts_paced_total", "Thread starts put off by pacing.");
         describe_counter!("tidepool_oversubscribed_total", "Long-running workers seen waiting for a CPU.");
         describe_counter!("tidepool_hook_panics_total", "Panics caught in thread hooks.");
+        describe_counter!("tidepool_detection_fallbacks_total", "Workers that could not read the kernel's thread state and were judged by their CPU clock or by time.");
+        describe_gauge!("tidepool_stuck", "1 while every thread up to max_threads is blocked and work waits.");
+        describe_counter!("tidepool_stuck_episodes_total", "Times every thread up to max_threads was blocked while work waited.");
         describe_counter!("tidepool_start_latency_samples_total", "Queue-to-first-poll latencies measured.");
         describe_gauge!("tidepool_start_latency_seconds", Unit::Seconds, "Queue-to-first-poll latency since the pool was built, by quantile (1 = max).");
         describe_gauge!("tidepool_start_latency_mean_seconds", Unit::Seconds, "Mean queue-to-first-poll latency since the pool was built.");

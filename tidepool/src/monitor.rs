@@ -10,11 +10,17 @@
 //!    (`sys::ThreadProbe`: one `pread` of `/proc/self/task/<tid>/stat` and one
 //!    CPU-clock read). A suspect found runnable is asked again less and less
 //!    often (doubling, up to [`MAX_PROBE_BACKOFF`] ticks) until it changes
-//!    task, and does not keep the monitor ticking fast meanwhile.
+//!    task, and does not keep the monitor ticking fast meanwhile. Where the
+//!    kernel cannot say (no `/proc` file: no `/proc`, out of descriptors,
+//!    not Linux) the suspect is judged by its CPU clock, or by time alone if
+//!    it has no clock either (`control::policy`, "When the kernel cannot
+//!    answer"; the pool's mode is `Metrics::detection`).
 //! 3. [`Monitor::apply`]: hands the [`Sample`] to the policy and carries out
 //!    its decision: marks blocked workers (their slot goes back to the pool),
 //!    changes the number of slots, wakes or starts workers for queued work.
-//! 4. Records one point of the thread-count series.
+//! 4. Watches for a stuck pool (`control::stuck`): every thread up to
+//!    `max_threads` blocked while work waits, reported once per episode.
+//! 5. Records one point of the thread-count series.
 //!
 //! # How long it sleeps
 //!
@@ -31,13 +37,16 @@
 //! The monitor holds only a `Weak` reference to the pool between ticks, so a
 //! pool whose handles are gone is never kept alive by it.
 
-use crate::control::policy::{Decision, KernelView, Limits, Policy, Sample, WorkerView};
+use crate::control::policy::{
+    Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
+};
 use crate::control::slots::{Phase, StatusWord};
+use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
 use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::{Hook, Shared};
-use crate::sync::{lock, Arc};
-use crate::sys::ThreadProbe;
+use crate::sync::{lock, Arc, Ordering};
+use crate::sys::{ThreadProbe, ThreadState};
 use crate::trace;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -125,6 +134,8 @@ struct Monitor {
     pool: Weak<Shared>,
     tracks: Vec<Option<Track>>,
     policy: Option<Policy>,
+    /// Whether the pool is stuck (every thread blocked, work waiting).
+    stuck: StuckWatch,
     sleep: Duration,
     /// When the metrics were last published, and whether that was at the
     /// start of an idle sleep (the `metrics` feature).
@@ -138,6 +149,7 @@ impl Monitor {
             pool,
             tracks: Vec::new(),
             policy: None,
+            stuck: StuckWatch::default(),
             sleep: Duration::ZERO,
             #[cfg(feature = "metrics")]
             published: None,
@@ -217,6 +229,7 @@ impl Monitor {
         let decision = policy.decide(&limits, &sample);
         self.policy = Some(policy);
         self.apply(shared, &sample, &decision);
+        self.watch_stuck(shared, &limits, &sample);
 
         // Idle also needs the policy at rest: a raised target must first be
         // given back, which takes ticks.
@@ -277,6 +290,7 @@ impl Monitor {
                 seen,
                 in_task_for: now.duration_since(t.since),
                 kernel: None,
+                fallback: None,
             };
             let probe = policy
                 .detects_blocking()
@@ -286,7 +300,7 @@ impl Monitor {
                 if fresh {
                     t.cpu_at_since = probe.cpu_time();
                 } else if policy.is_suspect(limits, &view) {
-                    view.kernel = ask_kernel(shared, &probe, t, view.in_task_for);
+                    (view.kernel, view.fallback) = ask_kernel(shared, &probe, t, view.in_task_for);
                 }
                 // Tick at the interval while some task is, or will be within
                 // an interval, a suspect due for a look: a block of 2-5 ms is
@@ -306,6 +320,30 @@ impl Monitor {
         sample.parked = shared.sleepers.parked();
         sample.ended = shared.task_totals();
         (sample, any_suspect)
+    }
+
+    /// Reports the start and the end of a stuck episode (`control::stuck`).
+    fn watch_stuck(&mut self, shared: &Shared, limits: &Limits, sample: &Sample) {
+        let counters = &shared.threads.counters;
+        let pool = &shared.config.thread_name;
+        match self.stuck.observe(limits, sample) {
+            Some(Change::Began) => {
+                ThreadCounters::bump(&counters.stuck_episodes);
+                counters.stuck.store(1, Ordering::Relaxed);
+                trace::pool_stuck(
+                    pool,
+                    sample.threads,
+                    sample.blocked,
+                    sample.queued,
+                    limits.max_threads,
+                );
+            }
+            Some(Change::Ended) => {
+                counters.stuck.store(0, Ordering::Relaxed);
+                trace::pool_unstuck(pool);
+            }
+            None => {}
+        }
     }
 
     /// Step 3: carries out the policy's decision.
@@ -346,24 +384,47 @@ impl Monitor {
 }
 
 /// Step 2 for one suspect: asks the kernel about it through `probe` if it is
-/// due, and schedules the next look. Returns what the kernel said, if asked.
+/// due, and schedules the next look. Returns what the kernel said, if asked,
+/// or what could be read instead where it cannot say (`control::policy`,
+/// "When the kernel cannot answer").
 fn ask_kernel(
     shared: &Shared,
     probe: &ThreadProbe,
     track: &mut Track,
     in_task_for: Duration,
-) -> Option<KernelView> {
+) -> (Option<KernelView>, Option<FallbackView>) {
+    if !probe.reads_state() && !probe.reads_cpu_clock() {
+        // Nothing to read: judged by time alone, every tick. A nonzero wait
+        // keeps such suspects from making the monitor tick fast: time is
+        // as well judged at its busy pace.
+        track.probe_wait = 1;
+        return (None, Some(FallbackView::TimeOnly));
+    }
     if track.probe_wait > 0 {
         track.probe_wait -= 1;
-        return None;
+        return (None, None);
     }
-    let waiting = probe.state().is_waiting();
+    let state = probe.state();
     let cpu_share = match (track.cpu_at_since, probe.cpu_time()) {
         (Some(then), Some(cpu)) => {
             Some(cpu.saturating_sub(then).as_secs_f64() / in_task_for.as_secs_f64().max(1e-9))
         }
         _ => None,
     };
+    if state == ThreadState::Unknown {
+        // No state letter: the CPU clock decides, or time. One that computes
+        // is looked at less and less often, like a runnable one.
+        if cpu_share.is_some_and(|share| share >= BUSY_CPU_SHARE) {
+            track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
+            track.probe_wait = track.backoff;
+        }
+        let fallback = match cpu_share {
+            Some(cpu_share) => FallbackView::CpuClock { cpu_share },
+            None => FallbackView::TimeOnly,
+        };
+        return (None, Some(fallback));
+    }
+    let waiting = state.is_waiting();
     if !waiting {
         // Runnable: if it waits for a CPU, the cores are oversubscribed; more
         // threads would not help.
@@ -378,5 +439,5 @@ fn ask_kernel(
         track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
         track.probe_wait = track.backoff;
     }
-    Some(KernelView { waiting, cpu_share })
+    (Some(KernelView { waiting, cpu_share }), None)
 }

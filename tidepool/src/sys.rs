@@ -73,6 +73,13 @@
 //! process-unique counter, [`ThreadProbe::state`] is always
 //! [`ThreadState::Unknown`] and the times are `None`, so the monitor falls
 //! back to judging by elapsed time alone.
+//!
+//! # What a probe can read
+//!
+//! [`ThreadProbe::reads_state`] and [`ThreadProbe::reads_cpu_clock`] say
+//! which parts opened: a probe without its `stat` file (no `/proc`, out of
+//! descriptors: [`ThreadProbe::open_error`] says why) is judged by its CPU
+//! clock, and one without a clock by time alone (`control::policy`).
 
 use std::fmt;
 use std::time::Duration;
@@ -288,6 +295,9 @@ pub(crate) struct ThreadProbe {
     /// The observed thread's CPU clock, or `None` if it could not be had.
     #[cfg(target_os = "linux")]
     clock: Option<libc::clockid_t>,
+    /// Why `stat` could not be opened, if it could not.
+    #[cfg(target_os = "linux")]
+    open_error: Option<std::io::Error>,
 }
 
 impl ThreadProbe {
@@ -303,17 +313,64 @@ impl ThreadProbe {
         let tid = current_tid();
         #[cfg(target_os = "linux")]
         {
-            let open = |file: &str| File::open(format!("/proc/self/task/{tid}/{file}")).ok();
+            let open = |file: &str| File::open(format!("/proc/self/task/{tid}/{file}"));
+            let (stat, open_error) = match open("stat") {
+                Ok(stat) => (Some(stat), None),
+                Err(error) => (None, Some(error)),
+            };
             ThreadProbe {
                 tid,
-                stat: open("stat"),
-                schedstat: open("schedstat"),
+                stat,
+                schedstat: open("schedstat").ok(),
                 clock: current_thread_clock(),
+                open_error,
             }
         }
         #[cfg(not(target_os = "linux"))]
         {
             ThreadProbe { tid }
+        }
+    }
+
+    /// True if the `stat` file opened, so [`state`](Self::state) can say
+    /// what the thread is doing (it still answers `Unknown` once the
+    /// thread has exited). Always false off Linux.
+    pub(crate) fn reads_state(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.stat.is_some()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
+    /// True if the thread's CPU clock could be had, so
+    /// [`cpu_time`](Self::cpu_time) answers while the thread lives. Always
+    /// false off Linux.
+    pub(crate) fn reads_cpu_clock(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.clock.is_some()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
+    /// Why the `stat` file could not be opened (say, "Too many open files"
+    /// or "No such file or directory"), if it could not. `None` off Linux,
+    /// where there is nothing to open.
+    pub(crate) fn open_error(&self) -> Option<&std::io::Error> {
+        #[cfg(target_os = "linux")]
+        {
+            self.open_error.as_ref()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
         }
     }
 
@@ -406,7 +463,8 @@ impl fmt::Debug for ThreadProbe {
         {
             d.field("stat", &self.stat.is_some())
                 .field("schedstat", &self.schedstat.is_some())
-                .field("clock", &self.clock);
+                .field("clock", &self.clock)
+                .field("open_error", &self.open_error);
         }
         d.finish()
     }
@@ -577,6 +635,8 @@ mod tests {
         assert_eq!(probe.state(), ThreadState::Running);
         assert!(probe.cpu_time().is_some());
         assert!(probe.run_delay().is_some());
+        assert!(probe.reads_state() && probe.reads_cpu_clock());
+        assert!(probe.open_error().is_none());
         assert!(format!("{probe:?}").contains("ThreadProbe"));
     }
 
@@ -687,7 +747,13 @@ mod tests {
             stat: None,
             schedstat: None,
             clock: None,
+            open_error: Some(std::io::Error::from_raw_os_error(libc::EMFILE)),
         };
+        assert!(!probe.reads_state() && !probe.reads_cpu_clock());
+        assert_eq!(
+            probe.open_error().and_then(std::io::Error::raw_os_error),
+            Some(libc::EMFILE)
+        );
         assert_eq!(probe.state(), ThreadState::Unknown);
         assert_eq!(probe.cpu_time(), None);
         assert_eq!(probe.run_delay(), None);

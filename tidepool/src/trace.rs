@@ -18,6 +18,9 @@
 //! | `worker blocked` | DEBUG | `reason`: `detected` (the monitor saw it blocked in the kernel) or `declared` (`blocking`, `join`, `block_on` on a worker) |
 //! | `worker returned from blocking` | DEBUG | |
 //! | `hook panicked` | WARN | `hook`: `on_thread_start`, `on_thread_stop`, `thread_name_fn` |
+//! | `blocking detection fell back` | WARN | `mode`: `cpu_clock` or `time_only`, `error` (why `/proc` could not be read); once per pool, `Metrics::detection_fallbacks` counts them all |
+//! | `pool stuck` | WARN | `threads`, `blocked`, `queued`, `max_threads`, `fix`; once per episode |
+//! | `pool no longer stuck` | INFO | |
 //! | `pool closed` | INFO | (shutdown began or the last handle was dropped) |
 //! | `pool stopped` | INFO | (threads leave; queued tasks are dropped) |
 
@@ -77,4 +80,50 @@ pub(crate) fn pool_closed(pool: &str) {
 pub(crate) fn pool_stopped(pool: &str) {
     #[cfg(feature = "tracing")]
     tracing::info!(target: "tidepool", pool, "pool stopped");
+}
+
+/// A worker could not read the kernel's thread state (its `/proc` file did
+/// not open: `error`) and is judged by its CPU clock or by time (`mode`).
+#[inline(always)]
+pub(crate) fn detection_fell_back(
+    pool: &str,
+    thread: usize,
+    mode: &'static str,
+    error: Option<&std::io::Error>,
+) {
+    #[cfg(feature = "tracing")]
+    {
+        let error = error.map_or_else(|| "not Linux".to_owned(), ToString::to_string);
+        tracing::warn!(target: "tidepool", pool, thread, mode, %error, "blocking detection fell back");
+    }
+}
+
+/// Every thread up to `max_threads` is blocked and work has waited for a
+/// while: the pool cannot make progress until a blocked task returns.
+#[inline(always)]
+pub(crate) fn pool_stuck(
+    pool: &str,
+    threads: usize,
+    blocked: usize,
+    queued: usize,
+    max_threads: usize,
+) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "tidepool",
+        pool,
+        threads,
+        blocked,
+        queued,
+        max_threads,
+        fix = "raise max_threads, or do not make tasks wait for tasks queued behind them (a chain of joins)",
+        "pool stuck"
+    );
+}
+
+/// A stuck pool made progress again.
+#[inline(always)]
+pub(crate) fn pool_unstuck(pool: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "tidepool", pool, "pool no longer stuck");
 }

@@ -375,3 +375,68 @@ fn a_cpu_bound_burst_never_starts_threads_beyond_concurrency() {
     assert_eq!(m.threads_started, m.threads_started_floor, "{m:?}");
     assert!(m.thread_series.iter().all(|s| s.running <= 2), "{m:?}");
 }
+
+/// Every thread up to `max_threads` blocked while work waits: the pool says
+/// it is stuck, once, and says so no more when a blocked task returns.
+#[test]
+fn a_pool_with_every_thread_blocked_says_it_is_stuck() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .max_threads(2)
+            .build()
+            .unwrap();
+        let blockers: Vec<_> = (0..2)
+            .map(|_| {
+                let (release, released) = mpsc::channel::<()>();
+                let task = pool.spawn_fn(move || released.recv_timeout(HANG).is_ok());
+                (release, task)
+            })
+            .collect();
+        // Both blocked (the second on the thread started to replace the
+        // first), then the work that has no thread left to run it.
+        assert!(common::eventually(HANG, || pool.metrics().blocked_threads == 2));
+        let queued = pool.spawn_fn(|| 3);
+        let stuck = common::eventually(HANG, || {
+            let m = pool.metrics();
+            m.stuck && m.stuck_episodes == 1
+        });
+        let m = pool.metrics();
+        assert!(stuck, "{m:?}");
+        assert_eq!((m.threads, m.blocked_threads, m.queued), (2, 2, 1), "{m:?}");
+        assert!(!queued.is_finished());
+
+        for (release, task) in blockers {
+            release.send(()).unwrap();
+            assert!(task.join().unwrap(), "released by the test");
+        }
+        assert_eq!(queued.join().unwrap(), 3);
+        assert!(common::eventually(HANG, || !pool.metrics().stuck));
+        assert_eq!(pool.metrics().stuck_episodes, 1);
+    });
+}
+
+/// Blocked workers below `max_threads`, or a pool at `max_threads` with
+/// nothing queued, are not stuck.
+#[test]
+fn a_pool_with_room_to_grow_is_not_stuck() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .max_threads(3)
+            .build()
+            .unwrap();
+        let (release, released) = mpsc::channel::<()>();
+        let blocker = pool.spawn_fn(move || released.recv_timeout(HANG).is_ok());
+        // Work keeps coming while the blocker blocks: it runs.
+        for i in 0..20 {
+            assert_eq!(pool.spawn_fn(move || i).join().unwrap(), i);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        release.send(()).unwrap();
+        assert!(blocker.join().unwrap());
+        let m = pool.metrics();
+        assert!(m.blocked_detections >= 1, "{m:?}");
+        assert_eq!((m.stuck, m.stuck_episodes), (false, 0), "{m:?}");
+    });
+}

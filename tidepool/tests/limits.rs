@@ -6,14 +6,20 @@
 //!
 //! Where the tools or the privileges are missing the test prints why and
 //! passes without running the scenario.
+//!
+//! Two scenarios take away what blocking detection reads instead of threads:
+//! every file descriptor (so no worker can open its `/proc` files), and
+//! `/proc` itself (a private mount namespace with an empty tmpfs over it,
+//! which needs root and `unshare`).
 
 mod common;
 
 use common::{eventually, within, HANG};
+use std::fs::File;
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
-use tidepool::{BuildError, Pool, ShutdownError, SpawnError};
+use tidepool::{BuildError, Detection, Pool, ShutdownError, SpawnError};
 
 const SCENARIO: &str = "TIDEPOOL_LIMITS_SCENARIO";
 
@@ -35,15 +41,22 @@ fn run_child(name: &str, limit: &str, wrapper: &[&str]) -> bool {
             return false;
         }
     }
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+    cmd.args(wrapper);
+    cmd.args(["prlimit", limit, "--"]);
+    run_scenario(name, limit, cmd)
+}
+
+/// Runs `cmd` (a wrapper command line ending where the test binary's path
+/// goes) on test `name` of this binary, and checks the child passed. Returns
+/// false (and says why) if the child found the scenario unavailable.
+fn run_scenario(name: &str, limit: &str, mut cmd: Command) -> bool {
     // One child at a time: every child is the same user, and the limit
     // counts all of that user's threads.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let exe = std::env::current_exe().unwrap();
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-    cmd.args(wrapper);
-    cmd.args(["prlimit", limit, "--"]);
     cmd.arg(&exe)
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(SCENARIO, name);
@@ -119,8 +132,9 @@ fn no_worker_can_start() {
         run_child("no_worker_can_start", "--nproc=64:64", &[]);
         return;
     }
-    // Room for the monitor and the async-io driver, none for a worker.
-    allow_more_threads(2);
+    // Room for the monitor and the async-io driver (and the tokio feature's
+    // runtime thread), none for a worker.
+    allow_more_threads(2 + usize::from(cfg!(feature = "tokio")));
     {
         let pool = Pool::builder()
             .concurrency(1)
@@ -158,9 +172,9 @@ fn woken_work_runs_once_a_thread_is_freed() {
         );
         return;
     }
-    // Room for the monitor, the async-io driver and one more: a worker or
-    // the hog.
-    allow_more_threads(3);
+    // Room for the monitor, the async-io driver (and the tokio feature's
+    // runtime thread) and one more: a worker or the hog.
+    allow_more_threads(3 + usize::from(cfg!(feature = "tokio")));
     let pool = Pool::builder()
         .concurrency(1)
         .min_threads(0)
@@ -219,6 +233,11 @@ fn no_thread_at_all() {
     }
     allow_more_threads(0);
     let err = Pool::builder().build().unwrap_err();
+    // With the tokio feature its runtime thread is the first refused.
+    if cfg!(feature = "tokio") && err.to_string().contains("tokio runtime") {
+        println!("SCENARIO-PASSED");
+        return;
+    }
     assert!(
         matches!(err, BuildError::HelperThreadStart { .. }),
         "{err:?}"
@@ -228,5 +247,106 @@ fn no_thread_at_all() {
         tidepool::block_on(tidepool::sleep(Duration::from_millis(1)));
     });
     assert!(caught.is_err());
+    println!("SCENARIO-PASSED");
+}
+
+/// The blocking scenario of issue 16: 20 items that sleep 200 ms each on a
+/// pool with one running slot. With blocking detected, each sleeper's slot
+/// goes to another worker; without, they run one after another.
+fn twenty_sleepers_are_compensated(pool: &Pool) -> tidepool::Metrics {
+    let sleepers: Vec<_> = (0..20)
+        .map(|i| {
+            pool.spawn_fn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                i
+            })
+        })
+        .collect();
+    for (i, sleeper) in sleepers.into_iter().enumerate() {
+        assert_eq!(sleeper.join().unwrap(), i);
+    }
+    let m = pool.metrics();
+    assert!(
+        m.blocked_detections > 0,
+        "never compensated: detection {:?}, fallbacks {}, threads started {}",
+        m.detection,
+        m.detection_fallbacks,
+        m.threads_started
+    );
+    m
+}
+
+/// Out of file descriptors (a small `RLIMIT_NOFILE`, and the rest taken
+/// after the pool is built): no worker can open its `/proc` files, and
+/// blocking is still detected, by the thread CPU clock.
+#[test]
+fn detection_without_descriptors_falls_back_to_the_cpu_clock() {
+    let name = "detection_without_descriptors_falls_back_to_the_cpu_clock";
+    if !in_child() {
+        run_child(name, "--nofile=64:64", &[]);
+        return;
+    }
+    // Workers start on demand: none has opened its probe yet.
+    let pool = Pool::builder().concurrency(1).build().unwrap();
+    let mut held = Vec::new();
+    while let Ok(file) = File::open("/dev/null") {
+        held.push(file);
+    }
+    if File::open("/proc/self/stat").is_ok() {
+        println!("SCENARIO-UNAVAILABLE: /proc still opens with every descriptor taken");
+        return;
+    }
+    let m = twenty_sleepers_are_compensated(&pool);
+    drop(held);
+    assert_eq!(m.detection, Detection::CpuClock, "{m:?}");
+    // Every thread started after the descriptors ran out fell back; those
+    // started at build (the slot and the spare) may have opened /proc.
+    assert!(
+        m.detection_fallbacks >= m.threads_started - m.threads_started_floor
+            && m.detection_fallbacks <= m.threads_started,
+        "{m:?}"
+    );
+    println!("SCENARIO-PASSED");
+}
+
+/// Without `/proc` (an empty tmpfs mounted over it in a private mount
+/// namespace): blocking is still detected, by the thread CPU clock.
+#[test]
+fn detection_without_proc_falls_back_to_the_cpu_clock() {
+    let name = "detection_without_proc_falls_back_to_the_cpu_clock";
+    if !in_child() {
+        let uid = Command::new("id").arg("-u").output();
+        let root = matches!(&uid, Ok(out) if String::from_utf8_lossy(&out.stdout).trim() == "0");
+        let private_mounts = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !root || !private_mounts {
+            println!("SKIPPED {name}: needs root and `unshare --mount` (util-linux) to hide /proc");
+            return;
+        }
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"]);
+        cmd.arg(
+            "mount -t tmpfs none /proc || { echo 'SCENARIO-UNAVAILABLE: cannot mount over /proc'; exit 0; }; exec \"$@\"",
+        );
+        cmd.arg("sh");
+        run_scenario(name, "no /proc", cmd);
+        return;
+    }
+    if File::open("/proc/self/stat").is_ok() {
+        println!("SCENARIO-UNAVAILABLE: /proc is still there");
+        return;
+    }
+    let pool = Pool::builder().concurrency(1).build().unwrap();
+    let m = twenty_sleepers_are_compensated(&pool);
+    assert_eq!(m.detection, Detection::CpuClock, "{m:?}");
+    // Every thread started after the descriptors ran out fell back; those
+    // started at build (the slot and the spare) may have opened /proc.
+    assert!(
+        m.detection_fallbacks >= m.threads_started - m.threads_started_floor
+            && m.detection_fallbacks <= m.threads_started,
+        "{m:?}"
+    );
     println!("SCENARIO-PASSED");
 }

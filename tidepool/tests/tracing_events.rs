@@ -137,3 +137,52 @@ fn idle_retirement_and_hook_panics_are_traced() {
         assert_eq!(panic["level"], "WARN");
     });
 }
+
+#[test]
+fn a_stuck_pool_warns_once_with_the_fix() {
+    install();
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .max_threads(2)
+            .thread_name("traced-stuck")
+            .build()
+            .unwrap();
+        let blockers: Vec<_> = (0..2)
+            .map(|_| {
+                let (release, released) = std::sync::mpsc::channel::<()>();
+                let task = pool.spawn_fn(move || released.recv_timeout(HANG).is_ok());
+                (release, task)
+            })
+            .collect();
+        // Both blocked (the second on the thread started to replace the
+        // first), then the work that has no thread left to run it.
+        assert!(eventually(HANG, || pool.metrics().blocked_threads == 2));
+        let queued = pool.spawn_fn(|| 3);
+        let p = "traced-stuck";
+        assert!(
+            eventually(HANG, || seen(p, "pool stuck", None)),
+            "{:#?}",
+            events_of(p)
+        );
+        for (release, blocker) in blockers {
+            release.send(()).unwrap();
+            assert!(blocker.join().unwrap());
+        }
+        assert_eq!(queued.join().unwrap(), 3);
+        assert!(eventually(HANG, || seen(p, "pool no longer stuck", None)));
+        let all = events_of(p);
+        let warnings: Vec<_> = all
+            .iter()
+            .filter(|e| e["message"] == "pool stuck")
+            .collect();
+        assert_eq!(warnings.len(), 1, "{all:#?}");
+        let warning = warnings[0];
+        assert_eq!(warning["level"], "WARN");
+        assert_eq!(
+            (warning["threads"].as_str(), warning["blocked"].as_str()),
+            ("2", "2")
+        );
+        assert!(warning["fix"].contains("max_threads"), "{warning:?}");
+    });
+}

@@ -6,6 +6,7 @@
 //! * `policy`: pure decision functions, one per [`Controller`].
 //! * `pacing`: how fast threads beyond `concurrency` may start.
 //! * `signal`: how workers wake the monitor, and what it reports back.
+//! * `stuck`: when a pool with every thread blocked counts as stuck.
 
 /// Why a worker thread was started (each start is counted under its reason in
 /// [`Metrics`](crate::Metrics)).
@@ -51,6 +52,7 @@ pub(crate) mod pacing;
 pub(crate) mod policy;
 pub(crate) mod signal;
 pub(crate) mod slots;
+pub(crate) mod stuck;
 
 use std::time::Duration;
 

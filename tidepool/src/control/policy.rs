@@ -43,6 +43,32 @@
 //! queue, ends the burst: the target drops back to `concurrency`, and the
 //! surplus workers give their slots back at their next task boundary. A
 //! CPU-bound burst never starts it: its workers are runnable, not blocked.
+//!
+//! # When the kernel cannot answer
+//!
+//! A worker whose `/proc` file could not be opened (no `/proc`, out of
+//! descriptors) or read, or any worker off Linux, has no state letter. It is
+//! judged by what is left ([`FallbackView`], `metrics::Detection`), never
+//! left alone silently:
+//!
+//! * **Its CPU clock**: blocked once watched for [`CPU_CLOCK_THRESHOLDS`]
+//!   thresholds with a CPU share below [`BUSY_CPU_SHARE`]. Without the state
+//!   letter a thread waiting for a core looks like a blocked one, so the
+//!   clock gets longer than the kernel's one threshold to see a preempted
+//!   thread run again (a CFS wait for a busy core is a few milliseconds). A
+//!   computing thread that gets its fair share of a core is never marked.
+//! * **Time alone** (no clock either: off Linux): blocked once in the same
+//!   task for [`TIME_ONLY_THRESHOLDS`] thresholds *while work is queued*,
+//!   at most `concurrency` workers blocked at once. Time cannot tell a
+//!   blocked worker from a computing one, so this is a guess, bounded three
+//!   ways: a task that finishes within 50 ms at the default interval is
+//!   never guessed at (short waits do not pay for a thread); nothing is
+//!   guessed while no work waits for the slot; and with `concurrency`
+//!   workers already blocked no more are guessed, so wrong guesses on
+//!   CPU-bound work at most double the threads competing for the cores
+//!   (each surplus thread retires when its task ends). A worker whose clock
+//!   works is never judged by time: a CPU-bound task there is never
+//!   compensated.
 
 use super::slots::{SlotCounts, StatusWord};
 use super::Controller;
@@ -52,6 +78,14 @@ use std::time::Duration;
 /// it was watched is computing, not blocked. A sleeping thread scores ~0, a
 /// CPU-bound one ~1 (or less when preempted, hence a low bar).
 pub(crate) const BUSY_CPU_SHARE: f64 = 0.25;
+
+/// A suspect judged by its CPU clock alone (no state letter) must have been
+/// watched for this many thresholds before its share counts.
+pub(crate) const CPU_CLOCK_THRESHOLDS: u32 = 10;
+
+/// A suspect judged by time alone (no state letter, no CPU clock) must have
+/// been in the same task for this many thresholds, while work is queued.
+pub(crate) const TIME_ONLY_THRESHOLDS: u32 = 50;
 
 /// How long the hill climber measures completions per second before each
 /// step: long enough to average over a few hundred short tasks or a few long
@@ -79,6 +113,18 @@ pub(crate) struct WorkerView {
     pub(crate) in_task_for: Duration,
     /// What the kernel says, for suspects that were probed.
     pub(crate) kernel: Option<KernelView>,
+    /// What could be read instead, for suspects whose state the kernel could
+    /// not tell.
+    pub(crate) fallback: Option<FallbackView>,
+}
+
+/// What is known of a suspect whose kernel state could not be read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum FallbackView {
+    /// Its CPU clock: CPU time over wall time since the task was first seen.
+    CpuClock { cpu_share: f64 },
+    /// Nothing but how long it has been in its task.
+    TimeOnly,
 }
 
 /// The kernel's view of one suspect.
@@ -228,12 +274,7 @@ impl Policy {
     pub(crate) fn decide(&mut self, limits: &Limits, sample: &Sample) -> Decision {
         let mut decision = Decision::default();
         if self.detects_blocking() {
-            decision.mark_blocked = sample
-                .in_task
-                .iter()
-                .filter(|w| self.is_suspect(limits, w) && is_blocked(w))
-                .map(|w| (w.index, w.seen))
-                .collect();
+            decision.mark_blocked = blocked_workers(limits, sample);
         }
         match self {
             Policy::Adaptive(burst) => {
@@ -321,14 +362,60 @@ fn wakes_needed(limits: &Limits, sample: &Sample, decision: &Decision) -> usize 
     free_slots.min(sample.queued).min(available_threads)
 }
 
-/// Rule 2 and 3 of the module docs, for a suspect.
-fn is_blocked(worker: &WorkerView) -> bool {
-    match worker.kernel {
-        Some(KernelView {
-            waiting: true,
-            cpu_share,
-        }) => cpu_share.map_or(true, |share| share < BUSY_CPU_SHARE),
-        _ => false,
+/// The suspects of `sample` to mark blocked: by the kernel's view (rules 2
+/// and 3 of the module docs), or failing that by their CPU clock or by time
+/// ("When the kernel cannot answer").
+fn blocked_workers(limits: &Limits, sample: &Sample) -> Vec<(usize, StatusWord)> {
+    // Workers blocked by a guess from time alone never take the blocked
+    // count past `concurrency`.
+    let mut guesses = limits.concurrency.saturating_sub(sample.blocked);
+    sample
+        .in_task
+        .iter()
+        .filter(|w| w.in_task_for >= limits.threshold)
+        .filter(|w| match verdict(limits, sample, w) {
+            Verdict::Blocked => true,
+            Verdict::Guess if guesses > 0 => {
+                guesses -= 1;
+                true
+            }
+            Verdict::Guess | Verdict::NotBlocked => false,
+        })
+        .map(|w| (w.index, w.seen))
+        .collect()
+}
+
+/// What a suspect's readings say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Blocked,
+    /// Blocked by the measure of time alone.
+    Guess,
+    NotBlocked,
+}
+
+fn verdict(limits: &Limits, sample: &Sample, worker: &WorkerView) -> Verdict {
+    let watched = |thresholds: u32| worker.in_task_for >= limits.threshold * thresholds;
+    let blocked = |yes: bool| {
+        if yes {
+            Verdict::Blocked
+        } else {
+            Verdict::NotBlocked
+        }
+    };
+    match (worker.kernel, worker.fallback) {
+        (Some(KernelView { waiting, cpu_share }), _) => {
+            blocked(waiting && cpu_share.map_or(true, |share| share < BUSY_CPU_SHARE))
+        }
+        (None, Some(FallbackView::CpuClock { cpu_share })) => {
+            blocked(watched(CPU_CLOCK_THRESHOLDS) && cpu_share < BUSY_CPU_SHARE)
+        }
+        (None, Some(FallbackView::TimeOnly))
+            if watched(TIME_ONLY_THRESHOLDS) && sample.queued > 0 =>
+        {
+            Verdict::Guess
+        }
+        _ => Verdict::NotBlocked,
     }
 }
 
@@ -413,6 +500,7 @@ mod tests {
             seen: in_task(index, 1),
             in_task_for: MS * for_ms as u32,
             kernel,
+            fallback: None,
         }
     }
 
@@ -517,29 +605,24 @@ mod tests {
         assert!(d.mark_blocked.is_empty());
     }
 
-    /// What the monitor builds from a probe off Linux (or on Linux without
-    /// `/proc`): `sys::ThreadProbe` answers an unknown state and no CPU
-    /// time there. The crate docs ("Platform support") promise that the
-    /// monitor then never marks a worker blocked on its own, and that a
-    /// growing controller still adds slots for queued work that stops moving.
+    /// What the monitor builds from a probe off Linux: no state letter and
+    /// no CPU clock (`FallbackView::TimeOnly`). The crate docs ("Platform
+    /// support") promise that the monitor then marks a worker blocked by
+    /// time alone while work waits, and that a growing controller still adds
+    /// slots for queued work that stops moving.
     #[test]
-    fn without_a_kernel_reading_nothing_is_marked_but_gradual_still_grows() {
-        let unknown = Some(KernelView {
-            waiting: crate::sys::ThreadState::Unknown.is_waiting(),
-            cpu_share: None,
-        });
-        let stuck = || {
-            sample(
-                vec![worker(0, 10_000, unknown), worker(1, 10_000, unknown)],
-                50,
-            )
+    fn without_a_kernel_reading_time_decides_and_gradual_still_grows() {
+        let unknown = |index| WorkerView {
+            fallback: Some(FallbackView::TimeOnly),
+            ..worker(index, 10_000, None)
         };
+        let stuck = || sample(vec![unknown(0), unknown(1)], 50);
         for controller in [Controller::Adaptive, Controller::HillClimbing] {
             let mut policy = Policy::new(controller);
-            assert!(policy.is_suspect(&limits(), &worker(0, 10_000, unknown)));
+            assert!(policy.is_suspect(&limits(), &unknown(0)));
             let d = policy.decide(&limits(), &stuck());
-            assert!(d.mark_blocked.is_empty(), "{controller:?}: {d:?}");
-            assert_eq!(d.wake, 0, "{controller:?}: both slots look busy");
+            assert_eq!(d.mark_blocked.len(), 2, "{controller:?}: {d:?}");
+            assert_eq!(d.wake, 2, "{controller:?}: {d:?}");
         }
         let interval = Duration::from_millis(500);
         let mut gradual = Policy::new(Controller::Gradual { interval });
@@ -779,5 +862,146 @@ mod tests {
         policy.decide(&limits(), &s);
         let d = policy.decide(&limits(), &s);
         assert_eq!(d.set_target, Some(4), "max_threads is 4");
+    }
+}
+
+/// The detection modes side by side, on scripted samples: the kernel's view
+/// (`Detection::Kernel`), the CPU clock alone (`CpuClock`), time alone
+/// (`TimeOnly`).
+#[cfg(all(test, not(tidepool_loom)))]
+mod detection_mode_tests {
+    use super::*;
+    use crate::control::slots::TaskStatus;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn limits() -> Limits {
+        Limits {
+            concurrency: 2,
+            max_threads: 8,
+            threshold: MS,
+        }
+    }
+
+    fn view(index: usize, thresholds: u32, kernel: Option<KernelView>) -> WorkerView {
+        let status = TaskStatus::default();
+        status.begin_task();
+        WorkerView {
+            index,
+            seen: status.load(),
+            in_task_for: MS * thresholds,
+            kernel,
+            fallback: None,
+        }
+    }
+
+    fn clock(index: usize, thresholds: u32, cpu_share: f64) -> WorkerView {
+        WorkerView {
+            fallback: Some(FallbackView::CpuClock { cpu_share }),
+            ..view(index, thresholds, None)
+        }
+    }
+
+    fn time_only(index: usize, thresholds: u32) -> WorkerView {
+        WorkerView {
+            fallback: Some(FallbackView::TimeOnly),
+            ..view(index, thresholds, None)
+        }
+    }
+
+    fn sample(workers: Vec<WorkerView>, queued: usize, blocked: usize) -> Sample {
+        Sample {
+            slots: SlotCounts {
+                active: workers.len(),
+                searching: 0,
+            },
+            in_task: workers,
+            queued,
+            blocked,
+            target: 2,
+            threads: 2 + blocked,
+            ..Sample::default()
+        }
+    }
+
+    fn marked(workers: Vec<WorkerView>, queued: usize, blocked: usize) -> Vec<usize> {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let d = policy.decide(&limits(), &sample(workers, queued, blocked));
+        d.mark_blocked.iter().map(|&(index, _)| index).collect()
+    }
+
+    #[test]
+    fn kernel_mode_marks_a_sleeper_after_one_threshold_and_never_a_runnable_thread() {
+        let asleep = Some(KernelView {
+            waiting: true,
+            cpu_share: Some(0.0),
+        });
+        let runnable_but_starved = Some(KernelView {
+            waiting: false,
+            cpu_share: Some(0.0),
+        });
+        assert_eq!(marked(vec![view(0, 1, asleep)], 0, 0), vec![0]);
+        assert!(marked(vec![view(0, 10_000, runnable_but_starved)], 9, 0).is_empty());
+    }
+
+    #[test]
+    fn cpu_clock_mode_marks_an_idle_clock_once_watched_long_enough() {
+        let early = CPU_CLOCK_THRESHOLDS - 1;
+        assert!(marked(vec![clock(0, early, 0.0)], 5, 0).is_empty());
+        assert_eq!(
+            marked(vec![clock(0, CPU_CLOCK_THRESHOLDS, 0.0)], 5, 0),
+            vec![0]
+        );
+        // Like the kernel mode, with or without queued work (the slot is
+        // only filled when work waits).
+        assert_eq!(
+            marked(vec![clock(0, CPU_CLOCK_THRESHOLDS, 0.1)], 0, 0),
+            vec![0]
+        );
+    }
+
+    #[test]
+    fn cpu_clock_mode_never_marks_a_thread_that_computes() {
+        for share in [BUSY_CPU_SHARE, 0.5, 1.0] {
+            for thresholds in [CPU_CLOCK_THRESHOLDS, TIME_ONLY_THRESHOLDS, 100_000] {
+                let w = clock(0, thresholds, share);
+                assert!(marked(vec![w], 100, 0).is_empty(), "{w:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn time_only_mode_guesses_after_fifty_thresholds_and_only_while_work_waits() {
+        let early = TIME_ONLY_THRESHOLDS - 1;
+        assert!(marked(vec![time_only(0, early)], 5, 0).is_empty());
+        assert!(marked(vec![time_only(0, TIME_ONLY_THRESHOLDS)], 0, 0).is_empty());
+        assert_eq!(
+            marked(vec![time_only(0, TIME_ONLY_THRESHOLDS)], 1, 0),
+            vec![0]
+        );
+    }
+
+    #[test]
+    fn time_only_guesses_never_take_the_blocked_count_past_concurrency() {
+        let four = || (0..4).map(|i| time_only(i, 1000)).collect::<Vec<_>>();
+        assert_eq!(marked(four(), 10, 0), vec![0, 1]);
+        assert_eq!(marked(four(), 10, 1), vec![0]);
+        assert!(marked(four(), 10, 2).is_empty());
+        // The bound is for guesses only: readings are believed.
+        let idle_clocks = (0..4).map(|i| clock(i, 1000, 0.0)).collect();
+        assert_eq!(marked(idle_clocks, 10, 2), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_computing_worker_with_a_clock_is_never_judged_by_time() {
+        // Mixed modes in one pool: one worker lost its clock, one did not.
+        let workers = vec![clock(0, 100_000, 0.9), time_only(1, 100_000)];
+        assert_eq!(marked(workers, 10, 0), vec![1]);
+    }
+
+    #[test]
+    fn no_reading_at_all_marks_nothing() {
+        // A suspect not probed this tick (backing off) has neither view.
+        assert!(marked(vec![view(0, 100_000, None)], 10, 0).is_empty());
     }
 }

@@ -427,6 +427,12 @@ impl Shared {
         m.running_threads = self.slots.counts().active.max(running).min(m.threads);
         m.blocked_threads = blocked;
         self.threads.counters.fill(&mut m);
+        m.detection =
+            if crate::control::policy::Policy::new(self.config.controller).detects_blocking() {
+                self.threads.detection()
+            } else {
+                crate::metrics::Detection::Off
+            };
         m.concurrency_target = self.slots.target();
         m.start_latency =
             crate::metrics::LatencySummary::from_ticks(&latency, crate::sys::nanos_per_tick());

@@ -11,7 +11,7 @@
 use super::work::Work;
 use crate::control::pacing::Pacer;
 use crate::control::slots::TaskStatus;
-use crate::metrics::{LatencyRecorder, TaskCounters, ThreadCounters};
+use crate::metrics::{Detection, LatencyRecorder, TaskCounters, ThreadCounters};
 use crate::sync::{lock, Arc, AtomicBool, AtomicUsize, Mutex, Ordering};
 use crate::sys::ThreadProbe;
 use crossbeam_deque::{Stealer, Worker};
@@ -250,6 +250,42 @@ impl Threads {
             kind: std::io::ErrorKind::Other,
             os_error: None,
         })
+    }
+
+    /// Records the probe a worker opened for itself: its detection mode,
+    /// and whether it fell back from the kernel's view. Returns the mode if
+    /// this is the pool's first fallback (to be reported once).
+    pub(crate) fn probe_opened(&self, probe: &ThreadProbe) -> Option<Detection> {
+        let mode = Detection::of(probe);
+        // `code + 1`: zero is "no probe opened yet" (see `detection`).
+        self.counters
+            .last_detection
+            .store(mode.code() + 1, Ordering::Relaxed);
+        if mode == Detection::Kernel {
+            return None;
+        }
+        let before = self
+            .counters
+            .detection_fallbacks
+            .fetch_add(1, Ordering::Relaxed);
+        (before == 0).then_some(mode)
+    }
+
+    /// The pool's detection mode now: the weakest of the workers alive (the
+    /// last one opened if none is, what the platform offers if no worker
+    /// ever started).
+    pub(crate) fn detection(&self) -> Detection {
+        let alive = self
+            .used()
+            .iter()
+            .filter_map(|entry| lock(&entry.probe).as_deref().map(Detection::of))
+            .max();
+        alive.unwrap_or_else(
+            || match self.counters.last_detection.load(Ordering::Relaxed) {
+                0 => Detection::best(),
+                code => Detection::from_code(code - 1),
+            },
+        )
     }
 
     /// Gives an entry back (its thread exited, or never started).

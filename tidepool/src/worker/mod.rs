@@ -60,7 +60,16 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     help::mark_stack_base();
     shared.run_hook(shared.config.on_thread_start.as_ref(), "on_thread_start");
     let entry = shared.threads.entry(index);
-    *lock(&entry.probe) = Some(Arc::new(ThreadProbe::for_current_thread()));
+    let probe = ThreadProbe::for_current_thread();
+    if let Some(mode) = shared.threads.probe_opened(&probe) {
+        trace::detection_fell_back(
+            &shared.config.thread_name,
+            index,
+            mode.name(),
+            probe.open_error(),
+        );
+    }
+    *lock(&entry.probe) = Some(Arc::new(probe));
     *lock(&entry.thread) = Some(std::thread::current());
     let ctx = Rc::new(WorkerContext {
         local: entry.take_deque(),
