@@ -138,6 +138,8 @@ pub(crate) struct ThreadCounters {
     pub(crate) started_policy: AtomicU64,
     pub(crate) started_burst: AtomicU64,
     pub(crate) started_floor: AtomicU64,
+    pub(crate) started_quantum: AtomicU64,
+    pub(crate) quantum_lends: AtomicU64,
     pub(crate) start_paced: AtomicU64,
     pub(crate) reserve_lends: AtomicU64,
     pub(crate) start_failures: AtomicU64,
@@ -174,6 +176,8 @@ impl ThreadCounters {
         m.threads_started_policy = get(&self.started_policy);
         m.threads_started_burst = get(&self.started_burst);
         m.threads_started_floor = get(&self.started_floor);
+        m.threads_started_quantum = get(&self.started_quantum);
+        m.quantum_lends = get(&self.quantum_lends);
         m.thread_starts_paced = get(&self.start_paced);
         m.reserve_slot_lends = get(&self.reserve_lends);
         m.thread_start_failures = get(&self.start_failures);
@@ -402,7 +406,7 @@ pub struct Metrics {
     pub blocked_threads: usize,
     /// The most worker threads alive at once.
     pub peak_threads: usize,
-    /// Worker threads started, for any reason (the next five add up to it).
+    /// Worker threads started, for any reason (the next six add up to it).
     pub threads_started: u64,
     /// Threads started for new work with a free slot and no parked worker.
     pub threads_started_demand: u64,
@@ -417,6 +421,13 @@ pub struct Metrics {
     /// Threads started parked when the pool was built, to have
     /// `min_threads` from the start.
     pub threads_started_floor: u64,
+    /// Threads started to take a slot lent under the quantum rule (see
+    /// [`Builder::quantum`](crate::Builder::quantum)); a parked worker takes
+    /// it when there is one.
+    pub threads_started_quantum: u64,
+    /// Slots lent under the quantum rule: every slot had been held by a
+    /// computing task for longer than the quantum while work was queued.
+    pub quantum_lends: u64,
     /// Thread starts put off by pacing (starts beyond `concurrency` that came
     /// too fast; retried at the next spawn or monitor tick).
     pub thread_starts_paced: u64,
@@ -531,6 +542,7 @@ impl Metrics {
             ("policy", self.threads_started_policy),
             ("burst", self.threads_started_burst),
             ("min_threads", self.threads_started_floor),
+            ("quantum", self.threads_started_quantum),
         ] {
             counter!("tidepool_thread_starts_total", "pool" => p(), "reason" => reason).absolute(n);
         }

@@ -44,6 +44,7 @@ use crate::control::slots::{Phase, StatusWord};
 use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
 use crate::metrics::{ThreadCounters, ThreadSample};
+use crate::runtime::kinds::Kind;
 use crate::runtime::{Hook, Shared};
 use crate::sync::{lock, Arc, Ordering};
 use crate::sys::{ThreadProbe, ThreadState};
@@ -220,6 +221,7 @@ impl Monitor {
             concurrency: config.concurrency,
             max_threads: config.max_threads,
             threshold: config.monitor_interval,
+            quantum: config.quantum,
         };
         let mut policy = self
             .policy
@@ -291,6 +293,7 @@ impl Monitor {
                 in_task_for: now.duration_since(t.since),
                 kernel: None,
                 fallback: None,
+                computing: false,
             };
             let probe = policy
                 .detects_blocking()
@@ -311,6 +314,12 @@ impl Monitor {
                 // a second from the busy cores.
                 any_suspect |= t.probe_wait == 0;
             }
+            // A probe found it runnable in this task: its backoff grew.
+            view.computing = t.backoff > 1;
+            if view.computing && limits.quantum.is_some_and(|q| view.in_task_for >= q) {
+                // What the quantum rule learns: this kind of task computes.
+                Kind::from_index(entry.kind.load(Ordering::Relaxed)).saw_computing();
+            }
             sample.in_task.push(view);
         }
         sample.queued = shared.queued();
@@ -319,6 +328,8 @@ impl Monitor {
         sample.threads = shared.threads.alive();
         sample.parked = shared.sleepers.parked();
         sample.ended = shared.task_totals();
+        sample.lent = shared.quantum_lent();
+        sample.lend_refused = shared.take_quantum_refusal();
         (sample, any_suspect)
     }
 
@@ -350,20 +361,30 @@ impl Monitor {
     fn apply(&mut self, shared: &Arc<Shared>, sample: &Sample, decision: &Decision) {
         let counters = &shared.threads.counters;
         for &(index, seen) in &decision.mark_blocked {
-            if shared.threads.entry(index).status.try_mark_blocked(seen) {
+            let entry = shared.threads.entry(index);
+            if entry.status.try_mark_blocked(seen) {
                 shared.slots.release();
+                Kind::from_index(entry.kind.load(Ordering::Relaxed)).saw_blocking();
                 ThreadCounters::bump(&counters.blocked_detections);
                 trace::worker_blocked(&shared.config.thread_name, index, "detected");
                 self.tracks[index] = None;
             }
         }
+        match decision.lend {
+            Some(true) => shared.lend_for_quantum(),
+            Some(false) => shared.end_quantum_lend(),
+            None => {}
+        }
         if let Some(target) = decision.set_target {
             shared.set_target(target);
         }
-        // One replacement per blocked worker; beyond that, burst growth or
-        // a policy's new slots; else work nobody was woken for.
+        // One replacement per blocked worker; beyond that, burst growth,
+        // a quantum lend or a policy's new slots; else work nobody was
+        // woken for.
         let grown = if decision.burst {
             StartReason::Burst
+        } else if decision.lend == Some(true) {
+            StartReason::Quantum
         } else if decision.set_target.is_some_and(|t| t > sample.target) {
             StartReason::Policy
         } else {

@@ -440,3 +440,88 @@ fn a_pool_with_room_to_grow_is_not_stuck() {
         assert_eq!((m.stuck, m.stuck_episodes), (false, 0), "{m:?}");
     });
 }
+
+/// Spins for up to `limit`, or until `stop()`; returns whether `stop()` did it.
+fn compute_until(limit: Duration, stop: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    let mut x = 1u64;
+    while start.elapsed() < limit {
+        for _ in 0..1_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        if stop() {
+            return true;
+        }
+    }
+    false
+}
+
+/// The quantum rule: CPU-bound tasks hold every slot, and blocking items
+/// queued behind them start anyway (a slot is lent), long before the CPU
+/// tasks end. Without the quantum they would wait for a CPU task to end.
+#[test]
+fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
+    let (ended_by_items, m) = within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let items_done = Arc::new(AtomicUsize::new(0));
+        let hogs: Vec<_> = (0..2)
+            .map(|_| {
+                let items_done = items_done.clone();
+                // Runs until the items are done (a lent slot ran them), or
+                // 20 s (they waited for this task to end).
+                pool.spawn_fn(move || {
+                    compute_until(Duration::from_secs(20), || {
+                        items_done.load(Ordering::SeqCst) == 5
+                    })
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        let items: Vec<_> = (0..5)
+            .map(|_| {
+                let items_done = items_done.clone();
+                pool.spawn_fn(move || {
+                    std::thread::sleep(Duration::from_millis(10));
+                    items_done.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        for item in items {
+            item.join().unwrap();
+        }
+        let ended: Vec<bool> = hogs.into_iter().map(|h| h.join().unwrap()).collect();
+        (ended.iter().all(|e| *e), pool.metrics())
+    });
+    assert!(ended_by_items, "the items waited for the CPU tasks: {m:?}");
+    assert!(m.quantum_lends >= 1, "{m:?}");
+}
+
+/// With the quantum on (the default), CPU-bound jobs of one kind still run
+/// `concurrency` at a time: the lent slot is refused for a kind seen
+/// computing for a quantum.
+#[test]
+fn computing_jobs_never_get_the_lent_slot() {
+    let (most, m) = within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let jobs: Vec<_> = (0..8)
+            .map(|_| {
+                let (running, most) = (running.clone(), most.clone());
+                pool.spawn_fn(move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    compute_until(Duration::from_millis(60), || false);
+                    running.fetch_sub(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        for job in jobs {
+            job.join().unwrap();
+        }
+        (most.load(Ordering::SeqCst), pool.metrics())
+    });
+    assert!(most <= 2, "{most} jobs ran at once: {m:?}");
+    assert_eq!(m.blocked_detections, 0, "{m:?}");
+}

@@ -23,6 +23,8 @@ pub(crate) enum StartReason {
     Burst,
     /// Started parked at build, up to `min_threads`.
     Floor,
+    /// A slot lent to queued work under the quantum rule.
+    Quantum,
 }
 
 impl StartReason {
@@ -44,6 +46,7 @@ impl StartReason {
             StartReason::Policy => "policy",
             StartReason::Burst => "burst",
             StartReason::Floor => "min_threads",
+            StartReason::Quantum => "quantum",
         }
     }
 }

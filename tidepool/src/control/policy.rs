@@ -116,6 +116,8 @@ pub(crate) struct WorkerView {
     /// What could be read instead, for suspects whose state the kernel could
     /// not tell.
     pub(crate) fallback: Option<FallbackView>,
+    /// Found runnable (computing) at a probe during this task.
+    pub(crate) computing: bool,
 }
 
 /// What is known of a suspect whose kernel state could not be read.
@@ -159,6 +161,11 @@ pub(crate) struct Sample {
     pub(crate) threads: usize,
     /// Parked worker threads.
     pub(crate) parked: usize,
+    /// A slot is lent under the quantum rule.
+    pub(crate) lent: bool,
+    /// A worker refused a lent slot since the last sample (the queued work
+    /// is of a kind known to compute).
+    pub(crate) lend_refused: bool,
 }
 
 /// The limits a policy works within.
@@ -168,6 +175,8 @@ pub(crate) struct Limits {
     pub(crate) max_threads: usize,
     /// How long a task must run before its worker is a suspect.
     pub(crate) threshold: Duration,
+    /// See `Builder::quantum`; `None`: off.
+    pub(crate) quantum: Option<Duration>,
 }
 
 /// What the monitor should do.
@@ -184,6 +193,9 @@ pub(crate) struct Decision {
     /// The target is raised by a burst (wakes beyond the blocked workers'
     /// replacements are burst growth).
     pub(crate) burst: bool,
+    /// `Some(true)`: lend a slot to queued work (the quantum rule; the new
+    /// target is in `set_target`); `Some(false)`: the lend is over.
+    pub(crate) lend: Option<bool>,
 }
 
 /// The largest burst factor: a tick may start up to this many replacements
@@ -192,13 +204,17 @@ pub(crate) struct Decision {
 /// per worker it found blocked.
 pub(crate) const MAX_BURST_FACTOR: usize = 64;
 
-/// The burst memory of `Adaptive` (see the module docs).
+/// The memory of `Adaptive`: its burst (see the module docs) and whether
+/// the quantum rule may lend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Burst {
     /// Replacements per blocked worker in the next tick with blocked workers.
     factor: usize,
     /// Slots above `concurrency` the burst has raised the target by.
     raised: usize,
+    /// False after a lent slot went to computing work too, until a worker is
+    /// found blocked again: lending would only add a CPU-bound thread.
+    may_lend: bool,
 }
 
 impl Default for Burst {
@@ -206,6 +222,7 @@ impl Default for Burst {
         Burst {
             factor: 1,
             raised: 0,
+            may_lend: true,
         }
     }
 }
@@ -280,6 +297,14 @@ impl Policy {
             Policy::Adaptive(burst) => {
                 decision.set_target = burst.step(limits, sample, decision.mark_blocked.len());
                 decision.burst = burst.raised > 0;
+                if burst.raised > 0 || decision.set_target.is_some() {
+                    // A burst owns the target; a lend it overrode is over.
+                    if sample.lent {
+                        decision.lend = Some(false);
+                    }
+                } else {
+                    burst.quantum(limits, sample, &mut decision);
+                }
             }
             Policy::Fixed => {}
             Policy::Gradual {
@@ -314,6 +339,43 @@ impl Policy {
 }
 
 impl Burst {
+    /// The quantum rule (`Builder::quantum`): when every slot has been held
+    /// by the same computing task for longer than the quantum and work is
+    /// queued, lend one slot; end the lend when the queue drains, or when
+    /// the lent slot computes too (then lend no more until a worker blocks).
+    fn quantum(&mut self, limits: &Limits, sample: &Sample, decision: &mut Decision) {
+        if !decision.mark_blocked.is_empty() {
+            self.may_lend = true;
+        } else if sample.lend_refused {
+            self.may_lend = false;
+        }
+        let Some(quantum) = limits.quantum else {
+            return;
+        };
+        let long_computing = sample
+            .in_task
+            .iter()
+            .filter(|w| w.computing && w.in_task_for >= quantum)
+            .count();
+        if sample.lent {
+            let lent_slot_computes = long_computing > limits.concurrency;
+            if sample.queued == 0 || lent_slot_computes {
+                if lent_slot_computes {
+                    self.may_lend = false;
+                }
+                decision.lend = Some(false);
+                decision.set_target = Some(limits.concurrency);
+            }
+        } else if self.may_lend
+            && sample.queued > 0
+            && sample.target == limits.concurrency
+            && long_computing >= limits.concurrency
+        {
+            decision.lend = Some(true);
+            decision.set_target = Some(limits.concurrency + 1);
+        }
+    }
+
     /// One tick of the burst rule (module docs); `blocked_now` workers were
     /// found blocked this tick. Returns a new target, if it changes.
     fn step(&mut self, limits: &Limits, sample: &Sample, blocked_now: usize) -> Option<usize> {
@@ -483,6 +545,7 @@ mod tests {
             concurrency: 2,
             max_threads: 4,
             threshold: MS,
+            quantum: None,
         }
     }
 
@@ -501,6 +564,7 @@ mod tests {
             in_task_for: MS * for_ms as u32,
             kernel,
             fallback: None,
+            computing: false,
         }
     }
 
@@ -792,6 +856,7 @@ mod tests {
             concurrency: 2,
             max_threads: 1_000,
             threshold: MS,
+            quantum: None,
         }
     }
 
@@ -863,6 +928,93 @@ mod tests {
         let d = policy.decide(&limits(), &s);
         assert_eq!(d.set_target, Some(4), "max_threads is 4");
     }
+
+    fn quantum_limits() -> Limits {
+        Limits {
+            quantum: Some(10 * MS),
+            ..wide_limits()
+        }
+    }
+
+    /// A worker found computing for `for_ms`.
+    fn computing(index: usize, for_ms: u64) -> WorkerView {
+        WorkerView {
+            computing: true,
+            ..worker(index, for_ms, RUNNABLE)
+        }
+    }
+
+    #[test]
+    fn the_quantum_lends_one_slot_when_computing_tasks_hold_every_slot() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = quantum_limits();
+        // Not yet a quantum: no lend.
+        let young = sample(vec![computing(0, 5), computing(1, 5)], 3);
+        assert_eq!(policy.decide(&limits, &young).lend, None);
+        // Every slot computing for a quantum, work queued: lend one.
+        let s = sample(vec![computing(0, 11), computing(1, 11)], 3);
+        let d = policy.decide(&limits, &s);
+        assert_eq!((d.lend, d.set_target), (Some(true), Some(3)));
+        assert_eq!(d.wake, 1);
+        // Nothing queued, or the quantum off: no lend.
+        assert_eq!(
+            policy.decide(&limits, &sample(s.in_task.clone(), 0)).lend,
+            None
+        );
+        let off = Limits {
+            quantum: None,
+            ..limits
+        };
+        assert_eq!(
+            Policy::new(Controller::Adaptive).decide(&off, &s).lend,
+            None
+        );
+    }
+
+    #[test]
+    fn the_lend_ends_when_the_queue_drains() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let mut s = sample(vec![computing(0, 20), computing(1, 20)], 0);
+        s.lent = true;
+        s.target = 3;
+        let d = policy.decide(&quantum_limits(), &s);
+        assert_eq!((d.lend, d.set_target), (Some(false), Some(2)));
+    }
+
+    #[test]
+    fn a_refused_lend_is_not_offered_again_until_a_worker_blocks() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = quantum_limits();
+        let mut s = sample(vec![computing(0, 30), computing(1, 30)], 5);
+        s.lend_refused = true;
+        assert_eq!(policy.decide(&limits, &s).lend, None);
+        s.lend_refused = false;
+        assert_eq!(policy.decide(&limits, &s).lend, None, "not again");
+        let blocked = sample(vec![worker(0, 5, SLEEPING), computing(1, 40)], 5);
+        policy.decide(&limits, &blocked);
+        assert_eq!(policy.decide(&limits, &s).lend, Some(true));
+    }
+
+    #[test]
+    fn a_lent_slot_that_computes_too_stops_lending_until_a_worker_blocks() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = quantum_limits();
+        let mut s = sample(
+            vec![computing(0, 30), computing(1, 30), computing(2, 11)],
+            5,
+        );
+        s.lent = true;
+        s.target = 3;
+        let d = policy.decide(&limits, &s);
+        assert_eq!((d.lend, d.set_target), (Some(false), Some(2)));
+        // Every slot computing again: no new lend...
+        let again = sample(vec![computing(0, 40), computing(1, 40)], 5);
+        assert_eq!(policy.decide(&limits, &again).lend, None);
+        // ...until a worker is found blocked.
+        let blocked = sample(vec![worker(0, 5, SLEEPING), computing(1, 40)], 5);
+        policy.decide(&limits, &blocked);
+        assert_eq!(policy.decide(&limits, &again).lend, Some(true));
+    }
 }
 
 /// The detection modes side by side, on scripted samples: the kernel's view
@@ -880,6 +1032,7 @@ mod detection_mode_tests {
             concurrency: 2,
             max_threads: 8,
             threshold: MS,
+            quantum: None,
         }
     }
 
@@ -892,6 +1045,7 @@ mod detection_mode_tests {
             in_task_for: MS * thresholds,
             kernel,
             fallback: None,
+            computing: false,
         }
     }
 

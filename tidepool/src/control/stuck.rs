@@ -67,6 +67,7 @@ mod tests {
             concurrency: 1,
             max_threads: 2,
             threshold: MS,
+            quantum: None,
         }
     }
 

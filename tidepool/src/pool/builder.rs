@@ -13,6 +13,11 @@ use std::time::Duration;
 /// 40)`) from allocating per-thread bookkeeping for threads that never come.
 pub const MAX_THREADS_LIMIT: usize = 32_768;
 
+/// The default [`Builder::quantum`]: ten monitor intervals, long enough that
+/// an ordinary task ends first, short against the seconds a queued request
+/// would otherwise wait behind long computations.
+const DEFAULT_QUANTUM: Duration = Duration::from_millis(10);
+
 /// Threads below this stack size crash on the first call into the standard
 /// library's panic or formatting machinery. 64 KiB leaves room for a small
 /// task; real work wants the default (2 MiB).
@@ -46,6 +51,7 @@ pub struct Builder {
     stack_size: Option<usize>,
     idle_timeout: Option<Duration>,
     monitor_interval: Option<Duration>,
+    quantum: Option<Option<Duration>>,
     controller: Controller,
     on_thread_start: Option<Hook>,
     on_thread_stop: Option<Hook>,
@@ -247,6 +253,37 @@ impl Builder {
         self
     }
 
+    /// A bound on how long queued work waits while every slot is held by a
+    /// task that computes (CPU-bound, so never compensated as blocked):
+    /// once every slot has been held by the same computing task for longer
+    /// than `quantum`, and work is queued, the pool lends one slot beyond
+    /// `concurrency` so the queued work starts (`Controller::Adaptive`
+    /// only). The lent slot is given back when the queue drains; and it is
+    /// never used for work of a kind seen computing for a quantum (the type
+    /// of its closure or future), so ten CPU-bound jobs still run
+    /// `concurrency` at a time: the worker that picks such a job puts it
+    /// back and gives the slot up. `None` turns it off.
+    ///
+    /// The trade-off: with it, a blocking request arriving while long
+    /// CPU-bound tasks hold every slot starts after about `quantum` instead
+    /// of after a CPU-bound task ends (seconds, say); the cost is one more
+    /// thread competing for the cores for the time a lent task takes to
+    /// block, and, for the first job of a new kind, possibly its whole run.
+    ///
+    /// Default: `Some(10 ms)`. `Some(Duration::ZERO)` is an error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let pool = tidepool::Pool::builder().quantum(Some(Duration::from_millis(20))).build()?;
+    /// let strict = tidepool::Pool::builder().quantum(None).build()?;
+    /// # drop((pool, strict));
+    /// # Ok::<(), tidepool::BuildError>(())
+    /// ```
+    pub fn quantum(mut self, quantum: Option<Duration>) -> Self {
+        self.quantum = Some(quantum);
+        self
+    }
+
     /// The policy that decides when to add or retire threads.
     ///
     /// Default: [`Controller::Adaptive`].
@@ -388,6 +425,12 @@ impl Builder {
                 return Err(BuildError::ZeroGradualInterval);
             }
         }
+        // How long queued work may wait behind computing tasks: see
+        // `Builder::quantum`.
+        let quantum = self.quantum.unwrap_or(Some(DEFAULT_QUANTUM));
+        if quantum == Some(Duration::ZERO) {
+            return Err(BuildError::ZeroQuantum);
+        }
         #[cfg(feature = "tokio")]
         let tokio = match self.tokio_handle {
             Some(handle) => TokioContext::User(handle),
@@ -405,6 +448,7 @@ impl Builder {
             stack_size: self.stack_size,
             idle_timeout: self.idle_timeout.unwrap_or(Duration::from_secs(10)),
             monitor_interval,
+            quantum,
             controller: self.controller,
             on_thread_start: self.on_thread_start,
             on_thread_stop: self.on_thread_stop,
@@ -529,6 +573,8 @@ pub enum BuildError {
     },
     /// `Controller::Gradual { interval }` with a zero interval.
     ZeroGradualInterval,
+    /// `quantum(Some(Duration::ZERO))`.
+    ZeroQuantum,
     /// `concurrency` is above [`MAX_THREADS_LIMIT`].
     TooMuchConcurrency {
         /// The `concurrency` given.
@@ -595,6 +641,9 @@ impl fmt::Display for BuildError {
             BuildError::ZeroGradualInterval => f.write_str(
                 "Controller::Gradual interval (0ns) must be positive: use e.g. 500ms",
             ),
+            BuildError::ZeroQuantum => f.write_str(
+                "quantum (Some(0ns)) must be positive: use e.g. Some(10ms), or None to turn it off",
+            ),
             BuildError::TooMuchConcurrency { concurrency } => write!(
                 f,
                 "concurrency ({concurrency}) must be <= {MAX_THREADS_LIMIT}: lower concurrency, or omit it to use one per core"
@@ -632,6 +681,7 @@ impl fmt::Debug for BuildError {
             BuildError::StackTooSmall { .. } => "StackTooSmall",
             BuildError::MonitorInterval { .. } => "MonitorInterval",
             BuildError::ZeroGradualInterval => "ZeroGradualInterval",
+            BuildError::ZeroQuantum => "ZeroQuantum",
             BuildError::TooMuchConcurrency { .. } => "TooMuchConcurrency",
             BuildError::ThreadNameNul { .. } => "ThreadNameNul",
             BuildError::ThreadStart { .. } => "ThreadStart",

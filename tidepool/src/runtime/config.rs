@@ -45,6 +45,9 @@ pub(crate) struct Config {
     pub(crate) idle_timeout: Duration,
     /// How long a task runs before the monitor asks the kernel about it.
     pub(crate) monitor_interval: Duration,
+    /// How long every slot may be held by computing tasks before one slot
+    /// is lent to queued work (`Builder::quantum`); `None`: never.
+    pub(crate) quantum: Option<Duration>,
     /// The policy the monitor applies.
     pub(crate) controller: Controller,
     /// Run first on every worker and monitor thread.

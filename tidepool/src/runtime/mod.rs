@@ -17,6 +17,7 @@
 
 mod config;
 pub(crate) mod context;
+pub(crate) mod kinds;
 mod lifecycle;
 pub(crate) mod park;
 mod queues;
@@ -75,6 +76,13 @@ pub(crate) struct Shared {
     /// boundary and one gives its slot back. A flag, so the common case
     /// costs one load of a line nobody writes.
     pub(crate) shrink: CachePadded<AtomicBool>,
+    /// A slot is lent to queued work under the quantum rule (see
+    /// `Builder::quantum`): set by the monitor, cleared by it or by the
+    /// worker that finds the lent slot would go to computing work.
+    quantum_lent: CachePadded<AtomicBool>,
+    /// A worker refused the lent slot since the monitor last looked: the
+    /// queued work is of a kind known to compute.
+    quantum_refused: AtomicBool,
     /// State a higher layer keeps for this pool (see [`Attachment`]).
     attachment: StdMutex<Option<AttachmentRef>>,
     /// The handle that keeps this pool open, for `Pool::current` on its
@@ -155,6 +163,8 @@ impl Shared {
             external: CachePadded::new(TaskCounters::default()),
             external_latency: LatencyRecorder::default(),
             shrink: CachePadded::new(AtomicBool::new(false)),
+            quantum_lent: CachePadded::new(AtomicBool::new(false)),
+            quantum_refused: AtomicBool::new(false),
             attachment: StdMutex::new(None),
             owner: OnceLock::new(),
             built_at: Instant::now(),
@@ -227,6 +237,41 @@ impl Shared {
             // Release: a worker that sees the flag sees the new target.
             self.shrink.store(true, Ordering::Release);
         }
+    }
+
+    /// True while a slot is lent under the quantum rule.
+    pub(crate) fn quantum_lent(&self) -> bool {
+        self.quantum_lent.load(Ordering::Relaxed)
+    }
+
+    /// The monitor lends a slot under the quantum rule (it raises the
+    /// target itself).
+    pub(crate) fn lend_for_quantum(&self) {
+        self.quantum_lent.store(true, Ordering::Relaxed);
+        ThreadCounters::bump(&self.threads.counters.quantum_lends);
+    }
+
+    /// The lend is over (the monitor lowers the target itself).
+    pub(crate) fn end_quantum_lend(&self) {
+        self.quantum_lent.store(false, Ordering::Relaxed);
+    }
+
+    /// For a worker about to run a task on the lent slot that tasks of its
+    /// kind are known to compute: ends the lend, target back to
+    /// `concurrency`. Returns true if this call ended it.
+    pub(crate) fn refuse_quantum_lend(&self) -> bool {
+        if !self.quantum_lent.swap(false, Ordering::Relaxed) {
+            return false;
+        }
+        self.quantum_refused.store(true, Ordering::Relaxed);
+        self.set_target(self.config.concurrency);
+        true
+    }
+
+    /// For the monitor: whether a worker refused a lent slot since it last
+    /// asked.
+    pub(crate) fn take_quantum_refusal(&self) -> bool {
+        self.quantum_refused.swap(false, Ordering::Relaxed)
     }
 
     // ----- task accounting -----------------------------------------------------

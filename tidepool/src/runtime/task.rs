@@ -88,6 +88,8 @@ pub(crate) struct TaskMeta {
     /// Who won a closure: the worker starting it or a `cancel` (see
     /// [`Claim`]). Not a loom-modelled protocol: `std`'s atomic.
     pub(crate) claim: Claim,
+    /// The task's kind (the type of its future), for the quantum rule.
+    pub(crate) kind: super::kinds::Kind,
 }
 
 /// Decides, for a closure, between a worker starting it and its handle

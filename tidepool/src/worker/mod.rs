@@ -138,6 +138,12 @@ impl RunLoop<'_> {
                 break Exit::Stop;
             }
             if let Some(task) = self.find_task() {
+                let Some(task) = self.keep_lent_slot_from_computing_work(task) else {
+                    if let Some(exit) = self.give_way() {
+                        break exit;
+                    }
+                    continue;
+                };
                 if self.searching {
                     self.searching = false;
                     // About to run a task with a slot taken since the pool may
@@ -178,6 +184,36 @@ impl RunLoop<'_> {
                 break exit;
             }
         }
+    }
+
+    /// The quantum rule's guard (see `Builder::quantum`): while a slot is
+    /// lent, a task whose kind is known to compute is not run on it (the
+    /// pool would only run more CPU-bound threads than cores). The worker
+    /// that picks one puts it back, ends the lend and gives its slot up;
+    /// returns `None` then (the caller gives way). Costs other picks one
+    /// load of a line written only when a slot is lent.
+    fn keep_lent_slot_from_computing_work(&mut self, work: Work) -> Option<Work> {
+        let ctx = self.ctx;
+        let shared = &ctx.shared;
+        let computes = match &work {
+            Work::Task(task) => shared.quantum_lent() && task.metadata().kind.likely_computes(),
+            Work::Job(_) => false,
+        };
+        if !computes || !shared.refuse_quantum_lend() {
+            return Some(work);
+        }
+        if let Work::Task(task) = work {
+            shared.lanes.push(task.metadata().priority, task);
+        }
+        // The target is back at `concurrency`: this worker's slot is the
+        // surplus one.
+        if self.searching {
+            self.searching = false;
+            shared.slots.stop_searching();
+        }
+        shared.slots.release();
+        notify(shared);
+        None
     }
 
     /// Picks the next task or job (see [`find_task`]).
@@ -404,10 +440,19 @@ fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
 fn run_work(ctx: &WorkerContext, work: Work) -> bool {
     let status = &ctx.shared.threads.entry(ctx.index).status;
     status.begin_task();
+    let entry = ctx.shared.threads.entry(ctx.index);
     match work {
-        Work::Task(task) => run_task(task),
+        Work::Task(task) => {
+            // For the monitor's record of what this kind of task does.
+            let kind = task.metadata().kind.index();
+            entry.kind.store(kind, Ordering::Relaxed);
+            run_task(task);
+        }
         // A job catches its closure's panics itself.
-        Work::Job(job) => job.run(),
+        Work::Job(job) => {
+            entry.kind.store(0, Ordering::Relaxed);
+            job.run();
+        }
     }
     status.end_task()
 }

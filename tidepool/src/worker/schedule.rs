@@ -7,6 +7,7 @@ use crate::control::slots::TaskStatus;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context;
+use crate::runtime::kinds::Kind;
 use crate::runtime::park;
 use crate::runtime::task::{self, MaybeGate, Runnable, TaskCell, TaskMeta};
 use crate::runtime::{Priority, Shared, StartFailure};
@@ -39,6 +40,7 @@ where
         return None;
     }
     let meta = TaskMeta {
+        kind: Kind::of::<F>(),
         priority,
         gate: gate.to_meta(),
         claim: task::Claim::new(closure),
@@ -214,6 +216,7 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
                 StartReason::Policy => &counters.started_policy,
                 StartReason::Burst => &counters.started_burst,
                 StartReason::Floor => &counters.started_floor,
+                StartReason::Quantum => &counters.started_quantum,
             });
             counters
                 .peak_threads
@@ -270,6 +273,8 @@ pub(crate) fn declare_blocking() {
     let shared = &ctx.shared;
     let status: &TaskStatus = &shared.threads.entry(ctx.index).status;
     if status.try_mark_blocked(status.load()) {
+        let entry = shared.threads.entry(ctx.index);
+        Kind::from_index(entry.kind.load(Ordering::Relaxed)).saw_blocking();
         ThreadCounters::bump(&shared.threads.counters.declared_blocking);
         trace::worker_blocked(&shared.config.thread_name, ctx.index, "declared");
         shared.slots.release();
