@@ -1,14 +1,41 @@
 //! What the pool has learned about kinds of task: a task's *kind* is the
-//! type of its future (one per `spawn_fn` call site, in effect), and the
+//! type of its future (one per closure, so one per `spawn_fn` call site, in
+//! effect), and the
 //! monitor records whether tasks of a kind were seen blocking or computing
 //! for a whole quantum. The quantum rule (`control::policy`) uses it to lend
 //! a slot only to work that is not known to compute.
 //!
-//! A small table of flags indexed by a hash of the type's name, shared by
+//! A small table of flags indexed by a hash of the type's id, shared by
 //! every pool of the process: a collision only mixes two kinds' histories,
 //! which costs a lend or a missed one, never correctness.
 
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Folds what a `TypeId` hashes into one word: no need for a keyed hash,
+/// only for distinct ids to land apart.
+struct Fold(u64);
+
+impl Hasher for Fold {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(29) ^ n;
+    }
+
+    fn write_u128(&mut self, n: u128) {
+        self.write_u64(n as u64);
+        self.write_u64((n >> 64) as u64);
+    }
+}
 
 /// Entries in the table: enough that the call sites of a program rarely
 /// collide, small enough to stay in a few cache lines' worth of memory.
@@ -31,14 +58,16 @@ static FLAGS: [AtomicU8; KINDS] = [NOTHING_SEEN; KINDS];
 pub(crate) struct Kind(u16);
 
 impl Kind {
-    /// The kind of tasks whose future is a `T`. The name's address is a
-    /// constant per type, so this costs a few instructions at spawn.
-    pub(crate) fn of<T: ?Sized>() -> Kind {
-        let address = std::any::type_name::<T>().as_ptr() as usize;
-        // Fibonacci hashing of the address; the low bits of a string's
-        // address are alignment, the high bits the same for every type.
-        let hash = address.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize);
-        Kind((hash >> (usize::BITS - 10)) as u16)
+    /// The kind of tasks whose future is a `T`: its `TypeId`, folded into
+    /// the table's index. (Not the type's name: closures defined in one
+    /// function share a name, and so would every `spawn_fn` of a module.)
+    /// The id is a constant per type, so this costs a few instructions.
+    pub(crate) fn of<T: ?Sized + 'static>() -> Kind {
+        let mut fold = Fold(0);
+        std::any::TypeId::of::<T>().hash(&mut fold);
+        // Fibonacci hashing: the top bits of the product mix every input bit.
+        let hash = fold.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        Kind((hash >> (64 - 10)) as u16)
     }
 
     /// The raw index, to publish in an atomic.
@@ -72,13 +101,16 @@ impl Kind {
 mod tests {
     use super::*;
 
-    struct A;
-    struct B;
+    fn kind_of_value<T: 'static>(_: &T) -> Kind {
+        Kind::of::<T>()
+    }
 
     #[test]
     fn kinds_of_distinct_types_keep_their_own_history() {
-        let (a, b) = (Kind::of::<A>(), Kind::of::<B>());
-        assert_eq!(a, Kind::of::<A>(), "one type, one kind");
+        // Two closures of one function: one name, two types.
+        let (first, second) = (|| 1, || 2);
+        let (a, b) = (kind_of_value(&first), kind_of_value(&second));
+        assert_eq!(a, kind_of_value(&first), "one type, one kind");
         if a == b {
             return; // a collision: legal, and nothing more to check
         }
