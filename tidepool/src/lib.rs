@@ -43,8 +43,10 @@
 //! | a closure, blocking or not (file I/O, a sync HTTP call, a lock, CPU work) | [`spawn_fn`] / [`Pool::spawn_fn`] | a worker that blocks is detected and its slot given to another worker |
 //! | a future (async I/O, timers, other tasks) | [`spawn`] / [`Pool::spawn`] | while it awaits it holds no thread |
 //! | a blocking call *inside* a task, known in advance | [`blocking`] | hands the slot over at once instead of after the monitor interval (1 ms) |
-//! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | drives async-io's reactor meanwhile; on a worker it counts as declared blocking |
-//! | the result of a task | [`JoinHandle::join`] (blocking) or `.await` | on a worker, `join` counts as declared blocking, so waiting on another task cannot deadlock a pool with room to grow |
+//! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | drives async-io's reactor meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
+//! | the result of a task | [`JoinHandle::join`] or `.await` | on a worker, `join` runs queued work (usually the awaited task) while it waits, so a recursion of joins needs no thread per join |
+//! | divide and conquer over borrowed data | [`join`], [`scope`] (and [`Pool::join`], [`Pool::scope`]) | closures borrow the caller's stack; `join` allocates nothing and runs its second half inline unless a thief took it |
+//! | a parallel loop over a slice or a range | [`for_each`], [`for_range`] | split in halves with `join`, balanced by stealing |
 //! | work that must not wait behind a flood | [`Pool::task`]`().priority(`[`Priority::High`]`)` | lanes: High before Normal before Low, none starves |
 //! | a tenant, a client or a batch that must not take the whole pool | [`Pool::group`] ([`Group`]) | its own FIFO, `max_concurrency`, `max_in_flight`, a weighted fair share |
 //! | readers and writers of one resource | [`Pool::concurrent_exclusive`] | an exclusive run never overlaps another run of the pair |
@@ -73,7 +75,8 @@
 //! | rayon `rayon::spawn(f)` | `tidepool::spawn_fn(f)` | returns a handle; drop it to detach |
 //! | rayon `ThreadPoolBuilder::build_global` | `Builder::build_global` | once, before the global pool is used |
 //! | rayon `start_handler` / `exit_handler` | `Builder::on_thread_start` / `on_thread_stop` | |
-//! | rayon `join`, `scope`, `par_iter` | not yet | tidepool runs independent tasks; use rayon for data parallelism |
+//! | rayon `join`, `scope` | `tidepool::join`, `tidepool::scope` (and `Pool::join`, `Pool::scope`) | closures borrow the caller's stack; a waiting worker helps instead of blocking |
+//! | rayon `par_iter().for_each` | `tidepool::for_each(slice, f)`, `tidepool::for_range(range, f)` | no iterator adaptors: a parallel loop over a slice or a range |
 //! | .NET `ThreadPool.QueueUserWorkItem` | `tidepool::spawn_fn` | the process-wide pool is `tidepool::global()` |
 //! | .NET `Task.Run(async …)` | `tidepool::spawn(async …)` | |
 //! | .NET `SetMinThreads` / `SetMaxThreads` | `Builder::min_threads` / `max_threads` | tidepool starts a replacement as soon as a worker blocks, without the hill-climbing delay (`Controller::HillClimbing` and `Controller::Gradual` exist if you want it) |

@@ -101,9 +101,10 @@ impl Builder {
 
     /// The most worker threads the pool will ever have, blocked ones included.
     ///
-    /// Default: `max(256, 64 * concurrency)`: room for more than 50 blocked
-    /// work items per core, since a blocked thread costs memory, not CPU. With
-    /// [`Controller::Fixed`] the default is `concurrency`.
+    /// Default: `max(512, 64 * concurrency)`: room for a burst of hundreds
+    /// of blocked work items (as much as tokio's blocking pool), since a
+    /// blocked thread costs memory, not CPU. With [`Controller::Fixed`] the
+    /// default is `concurrency`.
     pub fn max_threads(mut self, threads: usize) -> Self {
         self.max_threads = Some(threads);
         self
@@ -377,7 +378,7 @@ impl Builder {
             // must still be a valid setting.
             None => 64usize
                 .saturating_mul(concurrency)
-                .clamp(256, MAX_THREADS_LIMIT),
+                .clamp(512, MAX_THREADS_LIMIT),
         };
         if max_threads > MAX_THREADS_LIMIT {
             return Err(BuildError::TooManyThreads { max_threads });
