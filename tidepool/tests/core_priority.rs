@@ -9,17 +9,21 @@ use std::sync::Arc;
 use std::time::Instant;
 use tidepool::{Pool, Priority};
 
+/// One slot and no quantum: on a loaded machine the monitor may lend a
+/// slot to queued work once a spinner has computed for a quantum, which is
+/// another rule than the reserve slot tested here.
+fn one_slot_pool() -> Pool {
+    Pool::builder()
+        .concurrency(1)
+        .quantum(None)
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn an_urgent_task_borrows_the_reserve_slot_while_every_slot_computes() {
     within(HANG, || {
-        // No quantum: on a loaded machine the monitor may lend a slot to
-        // queued work once the spinner has computed for a quantum, which is
-        // another rule than the one tested here.
-        let pool = Pool::builder()
-            .concurrency(1)
-            .quantum(None)
-            .build()
-            .unwrap();
+        let pool = one_slot_pool();
         let urgent_ran = Arc::new(AtomicBool::new(false));
         let started = Arc::new(AtomicBool::new(false));
         // A CPU-bound task holds the only slot until the urgent task has run
@@ -56,14 +60,7 @@ fn an_urgent_task_borrows_the_reserve_slot_while_every_slot_computes() {
 #[test]
 fn normal_tasks_do_not_borrow_the_reserve_slot() {
     within(HANG, || {
-        // No quantum: on a loaded machine the monitor may lend a slot to
-        // queued work once the spinner has computed for a quantum, which is
-        // another rule than the one tested here.
-        let pool = Pool::builder()
-            .concurrency(1)
-            .quantum(None)
-            .build()
-            .unwrap();
+        let pool = one_slot_pool();
         let release = Arc::new(AtomicBool::new(false));
         let r = release.clone();
         let spinner = pool.spawn_fn(move || {
