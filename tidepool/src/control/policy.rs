@@ -179,6 +179,19 @@ pub(crate) struct Limits {
     pub(crate) quantum: Option<Duration>,
 }
 
+#[cfg(all(test, not(tidepool_loom)))]
+impl Limits {
+    /// Test limits: a 1 ms threshold and no quantum.
+    pub(crate) fn for_tests(concurrency: usize, max_threads: usize) -> Self {
+        Limits {
+            concurrency,
+            max_threads,
+            threshold: Duration::from_millis(1),
+            quantum: None,
+        }
+    }
+}
+
 /// What the monitor should do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Decision {
@@ -541,12 +554,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn limits() -> Limits {
-        Limits {
-            concurrency: 2,
-            max_threads: 4,
-            threshold: MS,
-            quantum: None,
-        }
+        Limits::for_tests(2, 4)
     }
 
     fn in_task(_index: usize, tick: u64) -> StatusWord {
@@ -1028,12 +1036,7 @@ mod detection_mode_tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn limits() -> Limits {
-        Limits {
-            concurrency: 2,
-            max_threads: 8,
-            threshold: MS,
-            quantum: None,
-        }
+        Limits::for_tests(2, 8)
     }
 
     fn view(index: usize, thresholds: u32, kernel: Option<KernelView>) -> WorkerView {

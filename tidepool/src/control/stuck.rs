@@ -63,12 +63,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn limits() -> Limits {
-        Limits {
-            concurrency: 1,
-            max_threads: 2,
-            threshold: MS,
-            quantum: None,
-        }
+        Limits::for_tests(1, 2)
     }
 
     fn at(ms: u32, threads: usize, blocked: usize, queued: usize) -> Sample {
