@@ -139,6 +139,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) started_burst: AtomicU64,
     pub(crate) started_floor: AtomicU64,
     pub(crate) started_quantum: AtomicU64,
+    pub(crate) started_presumed: AtomicU64,
     pub(crate) quantum_lends: AtomicU64,
     pub(crate) start_paced: AtomicU64,
     pub(crate) reserve_lends: AtomicU64,
@@ -147,6 +148,8 @@ pub(crate) struct ThreadCounters {
     pub(crate) retired_surplus: AtomicU64,
     pub(crate) blocked_detections: AtomicU64,
     pub(crate) declared_blocking: AtomicU64,
+    pub(crate) presumed_blocking: AtomicU64,
+    pub(crate) presumptions_failed: AtomicU64,
     pub(crate) oversubscribed: AtomicU64,
     pub(crate) peak_threads: AtomicU64,
     pub(crate) hook_panics: AtomicU64,
@@ -177,6 +180,7 @@ impl ThreadCounters {
         m.threads_started_burst = get(&self.started_burst);
         m.threads_started_floor = get(&self.started_floor);
         m.threads_started_quantum = get(&self.started_quantum);
+        m.threads_started_presumed = get(&self.started_presumed);
         m.quantum_lends = get(&self.quantum_lends);
         m.thread_starts_paced = get(&self.start_paced);
         m.reserve_slot_lends = get(&self.reserve_lends);
@@ -185,6 +189,8 @@ impl ThreadCounters {
         m.threads_retired_surplus = get(&self.retired_surplus);
         m.blocked_detections = get(&self.blocked_detections);
         m.declared_blocking = get(&self.declared_blocking);
+        m.presumed_blocking = get(&self.presumed_blocking);
+        m.presumptions_failed = get(&self.presumptions_failed);
         m.oversubscribed_observations = get(&self.oversubscribed);
         m.hook_panics = get(&self.hook_panics);
         m.dropped_panics = get(&self.dropped_panics);
@@ -406,7 +412,7 @@ pub struct Metrics {
     pub blocked_threads: usize,
     /// The most worker threads alive at once.
     pub peak_threads: usize,
-    /// Worker threads started, for any reason (the next six add up to it).
+    /// Worker threads started, for any reason (the next seven add up to it).
     pub threads_started: u64,
     /// Threads started for new work with a free slot and no parked worker.
     pub threads_started_demand: u64,
@@ -425,6 +431,11 @@ pub struct Metrics {
     /// [`Builder::quantum`](crate::Builder::quantum)); a parked worker takes
     /// it when there is one.
     pub threads_started_quantum: u64,
+    /// Threads started for queued work when a worker gave its slot up at
+    /// the start of a task presumed blocking (see
+    /// [`Metrics::presumed_blocking`]); a parked worker takes it when there
+    /// is one.
+    pub threads_started_presumed: u64,
     /// Slots lent under the quantum rule: every slot had been held by a
     /// computing task for longer than the quantum while work was queued.
     pub quantum_lends: u64,
@@ -448,6 +459,15 @@ pub struct Metrics {
     /// Declared blocking sections entered on workers (`blocking`, `join`,
     /// `block_on` called on a worker).
     pub declared_blocking: u64,
+    /// Closures started without a slot because tasks of their kind blocked
+    /// before (and never computed) while other work waited: the slot went to
+    /// the queued work at once, as it would once the monitor found the task
+    /// blocked. See [`Controller::Adaptive`](crate::Controller::Adaptive).
+    pub presumed_blocking: u64,
+    /// Presumed-blocking closures that kept a core busy instead (for at
+    /// least a monitor interval, at a quarter of their wall time or more):
+    /// each marks its kind, which is not presumed blocking again.
+    pub presumptions_failed: u64,
     /// Times the monitor found a long-running worker runnable but waiting for a
     /// CPU (its scheduler run delay grew): the cores are oversubscribed, by
     /// this pool or by other processes. tidepool never adds threads for it.
@@ -543,6 +563,7 @@ impl Metrics {
             ("burst", self.threads_started_burst),
             ("min_threads", self.threads_started_floor),
             ("quantum", self.threads_started_quantum),
+            ("presumed", self.threads_started_presumed),
         ] {
             counter!("tidepool_thread_starts_total", "pool" => p(), "reason" => reason).absolute(n);
         }
@@ -556,6 +577,7 @@ impl Metrics {
         for (how, n) in [
             ("detected", self.blocked_detections),
             ("declared", self.declared_blocking),
+            ("presumed", self.presumed_blocking),
         ] {
             counter!("tidepool_blocking_total", "pool" => p(), "how" => how).absolute(n);
         }

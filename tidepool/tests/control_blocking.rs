@@ -27,8 +27,11 @@ fn b_runs_while_a_blocks(pool: &Pool) -> mpsc::Receiver<()> {
     rx
 }
 
-/// `A` blocks on a channel that the test feeds only after `B` ran.
-fn a_waits_on_a_channel_until_b_ran(pool: &Pool) {
+/// `A` blocks on a channel that the test feeds only after `B` ran. Each
+/// `K` is a kind of its own: what the pool learns about one (`A` blocks, so
+/// the next `A` starts presumed blocking, without the monitor) does not
+/// carry to another, so each call with a new `K` tests the monitor.
+fn a_waits_on_a_channel_until_b_ran<const K: usize>(pool: &Pool) {
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let a = pool.spawn_fn(move || release_rx.recv_timeout(HANG).is_ok());
     b_runs_while_a_blocks(pool).recv().unwrap();
@@ -64,11 +67,16 @@ fn a_worker_asleep_is_replaced() {
 fn a_blocked_task_on_a_pool_that_was_idle_is_replaced() {
     within(HANG, || {
         let pool = one_slot_pool();
-        for round in 1..=3 {
+        let rounds: [fn(&Pool); 3] = [
+            a_waits_on_a_channel_until_b_ran::<1>,
+            a_waits_on_a_channel_until_b_ran::<2>,
+            a_waits_on_a_channel_until_b_ran::<3>,
+        ];
+        for (round, a_waits_until_b_ran) in (1..).zip(rounds) {
             // Long enough for the workers to park and the monitor to find the
             // pool idle (it checks every few ms at most when nothing runs).
             std::thread::sleep(Duration::from_millis(100));
-            a_waits_on_a_channel_until_b_ran(&pool);
+            a_waits_until_b_ran(&pool);
             let m = pool.metrics();
             assert!(m.blocked_detections >= round, "round {round}: {m:?}");
         }
@@ -86,7 +94,7 @@ fn a_long_monitor_interval_still_replaces_blocked_workers() {
             .monitor_interval(Duration::from_millis(50))
             .build()
             .unwrap();
-        a_waits_on_a_channel_until_b_ran(&pool);
+        a_waits_on_a_channel_until_b_ran::<4>(&pool);
         let m = pool.metrics();
         assert!(m.blocked_detections >= 1, "{m:?}");
     });
@@ -203,13 +211,11 @@ fn a_cpu_bound_worker_is_never_counted_blocked() {
 #[test]
 fn running_workers_never_exceed_the_slots_under_cpu_load() {
     within(HANG, || {
-        // No quantum: its lent slot can show a third runner for one sample
-        // before the kind is known to compute (3 of 40 suite runs).
-        let pool = Pool::builder()
-            .concurrency(2)
-            .quantum(None)
-            .build()
-            .unwrap();
+        // The default quantum: once the jobs have held both slots for a
+        // quantum, a slot is lent to the queued jobs, and the worker that
+        // takes it finds a job of a kind known to compute and gives it back
+        // without running it.
+        let pool = Pool::builder().concurrency(2).build().unwrap();
         let running = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let jobs: Vec<_> = (0..6)
@@ -232,11 +238,15 @@ fn running_workers_never_exceed_the_slots_under_cpu_load() {
             job.join().unwrap();
         }
         let m = pool.metrics();
-        assert!(most.load(Ordering::SeqCst) <= 2);
+        assert!(most.load(Ordering::SeqCst) <= 2, "{m:?}");
         assert_eq!(m.blocked_detections, 0, "{m:?}");
         assert_eq!(m.threads_started, m.threads_started_floor, "{m:?}");
+        // The lent slot counts as running while its worker (woken on a
+        // busy machine: it waits for a core) has not yet given it back: 4
+        // of 30 runs sampled that moment (control_blocking's quantum-off
+        // test checks the slots alone).
         assert!(
-            m.thread_series.iter().all(|s| s.running <= 2),
+            m.thread_series.iter().all(|s| s.running <= 3),
             "{:?}",
             m.thread_series
         );
@@ -337,7 +347,13 @@ fn a_burst_of_blocking_work_grows_in_proportion() {
         peak_in_flight >= 150,
         "only {peak_in_flight} in flight: {m:?}"
     );
-    assert!(m.threads_started_burst > 0, "{m:?}");
+    // The growth: burst starts from the monitor, or, once it found the
+    // first items blocked, presumed-blocking hand-offs from the workers
+    // (the kind is then known to block).
+    assert!(
+        m.threads_started_burst + m.threads_started_presumed > 0,
+        "{m:?}"
+    );
     // Never more threads than items in flight plus the slots.
     assert!(m.peak_threads <= 200 + 4, "{m:?}");
     assert_eq!(
@@ -347,14 +363,17 @@ fn a_burst_of_blocking_work_grows_in_proportion() {
             + m.threads_started_policy
             + m.threads_started_burst
             + m.threads_started_floor
+            + m.threads_started_quantum
+            + m.threads_started_presumed
     );
 }
 
 #[test]
 fn a_cpu_bound_burst_never_starts_threads_beyond_concurrency() {
     let m = within(HANG, || {
-        // No quantum: its lent slot can show a third runner for one sample
-        // before the kind is known to compute (3 of 40 suite runs).
+        // No quantum: its lent slot counts as running until the worker
+        // woken for it runs and gives it back (see the test above), and
+        // this one checks that nothing else ever runs a third worker.
         let pool = Pool::builder()
             .concurrency(2)
             .quantum(None)

@@ -25,6 +25,9 @@ pub(crate) enum StartReason {
     Floor,
     /// A slot lent to queued work under the quantum rule.
     Quantum,
+    /// A worker started a task presumed blocking (its kind blocked before)
+    /// and gave its slot to the queued work.
+    Presumed,
 }
 
 impl StartReason {
@@ -47,6 +50,7 @@ impl StartReason {
             StartReason::Burst => "burst",
             StartReason::Floor => "min_threads",
             StartReason::Quantum => "quantum",
+            StartReason::Presumed => "presumed",
         }
     }
 }
@@ -85,6 +89,16 @@ pub enum Controller {
     /// (1, 2, 4, ... per blocked worker), so 500 such items all start within
     /// a few ticks; the first worker found computing ends the burst. A
     /// CPU-bound task never causes a thread to be added.
+    ///
+    /// The pool also remembers which kinds of work item blocked (a kind is
+    /// the closure's type: in effect one per `spawn_fn` call site). A work
+    /// item of a kind seen blocking, and never seen computing, that starts
+    /// while other work waits gives its slot on at once, without waiting
+    /// for the monitor to find it blocked (`Metrics::presumed_blocking`):
+    /// a second burst of blocking requests starts a thread per item in a
+    /// chain, as fast as threads start. If such an item keeps a core busy
+    /// instead, its kind is not presumed again (`Metrics::presumptions_failed`).
+    /// Async tasks are never presumed: they should not block.
     #[default]
     Adaptive,
     /// Exactly `concurrency` threads; never adds any. Reproduces a classic

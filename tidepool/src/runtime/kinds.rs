@@ -2,8 +2,15 @@
 //! type of its future (one per closure, so one per `spawn_fn` call site, in
 //! effect), and the
 //! monitor records whether tasks of a kind were seen blocking or computing
-//! for a whole quantum. The quantum rule (`control::policy`) uses it to lend
-//! a slot only to work that is not known to compute.
+//! for a whole quantum. Two rules use it:
+//!
+//! * the quantum rule (`control::policy`) lends a slot only to work that is
+//!   not known to compute;
+//! * a worker starts a closure of a kind known to block, while other work
+//!   waits, without a slot (`worker`, "presumed blocking"): the slot goes on
+//!   to the queued work at once instead of after the monitor's next look. A
+//!   presumed task that computes instead marks its kind, which is never
+//!   presumed again.
 //!
 //! A small table of flags indexed by a hash of the type's id, shared by
 //! every pool of the process: a collision only mixes two kinds' histories,
@@ -45,6 +52,8 @@ const KINDS: usize = 1024;
 const BLOCKS: u8 = 1;
 /// Tasks of the kind were seen computing for a whole quantum.
 const COMPUTES: u8 = 2;
+/// A task of the kind, started presumed blocking, computed instead.
+const OVERRAN: u8 = 4;
 
 // A `const` item to repeat: the array-repeat form that works on the
 // crate's minimum Rust version (an inline `const {}` block needs 1.79).
@@ -90,6 +99,19 @@ impl Kind {
         FLAGS[usize::from(self.0)].fetch_or(COMPUTES, Ordering::Relaxed);
     }
 
+    /// Records that a task of this kind, started presumed blocking, used
+    /// the CPU for much of its run: its kind is not presumed again.
+    pub(crate) fn saw_presumption_fail(self) {
+        FLAGS[usize::from(self.0)].fetch_or(OVERRAN, Ordering::Relaxed);
+    }
+
+    /// True if tasks of this kind were seen blocking, and neither computing
+    /// for a quantum nor computing when presumed blocking: the next one will
+    /// likely block too.
+    pub(crate) fn likely_blocks(self) -> bool {
+        FLAGS[usize::from(self.0)].load(Ordering::Relaxed) == BLOCKS
+    }
+
     /// True if tasks of this kind were seen computing for a quantum and
     /// never seen blocking: a lent slot would only add a CPU-bound thread.
     pub(crate) fn likely_computes(self) -> bool {
@@ -120,5 +142,23 @@ mod tests {
         a.saw_blocking();
         assert!(!a.likely_computes(), "blocking once clears the suspicion");
         assert_eq!(Kind::from_index(a.index()), a);
+    }
+
+    #[test]
+    fn a_kind_is_presumed_blocking_until_it_computes() {
+        let (first, second) = (|| 3, || 4);
+        let (a, b) = (kind_of_value(&first), kind_of_value(&second));
+        if a == b {
+            return; // a collision: legal, and nothing more to check
+        }
+        assert!(!a.likely_blocks(), "nothing seen yet");
+        a.saw_blocking();
+        assert!(a.likely_blocks());
+        assert!(!b.likely_blocks());
+        a.saw_presumption_fail();
+        assert!(!a.likely_blocks(), "computed when presumed: never again");
+        b.saw_blocking();
+        b.saw_computing();
+        assert!(!b.likely_blocks(), "a kind that computes is not presumed");
     }
 }

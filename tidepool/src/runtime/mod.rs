@@ -366,6 +366,15 @@ impl Shared {
         self.latch.is_closed()
     }
 
+    /// True if the pool's controller replaces blocked workers (and so may
+    /// start a task presumed blocking: `worker`).
+    pub(crate) fn compensates_blocking(&self) -> bool {
+        matches!(
+            self.config.controller,
+            crate::control::Controller::Adaptive | crate::control::Controller::HillClimbing
+        )
+    }
+
     /// True once the pool stopped: workers leave after their current task.
     pub(crate) fn is_stopped(&self) -> bool {
         self.latch.is_stopped()
@@ -472,12 +481,11 @@ impl Shared {
         m.running_threads = self.slots.counts().active.max(running).min(m.threads);
         m.blocked_threads = blocked;
         self.threads.counters.fill(&mut m);
-        m.detection =
-            if crate::control::policy::Policy::new(self.config.controller).detects_blocking() {
-                self.threads.detection()
-            } else {
-                crate::metrics::Detection::Off
-            };
+        m.detection = if self.compensates_blocking() {
+            self.threads.detection()
+        } else {
+            crate::metrics::Detection::Off
+        };
         m.concurrency_target = self.slots.target();
         m.start_latency =
             crate::metrics::LatencySummary::from_ticks(&latency, crate::sys::nanos_per_tick());

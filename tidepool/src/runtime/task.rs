@@ -117,6 +117,13 @@ impl Claim {
         }))
     }
 
+    /// True for a work item's closure (it runs to its end in one poll),
+    /// false for an async task.
+    pub(crate) fn is_closure(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.0.load(Ordering::Relaxed) != NOT_CLOSURE
+    }
+
     /// For the worker about to run the task: false if its handle cancelled
     /// it first (the worker drops it unrun). An async task pays one Relaxed
     /// load; a closure a swap on the cell's header line, which the worker

@@ -34,6 +34,8 @@ pub(crate) use schedule::{
     can_run, declare_blocking, notify, push_global, spawn, start_floor, wake_or_start,
 };
 
+use crate::control::policy::BUSY_CPU_SHARE;
+use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
 use crate::runtime::park::{self, Idle, Wake};
@@ -55,8 +57,10 @@ use std::time::{Duration, Instant};
 pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
 
 /// The body of a worker thread. It starts holding a searching slot reserved by
-/// whoever started it.
-pub(crate) fn run(shared: Arc<Shared>, index: usize) {
+/// whoever started it, or, with a `first` task (presumed blocking: see
+/// `schedule::start_presumed`), holding none: it runs that task as if found
+/// blocked, then carries on as any worker whose blocked task ended.
+pub(crate) fn run(shared: Arc<Shared>, index: usize, first: Option<Runnable>) {
     help::mark_stack_base();
     shared.run_hook(shared.config.on_thread_start.as_ref(), "on_thread_start");
     let entry = shared.threads.entry(index);
@@ -81,10 +85,13 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     let mut worker = RunLoop {
         ctx: &ctx,
         tick: entry.status.load().tick(),
-        searching: true,
+        searching: first.is_none(),
         coalescer: Coalescer::default(),
     };
-    let exit = worker.run();
+    let exit = match first {
+        Some(task) => worker.run_from_presumed(task),
+        None => worker.run(),
+    };
 
     context::leave();
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
@@ -130,6 +137,27 @@ enum Exit {
 impl RunLoop<'_> {
     fn shared(&self) -> &Arc<Shared> {
         &self.ctx.shared
+    }
+
+    /// The run loop of a worker started, without a slot, for `task`, a
+    /// closure presumed blocking.
+    fn run_from_presumed(&mut self, task: Runnable) -> Exit {
+        let shared = Arc::clone(self.shared());
+        if shared.is_stopped() {
+            // Queued for the shutdown's drain, which cancels it.
+            shared.lanes.push(task.metadata().priority, task);
+            return Exit::Stop;
+        }
+        run_presumed_blocking(self.ctx, task, false);
+        self.tick = shared.threads.entry(self.ctx.index).status.load().tick();
+        shared.threads.entry(self.ctx.index).status.end_task();
+        // As after any blocked task: take a free slot, or give way.
+        if shared.slots.try_acquire(false) {
+            shared.monitor.wake();
+        } else if let Some(exit) = self.give_way() {
+            return exit;
+        }
+        self.run()
     }
 
     fn run(&mut self) -> Exit {
@@ -438,23 +466,84 @@ fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
 /// worker's slot was given away while it ran (the monitor saw it blocked, or
 /// it declared blocking). To the monitor a job is a task like any other.
 fn run_work(ctx: &WorkerContext, work: Work) -> bool {
-    let status = &ctx.shared.threads.entry(ctx.index).status;
-    status.begin_task();
     let entry = ctx.shared.threads.entry(ctx.index);
+    let status = &entry.status;
     match work {
         Work::Task(task) => {
-            // For the monitor's record of what this kind of task does.
-            let kind = task.metadata().kind.index();
-            entry.kind.store(kind, Ordering::Relaxed);
-            run_task(task);
+            // For the monitor's record of what this kind of task does
+            // (published before the status word that makes it look).
+            let kind = task.metadata().kind;
+            entry.kind.store(kind.index(), Ordering::Relaxed);
+            if presumes_blocking(ctx, &task) {
+                run_presumed_blocking(ctx, task, true);
+            } else {
+                status.begin_task();
+                run_task(task);
+            }
         }
         // A job catches its closure's panics itself.
         Work::Job(job) => {
             entry.kind.store(0, Ordering::Relaxed);
+            status.begin_task();
             job.run();
         }
     }
     status.end_task()
+}
+
+/// Whether `task` starts presumed blocking: a closure of a kind seen
+/// blocking (and never computing) while other work waits, in a pool that
+/// replaces blocked workers. Costs every other task a load of its claim and
+/// of its kind's flags (a read-mostly line).
+fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
+    may_presume_blocking(&ctx.shared, task) && ctx.shared.has_work()
+}
+
+/// Whether `task` may be presumed blocking in `shared`'s pool: a closure of
+/// a kind seen blocking (and never computing), in a pool that replaces
+/// blocked workers.
+pub(crate) fn may_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
+    let meta = task.metadata();
+    meta.claim.is_closure() && meta.kind.likely_blocks() && shared.compensates_blocking()
+}
+
+/// Runs a task presumed blocking (see `runtime::kinds`): it runs without a
+/// slot, as if the monitor had found it blocked. A worker that `held_slot`
+/// gives it on to the queued work at once: a burst of blocking items then
+/// starts a thread each in a chain (each worker hands its slot to the next)
+/// instead of waiting for the monitor's look at each. A presumed task that
+/// kept a core busy instead (for at least a monitor interval, at a CPU
+/// share a blocked task never reaches) marks its kind, which is never
+/// presumed again: a wrong guess costs one oversubscribed task per kind.
+fn run_presumed_blocking(ctx: &WorkerContext, task: Runnable, held_slot: bool) {
+    let shared = &ctx.shared;
+    let entry = shared.threads.entry(ctx.index);
+    let kind = task.metadata().kind;
+    entry.kind.store(kind.index(), Ordering::Relaxed);
+    // The monitor only marks `InTask` words, so the slot given up here is
+    // released exactly once (`control::slots`, invariant 3).
+    entry.status.begin_task_blocked();
+    ThreadCounters::bump(&shared.threads.counters.presumed_blocking);
+    trace::worker_blocked(&shared.config.thread_name, ctx.index, "presumed");
+    if held_slot {
+        shared.slots.release();
+        schedule::notify_for(shared, StartReason::Presumed);
+    }
+    let probe = lock(&entry.probe).clone();
+    let cpu_before = probe.as_ref().and_then(|p| p.cpu_time());
+    let started = Instant::now();
+    run_task(task);
+    let cpu = match (cpu_before, probe.and_then(|p| p.cpu_time())) {
+        (Some(before), Some(after)) => after.saturating_sub(before),
+        _ => return,
+    };
+    let wall = started.elapsed();
+    if cpu >= shared.config.monitor_interval
+        && cpu.as_secs_f64() >= wall.as_secs_f64() * BUSY_CPU_SHARE
+    {
+        kind.saw_presumption_fail();
+        ThreadCounters::bump(&shared.threads.counters.presumptions_failed);
+    }
 }
 
 /// Runs one task (between its status's begin and end).

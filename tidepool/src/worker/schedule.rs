@@ -65,7 +65,7 @@ where
 /// on top of the worker's LIFO deque, where it would run again at once and
 /// starve the rest.
 pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) {
-    let runnable = match runnable.metadata().gate.clone() {
+    let mut runnable = match runnable.metadata().gate.clone() {
         Some(gate) => match gate.admit(runnable) {
             Some(admitted) => admitted,
             // The gate keeps it and queues it when admitted (`push_global`).
@@ -73,6 +73,12 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
         },
         None => runnable,
     };
+    if !yielded {
+        let Some(unstarted) = start_presumed(shared, runnable) else {
+            return;
+        };
+        runnable = unstarted;
+    }
     let lane = runnable.metadata().priority;
     // A normal task spawned or woken on one of this pool's workers goes on
     // that worker's own deque (cache-warm, no contention); everything else
@@ -86,6 +92,34 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
         shared.lanes.push(lane, runnable);
     }
     notify_lane(shared, lane);
+}
+
+/// Gives `runnable` a thread of its own, started for it, if it is a closure
+/// presumed blocking (`super::may_presume_blocking`: its kind blocked
+/// before) and nobody could run it now: every slot taken and no worker
+/// parked. The thread runs it without a slot, as if found blocked, so a
+/// burst of a kind known to block starts a thread per item as it is spawned
+/// (as tokio's `spawn_blocking` does, without being told) instead of one at
+/// a time as slots come free. Returns the task if it is not started here
+/// (the thread start was refused, or it is not such a task).
+///
+/// "No worker parked" keeps the thread count where a pool that waits would
+/// take it: a parked worker is woken through the slots instead (each
+/// presumed task started on a slot hands it on at once: `run_work`).
+fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
+    if !super::may_presume_blocking(shared, &runnable)
+        || shared.sleepers.parked() > 0
+        || shared.slots.counts().active < shared.slots.target()
+    {
+        return Some(runnable);
+    }
+    let first = Arc::new(crate::sync::Mutex::new(Some(runnable)));
+    if start_thread_for(shared, StartReason::Presumed, Some(Arc::clone(&first))) {
+        return None;
+    }
+    // Refused: the closure that would have run it was dropped unrun.
+    let unstarted = crate::sync::lock(&first).take();
+    unstarted
 }
 
 /// Queues a runnable on its lane's global queue (never a worker's own deque),
@@ -117,6 +151,12 @@ fn notify_lane(shared: &Arc<Shared>, lane: Priority) {
 /// Returns true if it took a slot for a worker, or none was needed because
 /// somebody is searching (or the pool stopped: the work was dropped).
 pub(crate) fn notify(shared: &Arc<Shared>) -> bool {
+    notify_for(shared, StartReason::Demand)
+}
+
+/// [`notify`], naming why a thread would be started (`reason` decides
+/// whether the start is paced).
+pub(crate) fn notify_for(shared: &Arc<Shared>, reason: StartReason) -> bool {
     let stopped = || {
         if shared.is_stopped() {
             // Stopped after the push: nobody will run it, so drop it here
@@ -127,7 +167,7 @@ pub(crate) fn notify(shared: &Arc<Shared>) -> bool {
         false
     };
     park::notify(&shared.sleepers, &shared.slots, stopped, || {
-        start_thread(shared, StartReason::Demand)
+        start_thread(shared, reason)
     })
 }
 
@@ -178,6 +218,17 @@ const FLOOR_START_BOUND: Duration = Duration::from_secs(1);
 /// starts beyond `concurrency` says not yet (see `control::pacing`), or the
 /// OS refused the thread.
 fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
+    start_thread_for(shared, reason, None)
+}
+
+/// A task handed to a thread being started, in a cell the starter can take
+/// it back from if the start is refused (`std` drops the thread's closure,
+/// and a `Runnable` dropped unrun would cancel its task).
+type FirstTask = Arc<crate::sync::Mutex<Option<Runnable>>>;
+
+/// [`start_thread`]; with a `first` task, the thread starts without a slot
+/// and runs that task first, presumed blocking (see [`start_presumed`]).
+fn start_thread_for(shared: &Arc<Shared>, reason: StartReason, first: Option<FirstTask>) -> bool {
     let threads = &shared.threads;
     let config = &shared.config;
     if reason.is_paced()
@@ -203,7 +254,8 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
         // The tokio context (feature `tokio`), entered for the thread's life.
         let tokio = owned.config.tokio.clone();
         let _entered = tokio.enter();
-        run(owned, index)
+        let first = first.and_then(|cell| crate::sync::lock(&cell).take());
+        run(owned, index, first)
     });
     match spawned {
         Ok(_) => {
@@ -217,6 +269,7 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
                 StartReason::Burst => &counters.started_burst,
                 StartReason::Floor => &counters.started_floor,
                 StartReason::Quantum => &counters.started_quantum,
+                StartReason::Presumed => &counters.started_presumed,
             });
             counters
                 .peak_threads

@@ -1,0 +1,201 @@
+//! Presumed blocking on real threads: a closure of a kind the pool has seen
+//! blocking starts without a slot while other work waits, so the queued work
+//! gets the slot at once instead of after the monitor's next look; a kind
+//! that computes when presumed blocking is not presumed again.
+//!
+//! What a pool learns about kinds is shared by the process (a table keyed by
+//! the closure's type), so these tests live in their own binary: no other
+//! test's closures can share a table entry with theirs.
+
+mod common;
+
+use common::{within, HANG};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use tidepool::{Metrics, Pool};
+
+/// `parties` tasks meet here; each waits until all arrived, or gives up.
+struct Rendezvous {
+    arrived: Mutex<usize>,
+    all_here: Condvar,
+    parties: usize,
+}
+
+impl Rendezvous {
+    fn new(parties: usize) -> Arc<Self> {
+        Arc::new(Rendezvous {
+            arrived: Mutex::new(0),
+            all_here: Condvar::new(),
+            parties,
+        })
+    }
+
+    /// Arrives and waits for the others for up to `patience`; true if all
+    /// of them came.
+    fn meet(&self, patience: Duration) -> bool {
+        let mut arrived = self.arrived.lock().unwrap();
+        *arrived += 1;
+        self.all_here.notify_all();
+        let (arrived, _) = self
+            .all_here
+            .wait_timeout_while(arrived, patience, |n| *n < self.parties)
+            .unwrap();
+        *arrived >= self.parties
+    }
+}
+
+/// What an item does this time.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Meets the others: blocks until every party of its rendezvous came.
+    Meet,
+    /// Computes for about 20 ms.
+    Compute,
+}
+
+/// The kind of item of test `TEST`: every call with the same `TEST` returns
+/// the same closure type, so the pool's record of its kind carries from one
+/// call to the next, and the tests (run at once) keep separate records.
+fn item<const TEST: usize>(
+    mode: Mode,
+    rendezvous: Arc<Rendezvous>,
+    patience: Duration,
+) -> impl FnOnce() -> bool {
+    move || match mode {
+        Mode::Meet => rendezvous.meet(patience),
+        Mode::Compute => {
+            let start = Instant::now();
+            let mut x = 1u64;
+            while start.elapsed() < Duration::from_millis(20) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            x != 0
+        }
+    }
+}
+
+/// Runs `parties` items of `mode` on `pool`, queued behind a task that holds
+/// the pool's only slot until they are all spawned (so each starts with
+/// others waiting). Returns whether each item returned true.
+fn run_batch<const TEST: usize>(
+    pool: &Pool,
+    mode: Mode,
+    parties: usize,
+    patience: Duration,
+) -> Vec<bool> {
+    let spawned = Arc::new(AtomicBool::new(false));
+    let gate = {
+        let spawned = spawned.clone();
+        pool.spawn_fn(move || {
+            let deadline = Instant::now() + HANG;
+            while !spawned.load(Ordering::Acquire) && Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let rendezvous = Rendezvous::new(parties);
+    let items: Vec<_> = (0..parties)
+        .map(|_| pool.spawn_fn(item::<TEST>(mode, rendezvous.clone(), patience)))
+        .collect();
+    spawned.store(true, Ordering::Release);
+    gate.join().unwrap();
+    items.into_iter().map(|i| i.join().unwrap()).collect()
+}
+
+/// Teaches the process that items block: a default pool's monitor finds
+/// them blocked in their rendezvous and replaces them.
+fn learn_that_items_block<const TEST: usize>() {
+    let teacher = Pool::builder().concurrency(1).build().unwrap();
+    let met = run_batch::<TEST>(&teacher, Mode::Meet, 4, HANG);
+    assert!(
+        met.iter().all(|&m| m),
+        "the default pool runs them all at once"
+    );
+    let m = teacher.metrics();
+    assert!(m.blocked_detections >= 1, "{m:?}");
+}
+
+/// A pool whose monitor looks only every 10 s: any replacement within a
+/// test is presumed, not detected.
+fn slow_monitor_pool() -> Pool {
+    Pool::builder()
+        .concurrency(1)
+        .monitor_interval(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_kind_seen_blocking_starts_without_a_slot_while_work_waits() {
+    let (met, m): (Vec<bool>, Metrics) = within(HANG, || {
+        learn_that_items_block::<1>();
+        let pool = slow_monitor_pool();
+        // Eight items that each wait (up to 5 s, half the monitor's
+        // interval) for all eight: on one slot they can only all meet if
+        // every one but the last gave its slot on as it started.
+        let met = run_batch::<1>(&pool, Mode::Meet, 8, Duration::from_secs(5));
+        (met, pool.metrics())
+    });
+    assert!(met.iter().all(|&m| m), "all eight ran at once: {m:?}");
+    assert_eq!(m.blocked_detections, 0, "the monitor found none: {m:?}");
+    assert!(m.presumed_blocking >= 7, "{m:?}");
+    assert_eq!(m.presumptions_failed, 0, "{m:?}");
+    assert!(m.threads_started_presumed >= 1, "{m:?}");
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
+fn a_kind_that_computes_when_presumed_blocking_is_not_presumed_again() {
+    let m = within(HANG, || {
+        learn_that_items_block::<2>();
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        // Presumed blocking, they compute: the first one marks the kind.
+        let done = run_batch::<2>(&pool, Mode::Compute, 3, HANG);
+        assert!(done.iter().all(|&d| d));
+        let first = pool.metrics();
+        assert!(first.presumed_blocking >= 1, "{first:?}");
+        assert!(first.presumptions_failed >= 1, "{first:?}");
+        // The next batch starts each with a slot, like any other work.
+        let done = run_batch::<2>(&pool, Mode::Compute, 3, HANG);
+        assert!(done.iter().all(|&d| d));
+        let second = pool.metrics();
+        assert_eq!(second.presumed_blocking, first.presumed_blocking);
+        second
+    });
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
+fn a_kind_seen_blocking_gets_a_thread_as_it_is_spawned_when_no_slot_is_free() {
+    let (met, m): (Vec<bool>, Metrics) = within(HANG, || {
+        learn_that_items_block::<3>();
+        // One thread, one slot, and a monitor that looks every 10 s.
+        let pool = Pool::builder()
+            .concurrency(1)
+            .min_threads(1)
+            .monitor_interval(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let patience = Duration::from_secs(5);
+        let rendezvous = Rendezvous::new(4);
+        // A task of an unknown kind takes the only slot and waits for the
+        // three items: they can only come if each got a thread of its own
+        // as it was spawned.
+        let holder = {
+            let rendezvous = rendezvous.clone();
+            pool.spawn_fn(move || rendezvous.meet(patience))
+        };
+        let items: Vec<_> = (0..3)
+            .map(|_| pool.spawn_fn(item::<3>(Mode::Meet, rendezvous.clone(), patience)))
+            .collect();
+        let mut met = vec![holder.join().unwrap()];
+        met.extend(items.into_iter().map(|i| i.join().unwrap()));
+        (met, pool.metrics())
+    });
+    assert!(met.iter().all(|&m| m), "all four ran at once: {m:?}");
+    assert_eq!(m.blocked_detections, 0, "the monitor found none: {m:?}");
+    assert_eq!(m.threads_started_presumed, 3, "{m:?}");
+    assert_eq!(m.presumed_blocking, 3, "{m:?}");
+    common::assert_counters_add_up(&m);
+}
