@@ -484,8 +484,104 @@ fn current_thread_clock() -> Option<libc::clockid_t> {
     (rc == 0).then_some(clock)
 }
 
+/// Grows the process's descriptor table, once, so that at least `count`
+/// descriptors fit before the kernel must grow it again. Returns true if
+/// the table is (now) that large as far as this process asked; false where
+/// the limit (`RLIMIT_NOFILE`) or the platform does not allow it.
+///
+/// Why: every worker opens two descriptors for its probe. The kernel grows
+/// a multithreaded process's table by doubling it, and each growth waits
+/// for an RCU grace period (milliseconds) with the table locked: a burst
+/// that starts hundreds of threads started them in waves, one wave per
+/// doubling. Growing it once at build costs one such wait, before any task.
+pub(crate) fn reserve_descriptors(count: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        /// The largest count reserved so far: tables never shrink.
+        static RESERVED: AtomicUsize = AtomicUsize::new(0);
+        if RESERVED.load(Ordering::Relaxed) >= count {
+            return true;
+        }
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `getrlimit` only writes the `rlimit` we pass, a live,
+        // exclusively borrowed local of the right type.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return false;
+        }
+        let top = (count as u64).min(limit.rlim_cur.saturating_sub(1));
+        let Ok(top) = libc::c_int::try_from(top) else {
+            return false;
+        };
+        // Any descriptor will do as the original; a socket needs no file
+        // system (`/dev/null` may be missing in a sandbox).
+        let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() else {
+            return false;
+        };
+        // SAFETY: `F_DUPFD_CLOEXEC` reads no memory; it duplicates the
+        // descriptor `socket` owns (open for the whole call) onto the lowest
+        // free number >= `top`, growing the table to hold it.
+        let copy = unsafe { libc::fcntl(socket.as_raw_fd(), libc::F_DUPFD_CLOEXEC, top) };
+        if copy < 0 {
+            return false;
+        }
+        // SAFETY: `copy` was just created by the `fcntl` above, is open, and
+        // nothing else knows its number: this is its only owner, which
+        // closes it when dropped (the table keeps its size).
+        drop(unsafe { OwnedFd::from_raw_fd(copy) });
+        RESERVED.fetch_max(top as usize, Ordering::Relaxed);
+        top as usize >= count
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = count;
+        false
+    }
+}
+
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
+    /// The descriptor table's size, from `/proc/self/status` (`FDSize`).
+    fn table_size() -> Option<usize> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("FDSize:"))?;
+        line["FDSize:".len()..].trim().parse().ok()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn reserving_descriptors_grows_the_table_once() {
+        let Some(before) = table_size() else {
+            return; // no /proc: nothing to look at
+        };
+        let want = before * 4;
+        if reserve_descriptors(want) {
+            let after = table_size().unwrap();
+            assert!(
+                after >= want,
+                "FDSize {before} -> {after}, asked for {want}"
+            );
+        } else {
+            // Only a low RLIMIT_NOFILE may refuse.
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: `getrlimit` only writes the local we pass.
+            let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+            assert_eq!(rc, 0);
+            assert!(
+                (limit.rlim_cur as usize) <= want,
+                "refused under a limit of {}",
+                limit.rlim_cur
+            );
+        }
+    }
+
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{mpsc, Arc};

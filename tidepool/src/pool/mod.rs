@@ -54,6 +54,9 @@ impl Pool {
     /// The pool for `config`, with its monitor started; `Err` with the
     /// system's error if the monitor thread could not start.
     pub(crate) fn from_config(config: Config) -> std::io::Result<Pool> {
+        // Two descriptors per worker thread (its probe), plus room for the
+        // program's own: grown once now instead of in waves during a burst.
+        crate::sys::reserve_descriptors(2 * config.max_threads + 256);
         let handle = OpenHandle::new(config);
         monitor::start(handle.shared())?;
         worker::start_floor(handle.shared());
@@ -283,7 +286,7 @@ impl Pool {
         }
         // Not a worker, or helping nested too deep: block (declared, if on a
         // worker, so the slot goes to another worker meanwhile).
-        worker::declare_blocking();
+        worker::declare_blocking(worker::Declared::PoolWait);
         let _tokio = self.shared().config.tokio.enter();
         context::entered(self.shared(), || async_io::block_on(future))
     }
