@@ -466,6 +466,6 @@ impl std::error::Error for Elapsed {}
 /// assert_eq!(handle.join().unwrap(), "done");
 /// ```
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    worker::declare_blocking();
+    worker::declare_blocking(worker::Declared::ByTask);
     f()
 }

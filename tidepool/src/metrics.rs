@@ -149,6 +149,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) blocked_detections: AtomicU64,
     pub(crate) declared_blocking: AtomicU64,
     pub(crate) presumed_blocking: AtomicU64,
+    pub(crate) presumed_handed: AtomicU64,
     pub(crate) presumptions_failed: AtomicU64,
     pub(crate) oversubscribed: AtomicU64,
     pub(crate) peak_threads: AtomicU64,
@@ -190,6 +191,7 @@ impl ThreadCounters {
         m.blocked_detections = get(&self.blocked_detections);
         m.declared_blocking = get(&self.declared_blocking);
         m.presumed_blocking = get(&self.presumed_blocking);
+        m.presumed_handed = get(&self.presumed_handed);
         m.presumptions_failed = get(&self.presumptions_failed);
         m.oversubscribed_observations = get(&self.oversubscribed);
         m.hook_panics = get(&self.hook_panics);
@@ -431,10 +433,11 @@ pub struct Metrics {
     /// [`Builder::quantum`](crate::Builder::quantum)); a parked worker takes
     /// it when there is one.
     pub threads_started_quantum: u64,
-    /// Threads started for queued work when a worker gave its slot up at
-    /// the start of a task presumed blocking (see
-    /// [`Metrics::presumed_blocking`]); a parked worker takes it when there
-    /// is one.
+    /// Threads started for a task presumed blocking as it was spawned or
+    /// found queued (it runs on the new thread without a slot), or for
+    /// queued work when a worker gave its slot up at the start of one (see
+    /// [`Metrics::presumed_blocking`]); a parked worker takes either when
+    /// there is one.
     pub threads_started_presumed: u64,
     /// Slots lent under the quantum rule: every slot had been held by a
     /// computing task for longer than the quantum while work was queued.
@@ -460,10 +463,16 @@ pub struct Metrics {
     /// `block_on` called on a worker).
     pub declared_blocking: u64,
     /// Closures started without a slot because tasks of their kind blocked
-    /// before (and never computed) while other work waited: the slot went to
-    /// the queued work at once, as it would once the monitor found the task
-    /// blocked. See [`Controller::Adaptive`](crate::Controller::Adaptive).
+    /// before (and never computed): handed a thread as they were spawned, or
+    /// started by a worker that found them queued and gave its slot on, as
+    /// it would once the monitor found the task blocked. See
+    /// [`Controller::Adaptive`](crate::Controller::Adaptive).
     pub presumed_blocking: u64,
+    /// Presumed-blocking closures handed, as they were spawned, to a parked
+    /// worker that runs them without a slot (the others of
+    /// `presumed_blocking` got a thread started for them, or were found
+    /// queued by a worker).
+    pub presumed_handed: u64,
     /// Presumed-blocking closures that kept a core busy instead (for at
     /// least a monitor interval, at a quarter of their wall time or more):
     /// each marks its kind, which is not presumed blocking again.

@@ -318,7 +318,7 @@ impl Monitor {
             view.computing = t.backoff > 1;
             if view.computing && limits.quantum.is_some_and(|q| view.in_task_for >= q) {
                 // What the quantum rule learns: this kind of task computes.
-                Kind::from_index(entry.kind.load(Ordering::Relaxed)).saw_computing();
+                Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_computing();
             }
             sample.in_task.push(view);
         }
@@ -364,7 +364,7 @@ impl Monitor {
             let entry = shared.threads.entry(index);
             if entry.status.try_mark_blocked(seen) {
                 shared.slots.release();
-                Kind::from_index(entry.kind.load(Ordering::Relaxed)).saw_blocking();
+                Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_blocking();
                 ThreadCounters::bump(&counters.blocked_detections);
                 trace::worker_blocked(&shared.config.thread_name, index, "detected");
                 self.tracks[index] = None;

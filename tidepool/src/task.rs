@@ -97,7 +97,8 @@ impl<T> JoinHandle<T> {
         }
         // Not a worker, or helping nested too deep: block (declared, if on
         // a worker, so the slot goes to another worker meanwhile).
-        crate::blocking(|| futures_lite::future::block_on(self))
+        crate::worker::declare_blocking(crate::worker::Declared::PoolWait);
+        futures_lite::future::block_on(self)
     }
 
     /// Cancels the task unless it has already finished or, for a closure,

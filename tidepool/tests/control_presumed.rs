@@ -1,7 +1,9 @@
 //! Presumed blocking on real threads: a closure of a kind the pool has seen
-//! blocking starts without a slot while other work waits, so the queued work
-//! gets the slot at once instead of after the monitor's next look; a kind
-//! that computes when presumed blocking is not presumed again.
+//! blocking is handed a thread of its own as it is spawned (a parked
+//! worker, or a new thread), or starts without a slot when a worker finds it
+//! queued, so queued work keeps the slots instead of waiting for the
+//! monitor's next look; a kind that computes when presumed blocking is not
+//! presumed again, and one whose items turn out short stops being presumed.
 //!
 //! What a pool learns about kinds is shared by the process (a table keyed by
 //! the closure's type), so these tests live in their own binary: no other
@@ -52,6 +54,8 @@ enum Mode {
     Meet,
     /// Computes for about 20 ms.
     Compute,
+    /// Returns at once.
+    Quick,
 }
 
 /// The kind of item of test `TEST`: every call with the same `TEST` returns
@@ -72,6 +76,7 @@ fn item<const TEST: usize>(
             }
             x != 0
         }
+        Mode::Quick => true,
     }
 }
 
@@ -197,5 +202,64 @@ fn a_kind_seen_blocking_gets_a_thread_as_it_is_spawned_when_no_slot_is_free() {
     assert_eq!(m.blocked_detections, 0, "the monitor found none: {m:?}");
     assert_eq!(m.threads_started_presumed, 3, "{m:?}");
     assert_eq!(m.presumed_blocking, 3, "{m:?}");
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
+fn a_kind_seen_blocking_is_handed_to_a_parked_worker_as_it_is_spawned() {
+    let (met, m): (Vec<bool>, Metrics) = within(HANG, || {
+        learn_that_items_block::<4>();
+        let pool = Pool::builder()
+            .concurrency(1)
+            .min_threads(4)
+            .monitor_interval(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        // Wait until the four threads started at build are parked.
+        let deadline = Instant::now() + HANG;
+        while pool.metrics().idle_threads < 4 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let patience = Duration::from_secs(5);
+        let rendezvous = Rendezvous::new(3);
+        let items: Vec<_> = (0..3)
+            .map(|_| pool.spawn_fn(item::<4>(Mode::Meet, rendezvous.clone(), patience)))
+            .collect();
+        let met = items.into_iter().map(|i| i.join().unwrap()).collect();
+        (met, pool.metrics())
+    });
+    // Three at once on one slot: each had a thread of its own.
+    assert!(met.iter().all(|&m| m), "all three ran at once: {m:?}");
+    assert_eq!(m.presumed_handed, 3, "{m:?}");
+    assert_eq!(
+        m.threads_started_presumed, 0,
+        "parked workers took them: {m:?}"
+    );
+    assert_eq!(m.blocked_detections, 0, "the monitor found none: {m:?}");
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
+fn a_kind_whose_presumed_items_end_at_once_stops_being_presumed() {
+    let (early, late, m) = within(HANG, || {
+        learn_that_items_block::<5>();
+        let pool = slow_monitor_pool();
+        let run = |count| {
+            for _ in 0..count {
+                let never_met = Rendezvous::new(2);
+                let item = item::<5>(Mode::Quick, never_met, Duration::ZERO);
+                assert!(pool.spawn_fn(item).join().unwrap());
+            }
+            pool.metrics().presumed_blocking
+        };
+        let early = run(30);
+        let late = run(10);
+        (early, late, pool.metrics())
+    });
+    // Each short item costs the kind one credit: a fresh kind has 8; while
+    // it was learned, items that waited long earned one each and the last
+    // ones to reach the rendezvous (short waits) cost one each.
+    assert!((1..=16).contains(&early), "{early} presumed: {m:?}");
+    assert_eq!(late, early, "out of credit, no more presumed: {m:?}");
     common::assert_counters_add_up(&m);
 }

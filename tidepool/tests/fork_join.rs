@@ -52,6 +52,32 @@ fn a_deep_recursion_of_blocking_joins_completes_within_max_threads() {
 }
 
 #[test]
+fn waits_that_cannot_help_do_not_teach_the_pool_that_the_kind_blocks() {
+    // A small stack: past half of it a join blocks, declared, instead of
+    // helping. Taught as blocking, the recursion's closure kind would be
+    // handed a thread per spawn (each then waiting on queued children), so
+    // the second run would presume its items blocking.
+    let m = within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(2)
+            .stack_size(64 * 1024)
+            .build()
+            .unwrap();
+        for _ in 0..2 {
+            let p = pool.clone();
+            let value = pool.spawn_fn(move || fib_spawned(&p, 22)).join().unwrap();
+            assert_eq!(value, fib(22));
+        }
+        pool.metrics()
+    });
+    assert!(
+        m.declared_blocking > 0,
+        "no wait blocked, nothing tested: {m:?}"
+    );
+    assert_eq!(m.presumed_blocking, 0, "{m:?}");
+}
+
+#[test]
 fn join_recursion_runs_on_a_fixed_pool_without_extra_threads() {
     let (value, metrics) = within(HANG, || {
         let pool = Pool::builder()

@@ -92,12 +92,15 @@ pub enum Controller {
     ///
     /// The pool also remembers which kinds of work item blocked (a kind is
     /// the closure's type: in effect one per `spawn_fn` call site). A work
-    /// item of a kind seen blocking, and never seen computing, that starts
-    /// while other work waits gives its slot on at once, without waiting
-    /// for the monitor to find it blocked (`Metrics::presumed_blocking`):
-    /// a second burst of blocking requests starts a thread per item in a
-    /// chain, as fast as threads start. If such an item keeps a core busy
-    /// instead, its kind is not presumed again (`Metrics::presumptions_failed`).
+    /// item of a kind seen blocking, and never seen computing, is *presumed
+    /// blocking* (`Metrics::presumed_blocking`): spawned, it is handed to a
+    /// parked worker or a thread started for it, and runs without a slot,
+    /// as tokio's `spawn_blocking` would run it, but without being told; a
+    /// worker that finds one queued gives its slot on at once and hands two
+    /// more queued ones a thread each, so a queue of them starts as a tree.
+    /// A presumption ends when such an item keeps a core busy (never again:
+    /// `Metrics::presumptions_failed`), or when items of the kind keep
+    /// ending within a monitor interval (after a few: a credit per kind).
     /// Async tasks are never presumed: they should not block.
     #[default]
     Adaptive,

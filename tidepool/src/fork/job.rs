@@ -149,7 +149,7 @@ where
         }
         let settled = || self.state.load(Ordering::Acquire) != PENDING;
         if !crate::worker::help_until(settled) {
-            crate::worker::declare_blocking();
+            crate::worker::declare_blocking(crate::worker::Declared::PoolWait);
             while !settled() {
                 thread::park_timeout(Duration::from_millis(10));
             }

@@ -241,7 +241,7 @@ impl<'scope> Scope<'scope> {
             if !crate::worker::help_until(done) {
                 // Nested too deep to help: block until a job ends (each
                 // job's end or the last one's unparks this thread).
-                crate::worker::declare_blocking();
+                crate::worker::declare_blocking(crate::worker::Declared::PoolWait);
                 thread::park_timeout(std::time::Duration::from_millis(1));
             }
         }

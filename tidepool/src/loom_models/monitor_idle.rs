@@ -52,7 +52,7 @@ fn a_task_started_on_an_idle_pool_wakes_the_monitor() {
         pool.work.store(true, Ordering::Relaxed);
         let mut started = None;
         park::notify(
-            &park::Sleepers::new(1),
+            &park::Sleepers::<u8>::new(1),
             &pool.slots,
             || false,
             || {

@@ -1,8 +1,9 @@
 //! Loom model of the park/wake protocol (`runtime::park`): a worker going
 //! idle (`park::go_idle`, then `Sleepers::park`) and a notifier publishing
 //! work (`park::notify`) — the very functions the worker layer calls — can
-//! never both miss each other (the lost wake-up), and a wake token is never
-//! lost or doubled.
+//! never both miss each other (the lost wake-up), a wake token is never
+//! lost or doubled, and a task handed to a parked worker (`Sleepers::hand`)
+//! is taken exactly once.
 
 use crate::control::slots::Slots;
 use crate::runtime::park::{self, Idle, Sleepers, Wake};
@@ -11,7 +12,8 @@ use loom::sync::Arc;
 
 struct Pool {
     slots: Slots,
-    sleepers: Sleepers,
+    /// Handed tasks are numbers here.
+    sleepers: Sleepers<u8>,
     /// Stands in for the task queues.
     work: AtomicBool,
 }
@@ -22,7 +24,7 @@ struct Pool {
 fn worker_goes_idle(pool: &Pool) -> bool {
     let work = || pool.work.load(Ordering::SeqCst);
     match park::go_idle(&pool.sleepers, &pool.slots, 0, work) {
-        Idle::Search => true,
+        Idle::Search(_) => true,
         Idle::Park => matches!(pool.sleepers.park(0, None, || false), Wake::Woken),
     }
 }
@@ -90,7 +92,7 @@ fn no_lost_wakeup() {
 #[test]
 fn stop_wakes_a_parked_worker() {
     loom::model(|| {
-        let sleepers = Arc::new(Sleepers::new(2));
+        let sleepers = Arc::new(Sleepers::<u8>::new(2));
         let parked = {
             let sleepers = sleepers.clone();
             loom::thread::spawn(move || {
@@ -107,7 +109,7 @@ fn stop_wakes_a_parked_worker() {
 #[test]
 fn two_notifiers_wake_one_sleeper_once() {
     loom::model(|| {
-        let sleepers = Arc::new(Sleepers::new(1));
+        let sleepers = Arc::new(Sleepers::<u8>::new(1));
         sleepers.push(0);
         let waker = {
             let sleepers = sleepers.clone();
@@ -119,4 +121,56 @@ fn two_notifiers_wake_one_sleeper_once() {
         // The token is consumed exactly once, by park.
         assert_eq!(sleepers.park(0, None, || false), Wake::Woken);
     });
+}
+
+/// A searching worker that found nothing goes idle (`go_idle`, then
+/// `park`) while a spawner hands a task to whoever is parked
+/// (`Sleepers::hand`, as `worker::schedule::hand_or_start` calls it).
+/// Returns what the worker ended up with.
+fn worker_idles_while_a_task_is_handed(work_queued: bool) {
+    let pool = Arc::new(Pool {
+        slots: Slots::new(1),
+        sleepers: Sleepers::new(1),
+        work: AtomicBool::new(work_queued),
+    });
+    assert!(pool.slots.try_reserve_searcher());
+    let worker = {
+        let pool = pool.clone();
+        loom::thread::spawn(move || {
+            let work = || pool.work.load(Ordering::SeqCst);
+            match park::go_idle(&pool.sleepers, &pool.slots, 0, work) {
+                // Holds a searching slot, maybe with the task.
+                Idle::Search(task) => task,
+                Idle::Park => match pool.sleepers.park(0, None, || false) {
+                    Wake::Handed(task) => Some(task),
+                    Wake::Stop => None,
+                    other => panic!("nobody reserved a slot for it: {other:?}"),
+                },
+            }
+        })
+    };
+    let given_back = pool.sleepers.hand(7).err();
+    if given_back.is_some() {
+        // Nobody was parked to take it (the spawner would start a thread):
+        // release the worker if it parks after all, to end the model.
+        pool.sleepers.stop_all();
+    }
+    let taken = worker.join().unwrap();
+    assert!(
+        taken.is_some() ^ given_back.is_some(),
+        "taken {taken:?}, given back {given_back:?}: exactly one must have it"
+    );
+    assert_eq!(pool.sleepers.parked(), 0);
+}
+
+#[test]
+fn a_handed_task_is_taken_exactly_once() {
+    loom::model(|| worker_idles_while_a_task_is_handed(false));
+}
+
+#[test]
+fn a_task_handed_to_a_worker_leaving_the_stack_is_taken_exactly_once() {
+    // Work is queued, so the worker takes a slot and leaves the stack:
+    // `remove` then either finds it there or consumes the task token.
+    loom::model(|| worker_idles_while_a_task_is_handed(true));
 }

@@ -1,23 +1,44 @@
 //! What the pool has learned about kinds of task: a task's *kind* is the
 //! type of its future (one per closure, so one per `spawn_fn` call site, in
-//! effect), and the
-//! monitor records whether tasks of a kind were seen blocking or computing
-//! for a whole quantum. Two rules use it:
+//! effect), and the monitor records whether tasks of a kind were seen
+//! blocking or computing for a whole quantum. Two rules use it:
 //!
 //! * the quantum rule (`control::policy`) lends a slot only to work that is
 //!   not known to compute;
-//! * a worker starts a closure of a kind known to block, while other work
-//!   waits, without a slot (`worker`, "presumed blocking"): the slot goes on
-//!   to the queued work at once instead of after the monitor's next look. A
-//!   presumed task that computes instead marks its kind, which is never
-//!   presumed again.
+//! * a closure of a kind known to block is *presumed blocking* (`worker`):
+//!   it is handed a thread of its own when spawned, or started without a
+//!   slot by the worker that finds it, so a burst of such items starts a
+//!   thread per item at once (as tokio's `spawn_blocking` does, without
+//!   being told) instead of a wave per monitor look.
 //!
-//! A small table of flags indexed by a hash of the type's id, shared by
-//! every pool of the process: a collision only mixes two kinds' histories,
-//! which costs a lend or a missed one, never correctness.
+//! # Why a presumption ends
+//!
+//! A guess that a kind blocks is undone three ways, so a wrong guess costs
+//! a bounded number of threads, never a thread per task for good:
+//!
+//! * a presumed task that *computed* (a monitor interval of CPU, at least
+//!   a quarter of its wall time) marks the kind, never presumed again;
+//! * every kind has a *credit*: seen blocking, it gets [`FRESH_CREDIT`];
+//!   a presumed task that ends within a monitor interval (a lock-convoy
+//!   item caught asleep once, a cache hit) costs one; one that waited for
+//!   longer earns one back, up to [`MAX_CREDIT`]. At zero the kind is not
+//!   presumed until the monitor sees it block again;
+//! * a kind seen computing for a whole quantum is never presumed.
+//!
+//! # The table
+//!
+//! A fixed table of [`KINDS`] words shared by every pool of the process
+//! (what a kind does does not depend on the pool), indexed by a hash of
+//! the type's id and tagged with 16 more bits of it. A word whose tag is
+//! not the kind's says nothing about the kind: a collision *forgets* the
+//! older kind's history (the newer writer takes the word over), it never
+//! lends it. Borrowed histories did harm: a test's closure that hashed onto
+//! an entry another test had taught to block was handed a thread of its
+//! own, in one checkout and not another (a type's id depends on the
+//! crate's path).
 
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Folds what a `TypeId` hashes into one word: no need for a keyed hash,
 /// only for distinct ids to land apart.
@@ -44,31 +65,66 @@ impl Hasher for Fold {
     }
 }
 
-/// Entries in the table: enough that the call sites of a program rarely
-/// collide, small enough to stay in a few cache lines' worth of memory.
-const KINDS: usize = 1024;
+/// Bits of the hash that index the table.
+const INDEX_BITS: u32 = 12;
+/// Entries in the table: enough that the call sites of a large program
+/// rarely collide, 16 KiB in all.
+const KINDS: usize = 1 << INDEX_BITS;
 
 /// Tasks of the kind were seen blocking.
-const BLOCKS: u8 = 1;
+const BLOCKS: u32 = 1;
 /// Tasks of the kind were seen computing for a whole quantum.
-const COMPUTES: u8 = 2;
+const COMPUTES: u32 = 2;
 /// A task of the kind, started presumed blocking, computed instead.
-const OVERRAN: u8 = 4;
+const OVERRAN: u32 = 4;
+
+/// A word: the tag in the high 16 bits, the credit in bits 8-15, the flags
+/// in bits 0-7.
+const FLAG_MASK: u32 = 0xff;
+const CREDIT_SHIFT: u32 = 8;
+const TAG_SHIFT: u32 = 16;
+
+/// The credit of a kind just seen blocking: that many presumed tasks may
+/// end short before the kind stops being presumed. Small, so a kind that
+/// the monitor caught asleep on a lock once (a convoy of tiny items) costs
+/// a handful of extra threads, not one per item.
+pub(crate) const FRESH_CREDIT: u32 = 8;
+/// The most credit a kind can earn: a kind that blocked for a long time
+/// and then changes its ways stops being presumed after this many short
+/// tasks at the worst.
+pub(crate) const MAX_CREDIT: u32 = 64;
 
 // A `const` item to repeat: the array-repeat form that works on the
 // crate's minimum Rust version (an inline `const {}` block needs 1.79).
 #[allow(clippy::declare_interior_mutable_const)]
-const NOTHING_SEEN: AtomicU8 = AtomicU8::new(0);
-static FLAGS: [AtomicU8; KINDS] = [NOTHING_SEEN; KINDS];
+const NOTHING_SEEN: AtomicU32 = AtomicU32::new(0);
+static TABLE: [AtomicU32; KINDS] = [NOTHING_SEEN; KINDS];
 
-/// A kind of task: an index into the table; 0 for work of no known kind
-/// (fork-join jobs).
+/// A kind of task: a table index and a tag; [`Kind::NONE`] (tag 0) for
+/// work of no known kind (fork-join jobs), which learns nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Kind(u16);
+pub(crate) struct Kind {
+    index: u16,
+    tag: u16,
+}
+
+/// What a presumed task turned out to do, for [`Kind::presumed_ended`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Presumed {
+    /// It waited past a monitor interval without computing: right guess.
+    Waited,
+    /// It ended within a monitor interval: a thread spent for little.
+    Short,
+    /// It kept a core busy: wrong guess, never presumed again.
+    Computed,
+}
 
 impl Kind {
+    /// No kind: fork-join jobs. Reads say nothing, writes are ignored.
+    pub(crate) const NONE: Kind = Kind { index: 0, tag: 0 };
+
     /// The kind of tasks whose future is a `T`: its `TypeId`, folded into
-    /// the table's index. (Not the type's name: closures defined in one
+    /// an index and a tag. (Not the type's name: closures defined in one
     /// function share a name, and so would every `spawn_fn` of a module.)
     /// The id is a constant per type, so this costs a few instructions.
     pub(crate) fn of<T: ?Sized + 'static>() -> Kind {
@@ -76,46 +132,101 @@ impl Kind {
         std::any::TypeId::of::<T>().hash(&mut fold);
         // Fibonacci hashing: the top bits of the product mix every input bit.
         let hash = fold.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        Kind((hash >> (64 - 10)) as u16)
+        let index = (hash >> (64 - INDEX_BITS)) as u16;
+        // Tag 0 is `NONE`'s: a real kind's tag is never 0.
+        let tag = ((hash >> 16) as u16).max(1);
+        Kind { index, tag }
     }
 
-    /// The raw index, to publish in an atomic.
-    pub(crate) fn index(self) -> u16 {
-        self.0
+    /// The kind as one word, to publish in an atomic.
+    pub(crate) fn to_bits(self) -> u32 {
+        u32::from(self.tag) << 16 | u32::from(self.index)
     }
 
-    /// The kind published as `index`.
-    pub(crate) fn from_index(index: u16) -> Kind {
-        Kind(index % KINDS as u16)
+    /// The kind published as `bits`.
+    pub(crate) fn from_bits(bits: u32) -> Kind {
+        Kind {
+            index: (bits & (KINDS as u32 - 1)) as u16,
+            tag: (bits >> 16) as u16,
+        }
     }
 
-    /// Records that a task of this kind blocked.
+    /// This kind's flags and credit if the table's word is this kind's;
+    /// nothing (zero) if it is another kind's or this is no kind.
+    fn read(self) -> u32 {
+        if self.tag == 0 {
+            return 0;
+        }
+        let word = TABLE[usize::from(self.index)].load(Ordering::Relaxed);
+        if word >> TAG_SHIFT == u32::from(self.tag) {
+            word & ((1 << TAG_SHIFT) - 1)
+        } else {
+            0
+        }
+    }
+
+    /// Replaces this kind's flags and credit by `change(old)`, taking the
+    /// word over from another kind if it holds one (whose history is then
+    /// forgotten). Relaxed: a hint, read by other threads whenever it
+    /// arrives; no other memory is published with it.
+    fn update(self, change: impl Fn(u32) -> u32) {
+        if self.tag == 0 {
+            return;
+        }
+        let ours = u32::from(self.tag) << TAG_SHIFT;
+        let _ = TABLE[usize::from(self.index)].fetch_update(
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |word| {
+                let old = if word & !((1 << TAG_SHIFT) - 1) == ours {
+                    word & ((1 << TAG_SHIFT) - 1)
+                } else {
+                    0
+                };
+                Some(ours | (change(old) & ((1 << TAG_SHIFT) - 1)))
+            },
+        );
+    }
+
+    /// Records that a task of this kind blocked: its credit is at least
+    /// [`FRESH_CREDIT`] again.
     pub(crate) fn saw_blocking(self) {
-        FLAGS[usize::from(self.0)].fetch_or(BLOCKS, Ordering::Relaxed);
+        self.update(|old| {
+            let credit = (old >> CREDIT_SHIFT).max(FRESH_CREDIT);
+            credit << CREDIT_SHIFT | (old & FLAG_MASK) | BLOCKS
+        });
     }
 
     /// Records that a task of this kind computed for a whole quantum.
     pub(crate) fn saw_computing(self) {
-        FLAGS[usize::from(self.0)].fetch_or(COMPUTES, Ordering::Relaxed);
+        self.update(|old| old | COMPUTES);
     }
 
-    /// Records that a task of this kind, started presumed blocking, used
-    /// the CPU for much of its run: its kind is not presumed again.
-    pub(crate) fn saw_presumption_fail(self) {
-        FLAGS[usize::from(self.0)].fetch_or(OVERRAN, Ordering::Relaxed);
+    /// Records what a task of this kind, started presumed blocking, did.
+    pub(crate) fn presumed_ended(self, what: Presumed) {
+        self.update(|old| {
+            let credit = old >> CREDIT_SHIFT;
+            let flags = old & FLAG_MASK;
+            match what {
+                Presumed::Waited => (credit + 1).min(MAX_CREDIT) << CREDIT_SHIFT | flags,
+                Presumed::Short => credit.saturating_sub(1) << CREDIT_SHIFT | flags,
+                Presumed::Computed => credit << CREDIT_SHIFT | flags | OVERRAN,
+            }
+        });
     }
 
-    /// True if tasks of this kind were seen blocking, and neither computing
-    /// for a quantum nor computing when presumed blocking: the next one will
-    /// likely block too.
+    /// True if tasks of this kind were seen blocking, neither computing for
+    /// a quantum nor computing when presumed blocking, and the kind has
+    /// credit left: the next one will likely block too.
     pub(crate) fn likely_blocks(self) -> bool {
-        FLAGS[usize::from(self.0)].load(Ordering::Relaxed) == BLOCKS
+        let word = self.read();
+        word & FLAG_MASK == BLOCKS && word >> CREDIT_SHIFT > 0
     }
 
     /// True if tasks of this kind were seen computing for a quantum and
     /// never seen blocking: a lent slot would only add a CPU-bound thread.
     pub(crate) fn likely_computes(self) -> bool {
-        FLAGS[usize::from(self.0)].load(Ordering::Relaxed) == COMPUTES
+        self.read() & FLAG_MASK == COMPUTES
     }
 }
 
@@ -127,38 +238,89 @@ mod tests {
         Kind::of::<T>()
     }
 
+    /// Two kinds of distinct closures that do not share a table word (a
+    /// shared word is legal, and these tests then have nothing to check).
+    fn two_kinds<A: 'static, B: 'static>(a: &A, b: &B) -> Option<(Kind, Kind)> {
+        let (a, b) = (kind_of_value(a), kind_of_value(b));
+        (a.index != b.index).then_some((a, b))
+    }
+
     #[test]
     fn kinds_of_distinct_types_keep_their_own_history() {
         // Two closures of one function: one name, two types.
         let (first, second) = (|| 1, || 2);
-        let (a, b) = (kind_of_value(&first), kind_of_value(&second));
-        assert_eq!(a, kind_of_value(&first), "one type, one kind");
-        if a == b {
-            return; // a collision: legal, and nothing more to check
-        }
+        assert_eq!(
+            kind_of_value(&first),
+            kind_of_value(&first),
+            "one type, one kind"
+        );
+        let Some((a, b)) = two_kinds(&first, &second) else {
+            return;
+        };
         a.saw_computing();
         assert!(a.likely_computes());
         assert!(!b.likely_computes());
         a.saw_blocking();
         assert!(!a.likely_computes(), "blocking once clears the suspicion");
-        assert_eq!(Kind::from_index(a.index()), a);
+        assert_eq!(Kind::from_bits(a.to_bits()), a);
     }
 
     #[test]
     fn a_kind_is_presumed_blocking_until_it_computes() {
         let (first, second) = (|| 3, || 4);
-        let (a, b) = (kind_of_value(&first), kind_of_value(&second));
-        if a == b {
-            return; // a collision: legal, and nothing more to check
-        }
+        let Some((a, b)) = two_kinds(&first, &second) else {
+            return;
+        };
         assert!(!a.likely_blocks(), "nothing seen yet");
         a.saw_blocking();
         assert!(a.likely_blocks());
         assert!(!b.likely_blocks());
-        a.saw_presumption_fail();
+        a.presumed_ended(Presumed::Computed);
         assert!(!a.likely_blocks(), "computed when presumed: never again");
         b.saw_blocking();
         b.saw_computing();
         assert!(!b.likely_blocks(), "a kind that computes is not presumed");
+    }
+
+    #[test]
+    fn short_presumed_tasks_use_up_the_credit_and_waits_earn_it_back() {
+        let kind = kind_of_value(&|| 5);
+        kind.saw_blocking();
+        for _ in 0..FRESH_CREDIT - 1 {
+            kind.presumed_ended(Presumed::Short);
+        }
+        assert!(kind.likely_blocks(), "one credit left");
+        kind.presumed_ended(Presumed::Waited);
+        kind.presumed_ended(Presumed::Short);
+        kind.presumed_ended(Presumed::Short);
+        assert!(!kind.likely_blocks(), "out of credit");
+        kind.saw_blocking();
+        assert!(kind.likely_blocks(), "seen blocking again: fresh credit");
+        for _ in 0..2 * MAX_CREDIT {
+            kind.presumed_ended(Presumed::Waited);
+        }
+        for _ in 0..MAX_CREDIT {
+            kind.presumed_ended(Presumed::Short);
+        }
+        assert!(!kind.likely_blocks(), "the credit is capped at MAX_CREDIT");
+    }
+
+    #[test]
+    fn a_colliding_kind_forgets_the_older_history_and_never_borrows_it() {
+        let owner = Kind { index: 7, tag: 100 };
+        let other = Kind { index: 7, tag: 200 };
+        owner.saw_blocking();
+        assert!(owner.likely_blocks());
+        assert!(!other.likely_blocks(), "another kind's history is not ours");
+        other.saw_computing();
+        assert!(other.likely_computes());
+        assert!(!owner.likely_blocks(), "the word was taken over: forgotten");
+    }
+
+    #[test]
+    fn no_kind_learns_nothing() {
+        Kind::NONE.saw_blocking();
+        assert!(!Kind::NONE.likely_blocks());
+        assert_eq!(Kind::from_bits(0), Kind::NONE);
     }
 }

@@ -59,7 +59,7 @@ pub(crate) struct Shared {
     /// The running slots (see `control::slots`).
     pub(crate) slots: Slots,
     /// Parked workers (see `park`).
-    pub(crate) sleepers: Sleepers,
+    pub(crate) sleepers: Sleepers<task::Runnable>,
     /// `open → closed → stopped` (see `lifecycle`).
     latch: Latch,
     /// Wakes shutdown waiters when a worker exits or the pool stops.

@@ -32,18 +32,27 @@
 //! new thread while this one goes back to sleep (a wasted thread start; the
 //! loom model asserts it cannot happen).
 //!
-//! A *wake token* is the per-worker flag a notifier sets when it pops a
-//! sleeper; the notifier has already reserved a slot and a searching mark for
-//! it (see `control::slots`), so a woken worker starts out searching. Tokens
-//! and the stack are guarded by one mutex; each worker waits on its own
-//! condition variable so a wake-up wakes exactly one thread.
+//! A *wake token* is what a notifier leaves a sleeper it pops. Two kinds:
+//!
+//! * a *slot* token: the notifier has already reserved a slot and a
+//!   searching mark for it (see `control::slots`), so a woken worker starts
+//!   out searching;
+//! * a *task* token ([`Sleepers::hand`]): a task presumed blocking
+//!   (`runtime::kinds`), which the worker runs without a slot, as if the
+//!   monitor had found it blocked. No slot changes hands, so this needs none
+//!   of the ordering above: the task is in the token, not in a queue.
+//!
+//! Tokens and the stack are guarded by one mutex; each worker waits on its
+//! own condition variable so a wake-up wakes exactly one thread.
 //!
 //! Invariants (checked by the loom model in `loom_models/park.rs`, which
-//! runs [`go_idle`] and [`notify`], the functions the pool itself calls):
+//! runs [`go_idle`], [`notify`] and [`Sleepers::hand`], the functions the
+//! pool itself calls):
 //!
 //! 1. A worker is on the stack, or holds a token, or is awake: never two.
 //! 2. Every token set is consumed by exactly one return from [`Sleepers::park`]
-//!    or [`Sleepers::remove`].
+//!    or [`Sleepers::remove`]; a handed task comes out of exactly one of them
+//!    (or back to the caller of [`Sleepers::hand`] when nobody was parked).
 
 use crate::control::slots::Slots;
 use crate::sync::{fence, lock, wait, wait_timeout, AtomicUsize, Condvar, Mutex, Ordering};
@@ -56,12 +65,12 @@ use std::time::{Duration, Instant};
 /// Returns [`Idle::Search`] if the worker ends up holding a searching slot
 /// (it saw work, took a free slot, and is off the stack), or [`Idle::Park`]
 /// if it stays on the stack and must call [`Sleepers::park`] (step 4).
-pub(crate) fn go_idle(
-    sleepers: &Sleepers,
+pub(crate) fn go_idle<T>(
+    sleepers: &Sleepers<T>,
     slots: &Slots,
     worker: usize,
     work_or_stop: impl FnOnce() -> bool,
-) -> Idle {
+) -> Idle<T> {
     sleepers.push(worker);
     // Releases the slot with a SeqCst fence: the pair of the notifier's.
     slots.release_searching();
@@ -70,12 +79,18 @@ pub(crate) fn go_idle(
         // meanwhile pops us and hands us its reservation, instead of finding
         // the stack empty and starting a thread for nothing.
         if slots.try_acquire(true) {
-            if !sleepers.remove(worker) {
-                // A notifier popped us too and reserved a slot for us
-                // (`remove` consumed its token): keep one of the two.
-                slots.release_searching();
-            }
-            return Idle::Search;
+            return match sleepers.remove(worker) {
+                Removed::OnStack => Idle::Search(None),
+                Removed::Slot => {
+                    // A notifier popped us too and reserved a slot for us
+                    // (`remove` consumed its token): keep one of the two.
+                    slots.release_searching();
+                    Idle::Search(None)
+                }
+                // Handed a task meanwhile: ours to run, with the slot we
+                // took or without it (the worker decides).
+                Removed::Task(task) => Idle::Search(Some(task)),
+            };
         }
         // No free slot: the workers holding them will find the work, or a
         // notifier took the slot we released and is about to pop us. Either
@@ -86,12 +101,24 @@ pub(crate) fn go_idle(
 }
 
 /// What [`go_idle`] decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Idle {
-    /// The worker holds a searching slot and looks for work again.
-    Search,
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Idle<T> {
+    /// The worker holds a searching slot and looks for work again; with a
+    /// task a notifier handed it while it was on the stack.
+    Search(Option<T>),
     /// The worker is on the stack without a slot: park it.
     Park,
+}
+
+/// What [`Sleepers::remove`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Removed<T> {
+    /// The worker was still on the stack; it is off it now, holding nothing.
+    OnStack,
+    /// A notifier popped it and reserved a searching slot for it.
+    Slot,
+    /// A notifier popped it and handed it this task.
+    Task(T),
 }
 
 /// Steps (b)-(d) of the protocol, for a thread that has just queued work:
@@ -106,8 +133,8 @@ pub(crate) enum Idle {
 ///
 /// Returns true if a worker was handed the work, or none was needed because
 /// somebody is searching already (or the pool stopped).
-pub(crate) fn notify(
-    sleepers: &Sleepers,
+pub(crate) fn notify<T>(
+    sleepers: &Sleepers<T>,
     slots: &Slots,
     stopped: impl FnOnce() -> bool,
     start: impl FnOnce() -> bool,
@@ -127,7 +154,7 @@ pub(crate) fn notify(
 
 /// Hands a searching slot the caller reserved to a parked worker, or to a
 /// thread `start` starts; gives the reservation back if neither is possible.
-pub(crate) fn hand_over(sleepers: &Sleepers, slots: &Slots, start: impl FnOnce() -> bool) {
+pub(crate) fn hand_over<T>(sleepers: &Sleepers<T>, slots: &Slots, start: impl FnOnce() -> bool) {
     if sleepers.wake_one() {
         return;
     }
@@ -136,10 +163,11 @@ pub(crate) fn hand_over(sleepers: &Sleepers, slots: &Slots, start: impl FnOnce()
     }
 }
 
-/// The stack of parked workers and their wake tokens.
+/// The stack of parked workers and their wake tokens; `T` is what a task
+/// token carries (the pool's `Runnable`).
 #[derive(Debug)]
-pub(crate) struct Sleepers {
-    state: Mutex<SleepState>,
+pub(crate) struct Sleepers<T> {
+    state: Mutex<SleepState<T>>,
     /// One condition variable per worker index.
     wakers: Box<[Condvar]>,
     /// Mirror of `state.stack.len()` for lock-free metrics and fast checks.
@@ -147,20 +175,39 @@ pub(crate) struct Sleepers {
 }
 
 #[derive(Debug)]
-struct SleepState {
+struct SleepState<T> {
     /// Parked worker indices; the last is the most recently parked.
     stack: Vec<usize>,
-    /// `token[i]`: a notifier popped worker `i` and reserved a slot for it.
-    token: Vec<bool>,
+    /// `token[i]`: what a notifier that popped worker `i` left it.
+    token: Vec<Token<T>>,
     /// Set once at shutdown: every park returns [`Wake::Stop`].
     stopping: bool,
 }
 
+/// A wake token (see the module docs).
+#[derive(Debug)]
+enum Token<T> {
+    None,
+    /// A searching slot was reserved for the worker.
+    Slot,
+    /// A task to run without a slot.
+    Task(T),
+}
+
+impl<T> Token<T> {
+    fn is_none(&self) -> bool {
+        matches!(self, Token::None)
+    }
+}
+
 /// Why [`Sleepers::park`] returned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wake {
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Wake<T> {
     /// A notifier popped this worker and reserved a searching slot for it.
     Woken,
+    /// A notifier popped this worker and handed it a task to run without a
+    /// slot ([`Sleepers::hand`]).
+    Handed(T),
     /// The timeout passed and the worker retires; it has taken itself off
     /// the stack (and off the thread count, through `retire`).
     TimedOut,
@@ -168,13 +215,13 @@ pub(crate) enum Wake {
     Stop,
 }
 
-impl Sleepers {
+impl<T> Sleepers<T> {
     /// Room for workers `0..capacity`.
     pub(crate) fn new(capacity: usize) -> Self {
         Sleepers {
             state: Mutex::new(SleepState {
                 stack: Vec::with_capacity(capacity),
-                token: vec![false; capacity],
+                token: (0..capacity).map(|_| Token::None).collect(),
                 stopping: false,
             }),
             wakers: (0..capacity).map(|_| Condvar::new()).collect(),
@@ -190,25 +237,24 @@ impl Sleepers {
     /// Step 1 of going idle: puts `worker` on top of the stack.
     pub(crate) fn push(&self, worker: usize) {
         let mut state = lock(&self.state);
-        debug_assert!(!state.stack.contains(&worker) && !state.token[worker]);
+        debug_assert!(!state.stack.contains(&worker) && state.token[worker].is_none());
         state.stack.push(worker);
         self.parked.store(state.stack.len(), Ordering::Relaxed);
     }
 
     /// Step 3 of going idle, when work showed up: takes `worker` off the
-    /// stack. Returns true if it was still there (the caller holds nothing and
-    /// must get a slot itself), false if a notifier got there first (the caller
-    /// was handed a searching slot; its token is consumed here).
-    pub(crate) fn remove(&self, worker: usize) -> bool {
+    /// stack, or consumes the token of the notifier that got there first.
+    pub(crate) fn remove(&self, worker: usize) -> Removed<T> {
         let mut state = lock(&self.state);
         if let Some(position) = state.stack.iter().rposition(|&w| w == worker) {
             state.stack.remove(position);
             self.parked.store(state.stack.len(), Ordering::Relaxed);
-            true
-        } else {
-            debug_assert!(state.token[worker], "off the stack without a token");
-            state.token[worker] = false;
-            false
+            return Removed::OnStack;
+        }
+        match std::mem::replace(&mut state.token[worker], Token::None) {
+            Token::Slot => Removed::Slot,
+            Token::Task(task) => Removed::Task(task),
+            Token::None => unreachable!("worker {worker} off the stack without a token"),
         }
     }
 
@@ -226,15 +272,16 @@ impl Sleepers {
         worker: usize,
         timeout: Option<Duration>,
         mut retire: impl FnMut() -> bool,
-    ) -> Wake {
+    ) -> Wake<T> {
         // A timeout too long to represent as an instant (`idle_timeout` may be
         // `Duration::MAX`) is no timeout.
         let mut deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut state = lock(&self.state);
         loop {
-            if state.token[worker] {
-                state.token[worker] = false;
-                return Wake::Woken;
+            match std::mem::replace(&mut state.token[worker], Token::None) {
+                Token::None => {}
+                Token::Slot => return Wake::Woken,
+                Token::Task(task) => return Wake::Handed(task),
             }
             if state.stopping {
                 self.take_off(&mut state, worker);
@@ -260,7 +307,7 @@ impl Sleepers {
         }
     }
 
-    fn take_off(&self, state: &mut SleepState, worker: usize) {
+    fn take_off(&self, state: &mut SleepState<T>, worker: usize) {
         if let Some(position) = state.stack.iter().rposition(|&w| w == worker) {
             state.stack.remove(position);
             self.parked.store(state.stack.len(), Ordering::Relaxed);
@@ -278,12 +325,32 @@ impl Sleepers {
                 return false;
             };
             self.parked.store(state.stack.len(), Ordering::Relaxed);
-            state.token[worker] = true;
+            state.token[worker] = Token::Slot;
             worker
         };
         // Notified outside the lock so the woken thread does not block on it.
         self.wakers[worker].notify_one();
         true
+    }
+
+    /// Pops the most recently parked worker and hands it `task`, to run
+    /// without a slot; wakes it. Gives the task back if nobody is parked (or
+    /// the pool is stopping: a stopping worker would not run it).
+    pub(crate) fn hand(&self, task: T) -> Result<(), T> {
+        let worker = {
+            let mut state = lock(&self.state);
+            if state.stopping {
+                return Err(task);
+            }
+            let Some(worker) = state.stack.pop() else {
+                return Err(task);
+            };
+            self.parked.store(state.stack.len(), Ordering::Relaxed);
+            state.token[worker] = Token::Task(task);
+            worker
+        };
+        self.wakers[worker].notify_one();
+        Ok(())
     }
 
     /// Wakes every parked worker with [`Wake::Stop`], now and forever after.

@@ -37,9 +37,9 @@ pub(crate) struct Entry {
     /// How the monitor asks the kernel about this worker's thread; `None`
     /// while no thread has the entry.
     pub(crate) probe: Mutex<Option<Arc<ThreadProbe>>>,
-    /// The kind of the task the worker runs (`kinds::Kind::index`), for the
-    /// monitor's record of what blocks and what computes.
-    pub(crate) kind: std::sync::atomic::AtomicU16,
+    /// The kind of the task the worker runs (`kinds::Kind::to_bits`), for
+    /// the monitor's record of what blocks and what computes.
+    pub(crate) kind: std::sync::atomic::AtomicU32,
     /// The thread that has the entry, to wake it from a helping wait (a
     /// stolen fork-join job it waits for is done); `None` between threads.
     pub(crate) thread: Mutex<Option<Thread>>,

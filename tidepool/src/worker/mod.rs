@@ -31,13 +31,14 @@ mod schedule;
 
 pub(crate) use help::{help_until, poll_helping};
 pub(crate) use schedule::{
-    can_run, declare_blocking, notify, push_global, spawn, start_floor, wake_or_start,
+    can_run, declare_blocking, notify, push_global, spawn, start_floor, wake_or_start, Declared,
 };
 
 use crate::control::policy::BUSY_CPU_SHARE;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
+use crate::runtime::kinds::{Kind, Presumed};
 use crate::runtime::park::{self, Idle, Wake};
 use crate::runtime::task::Runnable;
 use crate::runtime::{Priority, Shared, Work};
@@ -87,6 +88,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, first: Option<Runnable>) {
         tick: entry.status.load().tick(),
         searching: first.is_none(),
         coalescer: Coalescer::default(),
+        handed: None,
     };
     let exit = match first {
         Some(task) => worker.run_from_presumed(task),
@@ -125,6 +127,9 @@ struct RunLoop<'a> {
     searching: bool,
     /// How long to wait before looking again after running dry.
     coalescer: Coalescer,
+    /// A task presumed blocking handed to this worker while it was parked
+    /// without a slot (`park::Wake::Handed`): run next, without a slot.
+    handed: Option<Runnable>,
 }
 
 /// Why the run loop ended.
@@ -142,28 +147,43 @@ impl RunLoop<'_> {
     /// The run loop of a worker started, without a slot, for `task`, a
     /// closure presumed blocking.
     fn run_from_presumed(&mut self, task: Runnable) -> Exit {
+        if let Some(exit) = self.run_handed(task) {
+            return exit;
+        }
+        self.run()
+    }
+
+    /// Runs `task`, a closure presumed blocking that this worker was handed
+    /// while it held no slot (at its start, or parked), then, as after any
+    /// blocked task, takes a free slot or gives way. `Some` to leave.
+    fn run_handed(&mut self, task: Runnable) -> Option<Exit> {
         let shared = Arc::clone(self.shared());
         if shared.is_stopped() {
             // Queued for the shutdown's drain, which cancels it.
             shared.lanes.push(task.metadata().priority, task);
-            return Exit::Stop;
+            return Some(Exit::Stop);
         }
         run_presumed_blocking(self.ctx, task, false);
         self.tick = shared.threads.entry(self.ctx.index).status.load().tick();
         shared.threads.entry(self.ctx.index).status.end_task();
-        // As after any blocked task: take a free slot, or give way.
         if shared.slots.try_acquire(false) {
             shared.monitor.wake();
-        } else if let Some(exit) = self.give_way() {
-            return exit;
+            None
+        } else {
+            self.give_way()
         }
-        self.run()
     }
 
     fn run(&mut self) -> Exit {
         loop {
             if self.shared().is_stopped() {
                 break Exit::Stop;
+            }
+            if let Some(task) = self.handed.take() {
+                if let Some(exit) = self.run_handed(task) {
+                    break exit;
+                }
+                continue;
             }
             if let Some(task) = self.find_task() {
                 let Some(task) = self.keep_lent_slot_from_computing_work(task) else {
@@ -320,7 +340,14 @@ impl RunLoop<'_> {
             self.ctx.index,
             work_or_stop,
         ) {
-            Idle::Search => None,
+            Idle::Search(None) => None,
+            Idle::Search(Some(task)) => {
+                // Handed a task while taking a slot: this worker searches
+                // with the slot, and runs the task like any it finds (it
+                // gives the slot on if the task starts presumed blocking).
+                self.ctx.local.push(Work::Task(task));
+                None
+            }
             Idle::Park => {
                 self.searching = false;
                 self.park(&shared)
@@ -373,6 +400,10 @@ impl RunLoop<'_> {
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
             Wake::Woken => {
                 self.searching = true;
+                None
+            }
+            Wake::Handed(task) => {
+                self.handed = Some(task);
                 None
             }
             Wake::Stop => Some(Exit::Stop),
@@ -473,7 +504,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
             // For the monitor's record of what this kind of task does
             // (published before the status word that makes it look).
             let kind = task.metadata().kind;
-            entry.kind.store(kind.index(), Ordering::Relaxed);
+            entry.kind.store(kind.to_bits(), Ordering::Relaxed);
             if presumes_blocking(ctx, &task) {
                 run_presumed_blocking(ctx, task, true);
             } else {
@@ -483,7 +514,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
         }
         // A job catches its closure's panics itself.
         Work::Job(job) => {
-            entry.kind.store(0, Ordering::Relaxed);
+            entry.kind.store(Kind::NONE.to_bits(), Ordering::Relaxed);
             status.begin_task();
             job.run();
         }
@@ -494,7 +525,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
 /// Whether `task` starts presumed blocking: a closure of a kind seen
 /// blocking (and never computing) while other work waits, in a pool that
 /// replaces blocked workers. Costs every other task a load of its claim and
-/// of its kind's flags (a read-mostly line).
+/// of its kind's word (a read-mostly line).
 fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
     may_presume_blocking(&ctx.shared, task) && ctx.shared.has_work()
 }
@@ -505,6 +536,43 @@ fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
 pub(crate) fn may_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
     let meta = task.metadata();
     meta.claim.is_closure() && meta.kind.likely_blocks() && shared.compensates_blocking()
+}
+
+/// How many queued tasks presumed blocking a worker that starts one hands
+/// a thread each (`fan_out`) before its own. Two: a queue of such tasks
+/// then starts as a tree, doubling the threads starting at once each
+/// generation (500 items in about nine thread starts' time instead of 500
+/// in a row); more would put more serial thread starts before each
+/// worker's own task.
+const FAN_OUT: usize = 2;
+
+/// Hands up to [`FAN_OUT`] queued tasks presumed blocking (from the top of
+/// this worker's deque, then the normal lane) to parked workers or new
+/// threads, stopping at the first task that is not presumed blocking.
+fn fan_out(ctx: &WorkerContext) {
+    let shared = &ctx.shared;
+    for _ in 0..FAN_OUT {
+        let next = ctx
+            .local
+            .pop()
+            .or_else(|| shared.lanes.pop(Priority::Normal, &ctx.local));
+        let Some(work) = next else {
+            return;
+        };
+        match work {
+            Work::Task(task) if may_presume_blocking(shared, &task) => {
+                if let Some(task) = schedule::hand_or_start(shared, task) {
+                    // No thread to be had: it waits for a slot as before.
+                    ctx.local.push(Work::Task(task));
+                    return;
+                }
+            }
+            other => {
+                ctx.local.push(other);
+                return;
+            }
+        }
+    }
 }
 
 /// Runs a task presumed blocking (see `runtime::kinds`): it runs without a
@@ -519,7 +587,7 @@ fn run_presumed_blocking(ctx: &WorkerContext, task: Runnable, held_slot: bool) {
     let shared = &ctx.shared;
     let entry = shared.threads.entry(ctx.index);
     let kind = task.metadata().kind;
-    entry.kind.store(kind.index(), Ordering::Relaxed);
+    entry.kind.store(kind.to_bits(), Ordering::Relaxed);
     // The monitor only marks `InTask` words, so the slot given up here is
     // released exactly once (`control::slots`, invariant 3).
     entry.status.begin_task_blocked();
@@ -529,21 +597,30 @@ fn run_presumed_blocking(ctx: &WorkerContext, task: Runnable, held_slot: bool) {
         shared.slots.release();
         schedule::notify_for(shared, StartReason::Presumed);
     }
+    if shared.has_work() {
+        fan_out(ctx);
+    }
     let probe = lock(&entry.probe).clone();
     let cpu_before = probe.as_ref().and_then(|p| p.cpu_time());
     let started = Instant::now();
     run_task(task);
-    let cpu = match (cpu_before, probe.and_then(|p| p.cpu_time())) {
-        (Some(before), Some(after)) => after.saturating_sub(before),
-        _ => return,
-    };
     let wall = started.elapsed();
-    if cpu >= shared.config.monitor_interval
-        && cpu.as_secs_f64() >= wall.as_secs_f64() * BUSY_CPU_SHARE
-    {
-        kind.saw_presumption_fail();
-        ThreadCounters::bump(&shared.threads.counters.presumptions_failed);
-    }
+    let cpu = match (cpu_before, probe.and_then(|p| p.cpu_time())) {
+        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
+    let interval = shared.config.monitor_interval;
+    let what = match cpu {
+        Some(cpu)
+            if cpu >= interval && cpu.as_secs_f64() >= wall.as_secs_f64() * BUSY_CPU_SHARE =>
+        {
+            ThreadCounters::bump(&shared.threads.counters.presumptions_failed);
+            Presumed::Computed
+        }
+        _ if wall < interval => Presumed::Short,
+        _ => Presumed::Waited,
+    };
+    kind.presumed_ended(what);
 }
 
 /// Runs one task (between its status's begin and end).

@@ -94,25 +94,33 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
     notify_lane(shared, lane);
 }
 
-/// Gives `runnable` a thread of its own, started for it, if it is a closure
-/// presumed blocking (`super::may_presume_blocking`: its kind blocked
-/// before) and nobody could run it now: every slot taken and no worker
-/// parked. The thread runs it without a slot, as if found blocked, so a
-/// burst of a kind known to block starts a thread per item as it is spawned
-/// (as tokio's `spawn_blocking` does, without being told) instead of one at
-/// a time as slots come free. Returns the task if it is not started here
-/// (the thread start was refused, or it is not such a task).
-///
-/// "No worker parked" keeps the thread count where a pool that waits would
-/// take it: a parked worker is woken through the slots instead (each
-/// presumed task started on a slot hands it on at once: `run_work`).
+/// Gives `runnable` a thread of its own if it is a closure presumed
+/// blocking (`super::may_presume_blocking`: its kind blocked before): it
+/// never takes a slot, so a burst of a kind known to block starts a thread
+/// per item as it is spawned (as tokio's `spawn_blocking` does, without
+/// being told), and the slots stay with work that computes. Returns the
+/// task if it is not started here (not such a task, or no thread to be
+/// had: it is queued as any other).
 fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
-    if !super::may_presume_blocking(shared, &runnable)
-        || shared.sleepers.parked() > 0
-        || shared.slots.counts().active < shared.slots.target()
-    {
+    if !super::may_presume_blocking(shared, &runnable) {
         return Some(runnable);
     }
+    hand_or_start(shared, runnable)
+}
+
+/// Hands `runnable`, a closure presumed blocking, to a parked worker (which
+/// runs it without a slot), or to a thread started for it (unpaced: a
+/// presumed task is a blocked worker's replacement, not a speculative
+/// start). Returns it if neither could be had (`max_threads`, the OS
+/// refused, the pool is stopping).
+pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
+    let runnable = match shared.sleepers.hand(runnable) {
+        Ok(()) => {
+            ThreadCounters::bump(&shared.threads.counters.presumed_handed);
+            return None;
+        }
+        Err(runnable) => runnable,
+    };
     let first = Arc::new(crate::sync::Mutex::new(Some(runnable)));
     if start_thread_for(shared, StartReason::Presumed, Some(Arc::clone(&first))) {
         return None;
@@ -316,10 +324,25 @@ pub(crate) fn can_run(shared: &Arc<Shared>) -> Result<(), StartFailure> {
     }
 }
 
+/// Who declared a wait blocking, which decides whether the pool learns from
+/// it (`runtime::kinds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Declared {
+    /// The task's own code, through `tidepool::blocking`: tasks of its kind
+    /// block, so later ones may be presumed blocking.
+    ByTask,
+    /// A wait on the pool's own work that could not help (`join`,
+    /// `block_on`, a scope's end, nested too deep). Says nothing about the
+    /// kind: taught, a recursive fork-join's kind would get a thread per
+    /// spawn, every one of them waiting on queued children (a lab run hung
+    /// that way with 514 threads).
+    PoolWait,
+}
+
 /// If the current thread is a worker running a task, gives its slot away
 /// (declared blocking) so another worker can run meanwhile. The worker takes
 /// a slot back, or gives way, at the end of its task.
-pub(crate) fn declare_blocking() {
+pub(crate) fn declare_blocking(by: Declared) {
     let Some(ctx) = context::current() else {
         return;
     };
@@ -327,7 +350,9 @@ pub(crate) fn declare_blocking() {
     let status: &TaskStatus = &shared.threads.entry(ctx.index).status;
     if status.try_mark_blocked(status.load()) {
         let entry = shared.threads.entry(ctx.index);
-        Kind::from_index(entry.kind.load(Ordering::Relaxed)).saw_blocking();
+        if by == Declared::ByTask {
+            Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_blocking();
+        }
         ThreadCounters::bump(&shared.threads.counters.declared_blocking);
         trace::worker_blocked(&shared.config.thread_name, ctx.index, "declared");
         shared.slots.release();
