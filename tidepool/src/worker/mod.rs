@@ -166,35 +166,8 @@ impl RunLoop<'_> {
                 break Exit::Stop;
             }
             if let Some(task) = self.find_task() {
-                let Some(task) = self.keep_lent_slot_from_computing_work(task) else {
-                    if let Some(exit) = self.give_way() {
-                        break exit;
-                    }
-                    continue;
-                };
-                if self.searching {
-                    self.searching = false;
-                    // About to run a task with a slot taken since the pool may
-                    // have been idle: a monitor asleep on an idle pool must
-                    // watch it (see `control::signal` for the pairing).
-                    self.shared().monitor.wake();
-                    if self.shared().slots.stop_searching() && self.shared().has_work() {
-                        // Last searcher: hand the rest of the burst to one more.
-                        notify(self.shared());
-                    }
-                }
-                if !self.run_task(task) {
-                    // Our slot was given away while the task blocked.
-                    trace::worker_returned(&self.shared().config.thread_name, self.ctx.index);
-                    if self.shared().slots.try_acquire(false) {
-                        self.shared().monitor.wake();
-                    } else if let Some(exit) = self.give_way() {
-                        break exit;
-                    }
-                } else if self.shared().shrink.load(Ordering::Relaxed) && self.give_slot_back() {
-                    if let Some(exit) = self.give_way() {
-                        break exit;
-                    }
+                if let Some(exit) = self.run_found(task) {
+                    break exit;
                 }
                 continue;
             }
@@ -204,14 +177,49 @@ impl RunLoop<'_> {
                 continue;
             }
             if let Some(task) = self.search_a_little() {
-                // Same as the found-task path above, via the loop's next turn.
-                self.ctx.local.push(task);
+                // Run here rather than pushed on our deque for the next turn
+                // (which would pop it back anyway): what a searcher takes
+                // from a global queue need not pass through a deque.
+                if let Some(exit) = self.run_found(task) {
+                    break exit;
+                }
                 continue;
             }
             if let Some(exit) = self.go_idle() {
                 break exit;
             }
         }
+    }
+
+    /// Runs a task the loop found, and deals with the slot afterwards.
+    /// Returns `Some` to leave the loop.
+    fn run_found(&mut self, task: Work) -> Option<Exit> {
+        let Some(task) = self.keep_lent_slot_from_computing_work(task) else {
+            return self.give_way();
+        };
+        if self.searching {
+            self.searching = false;
+            // About to run a task with a slot taken since the pool may
+            // have been idle: a monitor asleep on an idle pool must
+            // watch it (see `control::signal` for the pairing).
+            self.shared().monitor.wake();
+            if self.shared().slots.stop_searching() && self.shared().has_work() {
+                // Last searcher: hand the rest of the burst to one more.
+                notify(self.shared());
+            }
+        }
+        if !self.run_task(task) {
+            // Our slot was given away while the task blocked.
+            trace::worker_returned(&self.shared().config.thread_name, self.ctx.index);
+            if self.shared().slots.try_acquire(false) {
+                self.shared().monitor.wake();
+            } else {
+                return self.give_way();
+            }
+        } else if self.shared().shrink.load(Ordering::Relaxed) && self.give_slot_back() {
+            return self.give_way();
+        }
+        None
     }
 
     /// The quantum rule's guard (see `Builder::quantum`): while a slot is
