@@ -178,10 +178,10 @@ impl Fair {
     /// ever admit those tasks, so they are cancelled (dropped) here.
     fn release(&self, admitted: Admitted<Queued>) {
         for queued in admitted {
-            // Straight to the lane's global queue, even when admitted on a
-            // worker (see `worker::push_global`). The worker layer drops the
+            // To the lane's admitted FIFO, even when admitted on a worker
+            // (see `worker::push_admitted`). The worker layer drops the
             // runnable if the pool stopped meanwhile.
-            crate::worker::push_global(&self.shared, queued.runnable);
+            crate::worker::push_admitted(&self.shared, queued.runnable);
         }
         self.drain_if_stopped();
     }
