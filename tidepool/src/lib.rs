@@ -347,7 +347,7 @@ pub async fn sleep(duration: Duration) -> Instant {
 /// Lets other tasks run: the calling task is woken at once and re-queued
 /// behind the tasks already queued on its worker (on its lane's queue when
 /// not on a worker; tasks queued from outside the pool get a turn at least
-/// once in 61 picks), then resumes. Use it in a
+/// once in 244 picks), then resumes. Use it in a
 /// long computation inside an async task so it does not hold its worker
 /// while other tasks wait (a closure from `spawn_fn` cannot yield: it runs
 /// to its end).

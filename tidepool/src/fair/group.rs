@@ -192,9 +192,11 @@ impl GroupBuilder {
 ///
 /// A group is an *admission gate*: its tasks wait in the group's own FIFO
 /// and enter the pool's queues only when the group's permits allow. So the
-/// pool's queues stay short however large a flood is, and an urgent task
-/// queued after a flood waits behind at most a lane's budget, not behind
-/// the flood.
+/// pool's queues stay short however large a flood is. Workers serve a
+/// lane's plain tasks before the tasks groups admitted to it: a task spawned
+/// straight on the pool after a flood waits only for the flood's running
+/// items, and another group's task behind at most a lane's budget, never
+/// behind the flood.
 ///
 /// * Limits count *runs*: a closure runs once, an async task once per poll.
 ///   An async task that awaits (a timer, a socket, another task) is not

@@ -4,8 +4,11 @@
 //! Both are *admission gates* on top of the core's lanes: a gated task enters
 //! the pool's queues only when its group (or pair) and its lane allow it, and
 //! waits in the group's own FIFO until then. The pool's queues therefore stay
-//! short however large a flood is, and an urgent task queued after a flood
-//! waits behind at most a lane's budget of gated items, not behind the flood.
+//! short however large a flood is. Admitted tasks wait in their lane's
+//! admitted FIFO, which workers serve after the lane's plain tasks
+//! (`runtime::queues`): a plain task queued after a flood waits only for the
+//! flood's running items, and another unit's task behind at most a lane's
+//! budget of gated items, never behind the flood.
 //!
 //! # Words
 //!
@@ -120,8 +123,9 @@ use gate::TaskGate;
 /// Each lane lets this many gated items per running slot wait in the pool's
 /// queues. Two: one item per slot about to start and one behind it, so a
 /// worker that finishes always finds the next gated item queued (no idle gap
-/// while the gate reacts), yet an urgent task queued behind a flood waits for
-/// at most two flood items per slot.
+/// while the gate reacts), yet another group's task queued behind a flood
+/// waits for at most two flood items per slot (a plain task waits for none of
+/// the queued ones: workers serve plain tasks first).
 pub const QUEUE_BUDGET_PER_SLOT: usize = 2;
 
 /// A runnable waiting in (or leaving) a unit's FIFO, with its task's gate.
@@ -178,10 +182,10 @@ impl Fair {
     /// ever admit those tasks, so they are cancelled (dropped) here.
     fn release(&self, admitted: Admitted<Queued>) {
         for queued in admitted {
-            // Straight to the lane's global queue, even when admitted on a
-            // worker (see `worker::push_global`). The worker layer drops the
+            // To the lane's admitted FIFO, even when admitted on a worker
+            // (see `worker::push_admitted`). The worker layer drops the
             // runnable if the pool stopped meanwhile.
-            crate::worker::push_global(&self.shared, queued.runnable);
+            crate::worker::push_admitted(&self.shared, queued.runnable);
         }
         self.drain_if_stopped();
     }

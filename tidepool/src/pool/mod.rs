@@ -543,9 +543,12 @@ pub struct TaskBuilder<'a> {
 
 impl TaskBuilder<'_> {
     /// The task's lane. Workers serve `High` before `Normal` before `Low`,
-    /// across stealing too. Lower lanes never starve: with every lane busy,
-    /// each worker takes at least one task from each lower lane in every 61
-    /// picks (a prime, so it does not fall into step with periodic work).
+    /// across stealing too, and in each lane the tasks spawned this way
+    /// before those a [`Group`](crate::Group) or a pair admitted. Lower lanes
+    /// never starve: every 61st pick of a worker (a prime, so it does not
+    /// fall into step with periodic work) starts at a lower queue, each in
+    /// turn, so with every lane busy each worker takes at least one task from
+    /// each lower lane in every 244 picks.
     ///
     /// Default: [`Priority::Normal`].
     pub fn priority(mut self, priority: Priority) -> Self {

@@ -7,7 +7,8 @@
 //! this state; the monitor (`monitor`) watches it.
 //!
 //! * `config`: the resolved settings.
-//! * `queues`: the global lanes, one per [`Priority`].
+//! * `queues`: the global lanes, one per [`Priority`], each with a FIFO of
+//!   its own for tasks a gate admitted.
 //! * `threads`: the worker entries and thread accounting.
 //! * `lifecycle`: the shutdown latch and the exit signal.
 //! * `park`: the sleeper stack and the park/wake protocol.
@@ -52,7 +53,8 @@ use std::time::Instant;
 pub(crate) struct Shared {
     /// The pool's settings.
     pub(crate) config: Config,
-    /// The global lanes (workers' own deques are in their entries).
+    /// The global lanes and admitted FIFOs (workers' own deques are in their
+    /// entries).
     pub(crate) lanes: Lanes,
     /// The worker entries and thread counts.
     pub(crate) threads: Threads,

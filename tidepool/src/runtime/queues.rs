@@ -1,9 +1,19 @@
-//! The pool's global queues: one FIFO lane per [`Priority`].
+//! The pool's global queues: per [`Priority`], a lane of plain tasks and a
+//! FIFO of tasks a gate admitted.
 //!
-//! Workers' own deques live in their entries (`threads::Entry`); these lanes
-//! take what arrives from outside a worker, every high- and low-priority
-//! task, the admitted tasks of groups and pairs, and fork-join jobs queued
-//! from outside the pool.
+//! Workers' own deques live in their entries (`threads::Entry`); these
+//! queues take what arrives from outside a worker: every high- and
+//! low-priority task, fork-join jobs queued from outside the pool, and
+//! every task of a group or pair once its gate admits it.
+//!
+//! Admitted tasks have FIFOs of their own so that a plain task is never
+//! queued behind them: a throttled flood keeps up to its lane's budget of
+//! items admitted and queued at all times, and in a shared lane an urgent
+//! plain task queued after them (and, through the normal lane's batch
+//! steal, after those moved into a worker's deque) waited for all of them.
+//! Workers serve a lane's plain tasks first and its admitted tasks one at a
+//! time, never batched into a deque; a bounded turn keeps admitted tasks
+//! from starving (see `worker`'s lookup order).
 
 use super::task::Runnable;
 use super::work::Work;
@@ -38,15 +48,18 @@ impl Priority {
     }
 }
 
-/// The global lanes of one pool.
+/// The global queues of one pool.
 #[derive(Debug, Default)]
 pub(crate) struct Lanes {
-    /// Indexed by [`Priority::index`].
+    /// Plain tasks and jobs, indexed by [`Priority::index`].
     lanes: [Injector<Work>; 3],
+    /// Tasks a gate (group or pair) admitted, indexed by [`Priority::index`]:
+    /// kept apart so plain tasks of a lane can be served before them.
+    admitted: [Injector<Runnable>; 3],
 }
 
 impl Lanes {
-    /// Queues `runnable` at the back of `lane`.
+    /// Queues a plain `runnable` at the back of `lane`.
     pub(crate) fn push(&self, lane: Priority, runnable: Runnable) {
         self.lanes[lane.index()].push(Work::Task(runnable));
     }
@@ -56,8 +69,25 @@ impl Lanes {
         self.lanes[lane.index()].push(work);
     }
 
-    /// Takes one task from `lane`; for the normal lane, moves a batch into
-    /// `local` too (the high lane is never batched, so an urgent task is
+    /// Queues a task its gate admitted at the back of its lane's admitted
+    /// FIFO.
+    pub(crate) fn push_admitted(&self, runnable: Runnable) {
+        self.admitted[runnable.metadata().priority.index()].push(runnable);
+    }
+
+    /// Puts a task taken from these queues or a deque back at the back of
+    /// its lane: in the admitted FIFO if it has a gate (a gated task in the
+    /// pool's queues was admitted), else with the plain tasks.
+    pub(crate) fn requeue(&self, runnable: Runnable) {
+        if runnable.metadata().gate.is_some() {
+            self.push_admitted(runnable);
+        } else {
+            self.push(runnable.metadata().priority, runnable);
+        }
+    }
+
+    /// Takes one plain task from `lane`; for the normal lane, moves a batch
+    /// into `local` too (the high lane is never batched, so an urgent task is
     /// never stuck behind a worker's local work; the low lane is served at a
     /// bounded rate, one at a time).
     pub(crate) fn pop(&self, lane: Priority, local: &Worker<Work>) -> Option<Work> {
@@ -76,31 +106,167 @@ impl Lanes {
         }
     }
 
-    /// True if `lane` holds tasks.
-    pub(crate) fn has_work(&self, lane: Priority) -> bool {
-        !self.lanes[lane.index()].is_empty()
-    }
-
-    /// True if any lane holds tasks.
-    pub(crate) fn any_work(&self) -> bool {
-        self.lanes.iter().any(|lane| !lane.is_empty())
-    }
-
-    /// Tasks in all lanes.
-    pub(crate) fn len(&self) -> usize {
-        self.lanes.iter().map(Injector::len).sum()
-    }
-
-    /// Takes every queued item out of every lane, for the caller to drop.
-    pub(crate) fn drain(&self, mut each: impl FnMut(Work)) {
-        for lane in &self.lanes {
-            loop {
-                match lane.steal() {
-                    Steal::Success(task) => each(task),
-                    Steal::Retry => continue,
-                    Steal::Empty => break,
-                }
+    /// Takes one admitted task from `lane`. Never a batch: in a worker's
+    /// deque it would be served before the plain tasks queued here later.
+    pub(crate) fn pop_admitted(&self, lane: Priority) -> Option<Work> {
+        loop {
+            match self.admitted[lane.index()].steal() {
+                Steal::Success(task) => return Some(Work::Task(task)),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
             }
         }
+    }
+
+    /// Takes one admitted task from the first lane that has one, looking at
+    /// `first` and then at the lanes after it, wrapping around (the
+    /// fairness turn of admitted tasks: see `worker`).
+    pub(crate) fn pop_any_admitted(&self, first: Priority) -> Option<Work> {
+        (0..3).find_map(|offset| {
+            let lane = PRIORITIES[(first.index() + offset) % 3];
+            self.pop_admitted(lane)
+        })
+    }
+
+    /// True if `lane` holds tasks, plain or admitted.
+    pub(crate) fn has_work(&self, lane: Priority) -> bool {
+        !self.lanes[lane.index()].is_empty() || !self.admitted[lane.index()].is_empty()
+    }
+
+    /// True if any lane holds tasks, plain or admitted.
+    pub(crate) fn any_work(&self) -> bool {
+        self.lanes.iter().any(|lane| !lane.is_empty())
+            || self.admitted.iter().any(|fifo| !fifo.is_empty())
+    }
+
+    /// Tasks in all lanes, plain and admitted.
+    pub(crate) fn len(&self) -> usize {
+        self.lanes.iter().map(Injector::len).sum::<usize>()
+            + self.admitted.iter().map(Injector::len).sum::<usize>()
+    }
+
+    /// Takes every queued item out of every lane, plain and admitted, for
+    /// the caller to drop.
+    pub(crate) fn drain(&self, mut each: impl FnMut(Work)) {
+        for lane in &self.lanes {
+            drain_one(lane, &mut each);
+        }
+        for fifo in &self.admitted {
+            drain_one(fifo, &mut |task| each(Work::Task(task)));
+        }
+    }
+}
+
+/// The lanes in [`Priority::index`] order.
+const PRIORITIES: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
+
+/// Takes every item out of `injector`, for `each`.
+fn drain_one<T>(injector: &Injector<T>, each: &mut impl FnMut(T)) {
+    loop {
+        match injector.steal() {
+            Steal::Success(item) => each(item),
+            Steal::Retry => continue,
+            Steal::Empty => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Outcome;
+    use crate::runtime::kinds::Kind;
+    use crate::runtime::task::{Claim, Gate, TaskMeta};
+    use std::sync::{Arc, Mutex};
+
+    /// A gate that admits everything: marks a task as a gated one.
+    #[derive(Debug)]
+    struct Open;
+
+    impl Gate for Open {
+        fn admit(self: Arc<Self>, runnable: Runnable) -> Option<Runnable> {
+            Some(runnable)
+        }
+        fn poll_started(&self) {}
+        fn poll_ended(&self) {}
+        fn after_run(&self) {}
+        fn ended(&self, _: Outcome) {}
+    }
+
+    /// A runnable of `lane`, gated or not, that records `id` when run.
+    fn task(lane: Priority, gated: bool, id: usize, ran: &Arc<Mutex<Vec<usize>>>) -> Runnable {
+        let ran = Arc::clone(ran);
+        let meta = TaskMeta {
+            kind: Kind::of::<()>(),
+            priority: lane,
+            gate: gated.then(|| Arc::new(Open) as Arc<dyn Gate>),
+            claim: Claim::new(false),
+        };
+        let (runnable, cell) = async_task::Builder::new()
+            .metadata(meta)
+            .spawn(move |_| async move { ran.lock().unwrap().push(id) }, |_| {});
+        cell.detach();
+        runnable
+    }
+
+    fn run(work: Option<Work>) {
+        match work {
+            Some(Work::Task(task)) => {
+                task.run();
+            }
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plain_tasks_go_first_and_admitted_ones_are_never_batched() {
+        let lanes = Lanes::default();
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        for id in 0..3 {
+            lanes.push_admitted(task(Priority::Normal, true, id, &ran));
+        }
+        for id in 10..13 {
+            lanes.push(Priority::Normal, task(Priority::Normal, false, id, &ran));
+        }
+        assert_eq!(lanes.len(), 6);
+        let local = Worker::new_lifo();
+        // Batches take plain tasks only.
+        while let Some(work) = lanes.pop(Priority::Normal, &local) {
+            run(Some(work));
+            while let Some(work) = local.pop() {
+                run(Some(work));
+            }
+        }
+        assert_eq!(lanes.len(), 3);
+        assert!(lanes.has_work(Priority::Normal) && lanes.any_work());
+        // Admitted tasks one at a time, in order.
+        run(lanes.pop_admitted(Priority::Normal));
+        assert_eq!(lanes.len(), 2);
+        run(lanes.pop_any_admitted(Priority::Low));
+        run(lanes.pop_admitted(Priority::Normal));
+        assert!(lanes.pop_admitted(Priority::Normal).is_none());
+        assert!(!lanes.any_work() && !lanes.has_work(Priority::Normal));
+        let ran = ran.lock().unwrap();
+        assert_eq!(ran[3..], [0, 1, 2]);
+        let mut plain = ran[..3].to_vec();
+        plain.sort_unstable();
+        assert_eq!(plain, [10, 11, 12]);
+    }
+
+    #[test]
+    fn requeue_and_drain_see_both_kinds() {
+        let lanes = Lanes::default();
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        lanes.requeue(task(Priority::High, true, 1, &ran));
+        lanes.requeue(task(Priority::Low, false, 2, &ran));
+        assert!(lanes.has_work(Priority::High) && lanes.has_work(Priority::Low));
+        assert!(lanes.pop(Priority::High, &Worker::new_lifo()).is_none());
+        assert!(lanes.pop_admitted(Priority::Low).is_none());
+        lanes.requeue(task(Priority::Normal, true, 3, &ran));
+        let mut drained = 0;
+        lanes.drain(|_| drained += 1);
+        assert_eq!(drained, 3);
+        assert!(!lanes.any_work());
+        assert_eq!(lanes.len(), 0);
     }
 }

@@ -2,23 +2,36 @@
 //! reach workers (`schedule`: spawn, wake, notify, thread starts).
 //!
 //! Each worker owns a deque (`crossbeam-deque`): LIFO for its owner, FIFO
-//! for thieves. Normal-priority tasks spawned or woken on a worker go to its
-//! deque (a task that yields goes to the back of its lane instead);
-//! everything else goes to a global lane. A worker looks for work in this
-//! order:
+//! for thieves. Plain normal-priority tasks spawned or woken on a worker go
+//! to its deque (a task that yields goes to the back of its lane instead);
+//! other plain tasks go to a global lane, and tasks a group's or pair's gate
+//! admitted to their lane's admitted FIFO (`runtime::queues`), never to a
+//! deque. A worker looks for work in this order:
 //!
-//! 1. the high lane (urgent work is never behind local work);
+//! 1. the high lane, then its admitted tasks (urgent work is never behind
+//!    local work);
 //! 2. its own deque, newest first: a fork-join's stack discipline (the task
 //!    a join waits for is usually on top) and the warmest cache;
 //! 3. as a *searcher*: the normal lane (taking a batch), the other workers'
-//!    deques (stealing a batch, oldest first), the low lane.
+//!    deques (stealing a batch, oldest first), the normal lane's admitted
+//!    tasks (one), the low lane, then its admitted tasks (one).
 //!
-//! Three rules keep everything moving: every [`FAIRNESS_INTERVAL`]-th pick
+//! So a lane's plain tasks go before its admitted ones: an urgent plain task
+//! spawned after a throttled flood waits for the flood's running items only,
+//! not for the items its group keeps queued. Admitted tasks are taken one at
+//! a time: batched into a deque they would be served before plain tasks
+//! queued later.
+//!
+//! Four rules keep everything moving: every [`FAIRNESS_INTERVAL`]-th pick
 //! starts, in turn, with the normal global lane (work from outside the pool
-//! is never starved by local work), with the low lane, or with the *oldest*
-//! task of the worker's own deque (so LIFO never starves the bottom of the
-//! deque, even with no thief). With every lane busy, each gets at least one
-//! pick in three [`FAIRNESS_INTERVAL`]s per worker.
+//! is never starved by local work), with the low lane (plain, then
+//! admitted), with the *oldest* task of the worker's own deque (so LIFO
+//! never starves the bottom of the deque, even with no thief), or with the
+//! admitted tasks (so a stream of plain tasks never starves a group: this
+//! turn looks at each lane's admitted FIFO first in a round of its own).
+//! With every queue busy, each of the four gets at least one pick in four
+//! [`FAIRNESS_INTERVAL`]s per worker, and each lane's admitted FIFO one in
+//! twelve.
 //!
 //! The run loop does not know about policies: it publishes its task status
 //! at task boundaries, obeys the slot it holds (see `control::slots`), and
@@ -31,7 +44,7 @@ mod schedule;
 
 pub(crate) use help::{help_until, poll_helping};
 pub(crate) use schedule::{
-    can_run, declare_blocking, notify, push_global, spawn, start_floor, wake_or_start, Declared,
+    can_run, declare_blocking, notify, push_admitted, spawn, start_floor, wake_or_start, Declared,
 };
 
 use crate::control::policy::BUSY_CPU_SHARE;
@@ -56,6 +69,10 @@ use std::time::{Duration, Instant};
 /// not fall into step with a program's own periodic patterns, and small
 /// enough that outside work waits behind at most 60 local tasks per worker.
 pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
+
+/// The fairness picks rotate over this many turns: the normal lane, the low
+/// lane, the oldest local task, the admitted tasks.
+const FAIRNESS_TURNS: u64 = 4;
 
 /// The body of a worker thread. It starts holding a searching slot reserved by
 /// whoever started it, or, with a `first` task (presumed blocking: see
@@ -160,7 +177,7 @@ impl RunLoop<'_> {
         let shared = Arc::clone(self.shared());
         if shared.is_stopped() {
             // Queued for the shutdown's drain, which cancels it.
-            shared.lanes.push(task.metadata().priority, task);
+            shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
         run_presumed_blocking(self.ctx, task, false);
@@ -186,35 +203,8 @@ impl RunLoop<'_> {
                 continue;
             }
             if let Some(task) = self.find_task() {
-                let Some(task) = self.keep_lent_slot_from_computing_work(task) else {
-                    if let Some(exit) = self.give_way() {
-                        break exit;
-                    }
-                    continue;
-                };
-                if self.searching {
-                    self.searching = false;
-                    // About to run a task with a slot taken since the pool may
-                    // have been idle: a monitor asleep on an idle pool must
-                    // watch it (see `control::signal` for the pairing).
-                    self.shared().monitor.wake();
-                    if self.shared().slots.stop_searching() && self.shared().has_work() {
-                        // Last searcher: hand the rest of the burst to one more.
-                        notify(self.shared());
-                    }
-                }
-                if !self.run_task(task) {
-                    // Our slot was given away while the task blocked.
-                    trace::worker_returned(&self.shared().config.thread_name, self.ctx.index);
-                    if self.shared().slots.try_acquire(false) {
-                        self.shared().monitor.wake();
-                    } else if let Some(exit) = self.give_way() {
-                        break exit;
-                    }
-                } else if self.shared().shrink.load(Ordering::Relaxed) && self.give_slot_back() {
-                    if let Some(exit) = self.give_way() {
-                        break exit;
-                    }
+                if let Some(exit) = self.run_found(task) {
+                    break exit;
                 }
                 continue;
             }
@@ -224,14 +214,49 @@ impl RunLoop<'_> {
                 continue;
             }
             if let Some(task) = self.search_a_little() {
-                // Same as the found-task path above, via the loop's next turn.
-                self.ctx.local.push(task);
+                // Run here, not pushed on our deque for the next turn: an
+                // admitted task there would be served before plain tasks
+                // queued on its lane meanwhile (see `runtime::queues`).
+                if let Some(exit) = self.run_found(task) {
+                    break exit;
+                }
                 continue;
             }
             if let Some(exit) = self.go_idle() {
                 break exit;
             }
         }
+    }
+
+    /// Runs a task the loop found, and deals with the slot afterwards.
+    /// Returns `Some` to leave the loop.
+    fn run_found(&mut self, task: Work) -> Option<Exit> {
+        let Some(task) = self.keep_lent_slot_from_computing_work(task) else {
+            return self.give_way();
+        };
+        if self.searching {
+            self.searching = false;
+            // About to run a task with a slot taken since the pool may
+            // have been idle: a monitor asleep on an idle pool must
+            // watch it (see `control::signal` for the pairing).
+            self.shared().monitor.wake();
+            if self.shared().slots.stop_searching() && self.shared().has_work() {
+                // Last searcher: hand the rest of the burst to one more.
+                notify(self.shared());
+            }
+        }
+        if !self.run_task(task) {
+            // Our slot was given away while the task blocked.
+            trace::worker_returned(&self.shared().config.thread_name, self.ctx.index);
+            if self.shared().slots.try_acquire(false) {
+                self.shared().monitor.wake();
+            } else {
+                return self.give_way();
+            }
+        } else if self.shared().shrink.load(Ordering::Relaxed) && self.give_slot_back() {
+            return self.give_way();
+        }
+        None
     }
 
     /// The quantum rule's guard (see `Builder::quantum`): while a slot is
@@ -251,7 +276,7 @@ impl RunLoop<'_> {
             return Some(work);
         }
         if let Work::Task(task) = work {
-            shared.lanes.push(task.metadata().priority, task);
+            shared.lanes.requeue(task);
         }
         // The target is back at `concurrency`: this worker's slot is the
         // surplus one.
@@ -417,22 +442,33 @@ impl RunLoop<'_> {
 
 /// Picks the next task for the worker of `ctx`; `pick` numbers the pick (the
 /// worker's next task tick). Outside the search phase only the high lane and
-/// the worker's own deque are looked at; a searcher looks everywhere.
+/// the worker's own deque are looked at; a searcher looks everywhere. See
+/// the module docs for the order and the fairness turns.
 fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Work> {
     let shared = &ctx.shared;
+    let lanes = &shared.lanes;
     let local = &ctx.local;
     if pick % FAIRNESS_INTERVAL == 0 {
-        let found = match (pick / FAIRNESS_INTERVAL) % 3 {
-            0 => shared.lanes.pop(Priority::Normal, local),
-            1 => shared.lanes.pop(Priority::Low, local),
-            _ => oldest_local(ctx),
+        let turn = pick / FAIRNESS_INTERVAL;
+        let found = match turn % FAIRNESS_TURNS {
+            0 => lanes.pop(Priority::Normal, local),
+            1 => lanes
+                .pop(Priority::Low, local)
+                .or_else(|| lanes.pop_admitted(Priority::Low)),
+            2 => oldest_local(ctx),
+            _ => lanes.pop_any_admitted(admitted_turn_start(turn)),
         };
         if found.is_some() {
             return found;
         }
     }
-    if shared.lanes.has_work(Priority::High) {
-        if let Some(task) = shared.lanes.pop(Priority::High, local) {
+    // One check of both high FIFOs: the common case, nothing urgent, pays
+    // two empty-checks of lines written only by urgent work.
+    if lanes.has_work(Priority::High) {
+        if let Some(task) = lanes
+            .pop(Priority::High, local)
+            .or_else(|| lanes.pop_admitted(Priority::High))
+        {
             return Some(task);
         }
     }
@@ -442,13 +478,29 @@ fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Work> {
     if !searching {
         return None;
     }
-    if let Some(task) = shared.lanes.pop(Priority::Normal, local) {
+    if let Some(task) = lanes.pop(Priority::Normal, local) {
         return Some(task);
     }
     if let Some(task) = steal(ctx, pick) {
         return Some(task);
     }
-    shared.lanes.pop(Priority::Low, local)
+    if let Some(task) = lanes.pop_admitted(Priority::Normal) {
+        return Some(task);
+    }
+    lanes
+        .pop(Priority::Low, local)
+        .or_else(|| lanes.pop_admitted(Priority::Low))
+}
+
+/// The lane whose admitted FIFO the admitted tasks' fairness turn (`turn`
+/// counts fairness picks) looks at first: each lane in its round, so none
+/// waits for the others' admitted FIFOs to drain.
+fn admitted_turn_start(turn: u64) -> Priority {
+    match (turn / FAIRNESS_TURNS) % 3 {
+        0 => Priority::Normal,
+        1 => Priority::Low,
+        _ => Priority::High,
+    }
 }
 
 /// The oldest task of the worker's own deque (the FIFO end thieves use).

@@ -60,17 +60,20 @@ where
 }
 
 /// Schedules a runnable task (spawned or woken): through its gate if it has
-/// one, then into the pool's queues. `yielded` says the task was woken
-/// during its own poll (it yielded): it goes to the back of its lane, never
-/// on top of the worker's LIFO deque, where it would run again at once and
-/// starve the rest.
+/// one (then to its lane's admitted FIFO), else onto the worker's deque or
+/// its lane. `yielded` says the task was woken during its own poll (it
+/// yielded): it goes to the back of its lane, never on top of the worker's
+/// LIFO deque, where it would run again at once and starve the rest.
 pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) {
     let mut runnable = match runnable.metadata().gate.clone() {
-        Some(gate) => match gate.admit(runnable) {
-            Some(admitted) => admitted,
-            // The gate keeps it and queues it when admitted (`push_global`).
-            None => return,
-        },
+        Some(gate) => {
+            // Admitted at once, or kept by the gate and queued when admitted
+            // (`push_admitted`): either way never on a worker's deque.
+            if let Some(admitted) = gate.admit(runnable) {
+                schedule_admitted(shared, admitted, yielded);
+            }
+            return;
+        }
         None => runnable,
     };
     if !yielded {
@@ -130,13 +133,30 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     unstarted
 }
 
-/// Queues a runnable on its lane's global queue (never a worker's own deque),
-/// then makes sure somebody will run it. For tasks a gate admitted: on a
-/// worker's deque they would jump ahead of an urgent task queued from
-/// outside, since a worker serves its own deque before the global lane.
-pub(crate) fn push_global(shared: &Arc<Shared>, runnable: Runnable) {
+/// [`schedule`]'s path for a task its gate admitted at once: a thread of its
+/// own if presumed blocking (as for a plain task), else [`push_admitted`].
+fn schedule_admitted(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) {
+    let runnable = if yielded {
+        runnable
+    } else {
+        match start_presumed(shared, runnable) {
+            Some(unstarted) => unstarted,
+            None => return,
+        }
+    };
+    push_admitted(shared, runnable);
+}
+
+/// Queues a task a gate admitted on its lane's admitted FIFO (never a
+/// worker's own deque, nor the lane of plain tasks), then makes sure
+/// somebody will run it. Workers serve a lane's plain tasks before its
+/// admitted ones (see `runtime::queues`): an urgent plain task spawned
+/// after a throttled flood waits only for the flood's running items, not
+/// for the admitted items queued before it, nor for those a worker would
+/// have moved into its deque (which it serves before any global lane).
+pub(crate) fn push_admitted(shared: &Arc<Shared>, runnable: Runnable) {
     let lane = runnable.metadata().priority;
-    shared.lanes.push(lane, runnable);
+    shared.lanes.push_admitted(runnable);
     notify_lane(shared, lane);
 }
 
