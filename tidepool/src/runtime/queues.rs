@@ -106,6 +106,19 @@ impl Lanes {
         }
     }
 
+    /// Takes one plain task from `lane`, never a batch: for a worker that
+    /// is about to block and hands what it takes on (`worker::fan_out`);
+    /// a batch would sit in its deque while it blocks.
+    pub(crate) fn pop_one(&self, lane: Priority) -> Option<Work> {
+        loop {
+            match self.lanes[lane.index()].steal() {
+                Steal::Success(task) => return Some(task),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
     /// Takes one admitted task from `lane`. Never a batch: in a worker's
     /// deque it would be served before the plain tasks queued here later.
     pub(crate) fn pop_admitted(&self, lane: Priority) -> Option<Work> {

@@ -506,6 +506,9 @@ fn admitted_turn_start(turn: u64) -> Priority {
 /// The oldest task of the worker's own deque (the FIFO end thieves use).
 fn oldest_local(ctx: &WorkerContext) -> Option<Work> {
     let stealer = ctx.shared.threads.entry(ctx.index).stealer()?;
+    if stealer.is_empty() {
+        return None; // without pinning the epoch (see `steal`)
+    }
     loop {
         match stealer.steal() {
             Steal::Success(task) => return Some(task),
@@ -532,7 +535,12 @@ fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
             if victim == ctx.index {
                 continue;
             }
-            let Some(stealer) = entries[victim].stealer() else {
+            // `is_empty` first: it reads two indices, where a steal pins
+            // crossbeam's epoch, and every 128th pin walks the list of all
+            // threads that ever pinned. With hundreds of threads (a burst
+            // of blocking items) searches over their empty deques took a
+            // quarter of the CPU that thread starts needed.
+            let Some(stealer) = entries[victim].stealer().filter(|s| !s.is_empty()) else {
                 continue;
             };
             match stealer.steal_batch_and_pop(&ctx.local) {
@@ -598,16 +606,20 @@ pub(crate) fn may_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
 /// worker's own task.
 const FAN_OUT: usize = 2;
 
-/// Hands up to [`FAN_OUT`] queued tasks presumed blocking (from the top of
-/// this worker's deque, then the normal lane) to parked workers or new
-/// threads, stopping at the first task that is not presumed blocking.
+/// Hands up to [`FAN_OUT`] queued tasks presumed blocking to parked
+/// workers or new threads, stopping at the first task that is not presumed
+/// blocking. Takes one task at a time, from the top of this worker's deque,
+/// the normal lane, then another worker's deque: a batch taken into this
+/// deque would sit there while this worker blocks, out of reach of the
+/// threads it starts (they fan out from the shared queues too).
 fn fan_out(ctx: &WorkerContext) {
     let shared = &ctx.shared;
-    for _ in 0..FAN_OUT {
+    for turn in 0..FAN_OUT {
         let next = ctx
             .local
             .pop()
-            .or_else(|| shared.lanes.pop(Priority::Normal, &ctx.local));
+            .or_else(|| shared.lanes.pop_one(Priority::Normal))
+            .or_else(|| steal_one(ctx, turn as u64));
         let Some(work) = next else {
             return;
         };
@@ -625,6 +637,25 @@ fn fan_out(ctx: &WorkerContext) {
             }
         }
     }
+}
+
+/// Steals one task (not a batch) from another worker's deque, starting at
+/// a victim that depends on `pick`.
+fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
+    let entries = ctx.shared.threads.used();
+    let count = entries.len();
+    let start = (ctx.index as u64 ^ pick).wrapping_mul(0x9E37_79B9) as usize % count.max(1);
+    (0..count)
+        .map(|offset| (start + offset) % count)
+        .filter(|&victim| victim != ctx.index)
+        .filter_map(|victim| entries[victim].stealer().filter(|s| !s.is_empty()))
+        .find_map(|stealer| loop {
+            match stealer.steal() {
+                Steal::Success(work) => break Some(work),
+                Steal::Empty => break None,
+                Steal::Retry => continue,
+            }
+        })
 }
 
 /// Runs a task presumed blocking (see `runtime::kinds`): it runs without a
