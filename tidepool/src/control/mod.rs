@@ -100,7 +100,8 @@ pub enum Controller {
     /// more queued ones a thread each, so a queue of them starts as a tree.
     /// A presumption ends when such an item keeps a core busy (never again:
     /// `Metrics::presumptions_failed`), or when items of the kind keep
-    /// ending within a monitor interval (after a few: a credit per kind).
+    /// ending within an eighth of a monitor interval (after a few: a credit
+    /// per kind).
     /// Async tasks are never presumed: they should not block.
     #[default]
     Adaptive,

@@ -24,6 +24,14 @@ pub(crate) struct WorkerContext {
     pub(crate) index: usize,
     /// The owning end of the worker's deque.
     pub(crate) local: Worker<Work>,
+    /// The worker's probe (the same the monitor reads through the entry),
+    /// kept here so the worker reads its own CPU clock without the entry's
+    /// lock.
+    pub(crate) probe: Arc<crate::sys::ThreadProbe>,
+    /// The thread's CPU time when it last parked, in pools that hand tasks
+    /// to parked workers: a task handed to it then starts without a clock
+    /// read (what it used since, to wake up, is noise).
+    pub(crate) cpu_at_park: std::cell::Cell<Option<std::time::Duration>>,
 }
 
 thread_local! {

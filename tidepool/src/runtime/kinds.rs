@@ -19,9 +19,9 @@
 //! * a presumed task that *computed* (a monitor interval of CPU, at least
 //!   a quarter of its wall time) marks the kind, never presumed again;
 //! * every kind has a *credit*: seen blocking, it gets [`FRESH_CREDIT`];
-//!   a presumed task that ends within a monitor interval (a lock-convoy
-//!   item caught asleep once, a cache hit) costs one; one that waited for
-//!   longer earns one back, up to [`MAX_CREDIT`]. At zero the kind is not
+//!   a presumed task that ends within an eighth of a monitor interval (a
+//!   lock-convoy item caught asleep once, a cache hit) costs one; one that
+//!   waited an interval or longer earns one back, up to [`MAX_CREDIT`]. At zero the kind is not
 //!   presumed until the monitor sees it block again;
 //! * a kind seen computing for a whole quantum is never presumed.
 //!
@@ -113,7 +113,8 @@ pub(crate) struct Kind {
 pub(crate) enum Presumed {
     /// It waited past a monitor interval without computing: right guess.
     Waited,
-    /// It ended within a monitor interval: a thread spent for little.
+    /// It ended within a small part of a monitor interval: a thread spent
+    /// for little.
     Short,
     /// It kept a core busy: wrong guess, never presumed again.
     Computed,

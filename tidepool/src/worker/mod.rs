@@ -91,12 +91,16 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, first: Option<Runnable>) {
             probe.open_error(),
         );
     }
-    *lock(&entry.probe) = Some(Arc::new(probe));
+    let probe = Arc::new(probe);
+    *lock(&entry.probe) = Some(Arc::clone(&probe));
     *lock(&entry.thread) = Some(std::thread::current());
     let ctx = Rc::new(WorkerContext {
         local: entry.take_deque(),
         shared: Arc::clone(&shared),
         index,
+        probe,
+        // A thread started for a task: its CPU so far is its start-up.
+        cpu_at_park: std::cell::Cell::new(Some(Duration::ZERO)),
     });
     context::enter(Rc::clone(&ctx));
 
@@ -180,10 +184,14 @@ impl RunLoop<'_> {
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
-        run_presumed_blocking(self.ctx, task, false);
+        let cpu_before = self.ctx.cpu_at_park.take();
+        run_presumed_blocking(self.ctx, task, false, cpu_before);
         self.tick = shared.threads.entry(self.ctx.index).status.load().tick();
         shared.threads.entry(self.ctx.index).status.end_task();
-        if shared.slots.try_acquire(false) {
+        // With nothing queued, park at once, without a slot: searching with
+        // one would spin on a core that a worker just handed a task may be
+        // waiting for (the handed items of a stream started 1-3 us later).
+        if shared.has_work() && shared.slots.try_acquire(false) {
             shared.monitor.wake();
             None
         } else {
@@ -421,6 +429,11 @@ impl RunLoop<'_> {
     /// Waits on the sleeper stack (the worker is on it and holds no slot).
     fn park(&mut self, shared: &Arc<Shared>) -> Option<Exit> {
         let index = self.ctx.index;
+        if shared.compensates_blocking() {
+            // Tasks may be handed to this worker while it sleeps: see
+            // `WorkerContext::cpu_at_park`.
+            self.ctx.cpu_at_park.set(self.ctx.probe.cpu_time());
+        }
         let timeout = Some(shared.config.idle_timeout);
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
             Wake::Woken => {
@@ -566,7 +579,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
             let kind = task.metadata().kind;
             entry.kind.store(kind.to_bits(), Ordering::Relaxed);
             if presumes_blocking(ctx, &task) {
-                run_presumed_blocking(ctx, task, true);
+                run_presumed_blocking(ctx, task, true, ctx.probe.cpu_time());
             } else {
                 status.begin_task();
                 run_task(task);
@@ -597,6 +610,12 @@ pub(crate) fn may_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
     let meta = task.metadata();
     meta.claim.is_closure() && meta.kind.likely_blocks() && shared.compensates_blocking()
 }
+
+/// A presumed task that ends within this share of a monitor interval
+/// (125 µs at the default 1 ms) counts against its kind's credit
+/// (`runtime::kinds`): the items of a lock convoy take microseconds, while
+/// blocking worth a thread of its own takes a good part of an interval.
+const SHORT_SHARE: u32 = 8;
 
 /// How many queued tasks presumed blocking a worker that starts one hands
 /// a thread each (`fan_out`) before its own. Two: a queue of such tasks
@@ -666,7 +685,12 @@ fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
 /// kept a core busy instead (for at least a monitor interval, at a CPU
 /// share a blocked task never reaches) marks its kind, which is never
 /// presumed again: a wrong guess costs one oversubscribed task per kind.
-fn run_presumed_blocking(ctx: &WorkerContext, task: Runnable, held_slot: bool) {
+fn run_presumed_blocking(
+    ctx: &WorkerContext,
+    task: Runnable,
+    held_slot: bool,
+    cpu_before: Option<Duration>,
+) {
     let shared = &ctx.shared;
     let entry = shared.threads.entry(ctx.index);
     let kind = task.metadata().kind;
@@ -683,12 +707,10 @@ fn run_presumed_blocking(ctx: &WorkerContext, task: Runnable, held_slot: bool) {
     if shared.has_work() {
         fan_out(ctx);
     }
-    let probe = lock(&entry.probe).clone();
-    let cpu_before = probe.as_ref().and_then(|p| p.cpu_time());
     let started = Instant::now();
     run_task(task);
     let wall = started.elapsed();
-    let cpu = match (cpu_before, probe.and_then(|p| p.cpu_time())) {
+    let cpu = match (cpu_before, ctx.probe.cpu_time()) {
         (Some(before), Some(after)) => Some(after.saturating_sub(before)),
         _ => None,
     };
@@ -700,8 +722,14 @@ fn run_presumed_blocking(ctx: &WorkerContext, task: Runnable, held_slot: bool) {
             ThreadCounters::bump(&shared.threads.counters.presumptions_failed);
             Presumed::Computed
         }
-        _ if wall < interval => Presumed::Short,
-        _ => Presumed::Waited,
+        // Far shorter than anything the monitor would have caught: a
+        // thread spent on a task that hardly waited (a convoy's item).
+        _ if wall < interval / SHORT_SHARE => Presumed::Short,
+        // Long enough that the monitor would have caught it blocked.
+        _ if wall >= interval => Presumed::Waited,
+        // In between (a wait of a few hundred microseconds): no evidence
+        // either way.
+        _ => return,
     };
     kind.presumed_ended(what);
 }
