@@ -52,10 +52,13 @@ where
             schedule(&scheduler, runnable, info.woken_while_running)
         }),
     );
-    if closure {
-        task::local_free::keep(runnable.waker());
-    }
+    // Kept after scheduling: an evicted cell's free must not delay the
+    // task's start.
+    let waker = closure.then(|| runnable.waker());
     runnable.schedule();
+    if let Some(waker) = waker {
+        task::local_free::keep(waker);
+    }
     Some(cell)
 }
 
