@@ -62,7 +62,7 @@
 //! | you used | in tidepool | note |
 //! |---|---|---|
 //! | tokio `tokio::spawn(fut)` | `tidepool::spawn(fut)` / `pool.spawn(fut)` | same `JoinHandle` shape: `.await` it or `.join()` it |
-//! | tokio `spawn_blocking(f)` | `pool.spawn_fn(f)` | no separate blocking pool: a closure that blocks is detected (Linux) and its slot goes to another worker |
+//! | tokio `spawn_blocking(f)` | `pool.spawn_fn(f)` | no separate blocking pool: a closure that blocks is detected (Linux) and its slot goes to another worker; once its kind (call site) was seen blocking, later ones get a thread as they are spawned, as `spawn_blocking` would give them |
 //! | tokio `block_in_place(f)` | `tidepool::blocking(f)` | declares the block at once instead of waiting for detection |
 //! | tokio `Runtime::block_on(fut)` | `pool.block_on(fut)` / `tidepool::block_on(fut)` | |
 //! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in async-io's reactor; an awaiting task holds no thread |
