@@ -456,7 +456,13 @@ impl std::error::Error for Elapsed {}
 /// all taken, gives way. Called outside a pool it just runs `f`.
 ///
 /// The monitor detects blocking by itself within about a millisecond;
-/// declaring it skips that delay.
+/// declaring it skips that delay. It also teaches the pool that work items
+/// of this kind (this closure's type) block, so later ones get a thread of
+/// their own as they are spawned ("presumed blocking", see
+/// [`Controller::Adaptive`]). So do not wrap a wait for the pool's own
+/// tasks in it: [`JoinHandle::join`], [`join`] and [`scope`] run queued
+/// work while they wait, which a thread per task waiting on its children
+/// cannot.
 ///
 /// ```
 /// let handle = tidepool::spawn_fn(|| {
