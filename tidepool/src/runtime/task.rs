@@ -357,9 +357,9 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// Long enough to cover the backlog of a burst: a cell evicted before its
 /// item ran is freed by the worker after all. A spawner that floods the
 /// pool runs ahead of the workers by tens of thousands of items, so the
-/// ring holds up to [`KEPT_IN_BURST`] wakers while this thread spawns in a
-/// burst (as `start_sampler` sees it) and [`KEPT_IN_TRICKLE`] otherwise,
-/// shrinking by up to [`TRIM_STEP`] per spawn when a burst ends. Measured
+/// ring holds up to [`KEPT_IN_BURST`](local_free::KEPT_IN_BURST) wakers while this thread spawns in a
+/// burst (as `start_sampler` sees it) and [`KEPT_IN_TRICKLE`](local_free::KEPT_IN_TRICKLE) otherwise,
+/// shrinking by up to [`TRIM_STEP`](local_free::TRIM_STEP) per spawn when a burst ends. Measured
 /// with `tidepool-lab thread-per-task --repeat 5` (1M closures from one
 /// thread; ns per task, tidepool / the threadpool crate in the same run,
 /// three runs each): a ring of 256: 1.23, 1.06, 1.77; 16,384: 0.79, 0.79,
