@@ -18,6 +18,9 @@
 //!
 //! * a presumed task that *computed* (a monitor interval of CPU, at least
 //!   a quarter of its wall time) marks the kind, never presumed again;
+//! * a kind is known to block once the monitor found two of its tasks
+//!   blocked (one sighting may be an accident: see [`Kind::saw_blocking`])
+//!   or one declared it (`tidepool::blocking`);
 //! * every kind has a *credit*: seen blocking, it gets [`FRESH_CREDIT`];
 //!   a presumed task that ends within an eighth of a monitor interval (a
 //!   lock-convoy item caught asleep once, a cache hit) costs one; one that
@@ -71,12 +74,17 @@ const INDEX_BITS: u32 = 12;
 /// rarely collide, 16 KiB in all.
 const KINDS: usize = 1 << INDEX_BITS;
 
-/// Tasks of the kind were seen blocking.
+/// Tasks of the kind were seen blocking: twice by the monitor, or once
+/// declared by the task itself.
 const BLOCKS: u32 = 1;
 /// Tasks of the kind were seen computing for a whole quantum.
 const COMPUTES: u32 = 2;
 /// A task of the kind, started presumed blocking, computed instead.
 const OVERRAN: u32 = 4;
+/// The monitor found a task of the kind blocked once (not yet `BLOCKS`).
+const BLOCKED_ONCE: u32 = 8;
+/// The flags that decide whether a kind is presumed blocking.
+const VERDICT_FLAGS: u32 = BLOCKS | COMPUTES | OVERRAN;
 
 /// A word: the tag in the high 16 bits, the credit in bits 8-15, the flags
 /// in bits 0-7.
@@ -189,9 +197,25 @@ impl Kind {
         );
     }
 
-    /// Records that a task of this kind blocked: its credit is at least
-    /// [`FRESH_CREDIT`] again.
+    /// Records that the monitor found a task of this kind blocked. The
+    /// second time (for a kind not known to block yet) the kind blocks: one
+    /// sighting may be an accident, like an item of a lock convoy that
+    /// tiny items form, caught asleep while the lock's holder was
+    /// preempted (one such sighting in 100,000 items handed the items
+    /// after it 44 threads). Its credit is at least [`FRESH_CREDIT`] again.
     pub(crate) fn saw_blocking(self) {
+        self.update(|old| {
+            if old & (BLOCKS | BLOCKED_ONCE) == 0 {
+                return old | BLOCKED_ONCE;
+            }
+            let credit = (old >> CREDIT_SHIFT).max(FRESH_CREDIT);
+            credit << CREDIT_SHIFT | (old & FLAG_MASK) | BLOCKS
+        });
+    }
+
+    /// Records that a task of this kind declared that it blocks
+    /// (`tidepool::blocking`): the kind blocks, from the first time.
+    pub(crate) fn declared_blocking(self) {
         self.update(|old| {
             let credit = (old >> CREDIT_SHIFT).max(FRESH_CREDIT);
             credit << CREDIT_SHIFT | (old & FLAG_MASK) | BLOCKS
@@ -221,13 +245,13 @@ impl Kind {
     /// credit left: the next one will likely block too.
     pub(crate) fn likely_blocks(self) -> bool {
         let word = self.read();
-        word & FLAG_MASK == BLOCKS && word >> CREDIT_SHIFT > 0
+        word & VERDICT_FLAGS == BLOCKS && word >> CREDIT_SHIFT > 0
     }
 
     /// True if tasks of this kind were seen computing for a quantum and
     /// never seen blocking: a lent slot would only add a CPU-bound thread.
     pub(crate) fn likely_computes(self) -> bool {
-        self.read() & FLAG_MASK == COMPUTES
+        self.read() & VERDICT_FLAGS == COMPUTES
     }
 }
 
@@ -261,7 +285,7 @@ mod tests {
         a.saw_computing();
         assert!(a.likely_computes());
         assert!(!b.likely_computes());
-        a.saw_blocking();
+        a.declared_blocking();
         assert!(!a.likely_computes(), "blocking once clears the suspicion");
         assert_eq!(Kind::from_bits(a.to_bits()), a);
     }
@@ -274,11 +298,14 @@ mod tests {
         };
         assert!(!a.likely_blocks(), "nothing seen yet");
         a.saw_blocking();
-        assert!(a.likely_blocks());
+        assert!(!a.likely_blocks(), "one sighting may be an accident");
+        a.saw_blocking();
+        assert!(a.likely_blocks(), "seen twice");
         assert!(!b.likely_blocks());
         a.presumed_ended(Presumed::Computed);
         assert!(!a.likely_blocks(), "computed when presumed: never again");
-        b.saw_blocking();
+        b.declared_blocking();
+        assert!(b.likely_blocks(), "declared: known from the first time");
         b.saw_computing();
         assert!(!b.likely_blocks(), "a kind that computes is not presumed");
     }
@@ -286,7 +313,7 @@ mod tests {
     #[test]
     fn short_presumed_tasks_use_up_the_credit_and_waits_earn_it_back() {
         let kind = kind_of_value(&|| 5);
-        kind.saw_blocking();
+        kind.declared_blocking();
         for _ in 0..FRESH_CREDIT - 1 {
             kind.presumed_ended(Presumed::Short);
         }
@@ -310,7 +337,7 @@ mod tests {
     fn a_colliding_kind_forgets_the_older_history_and_never_borrows_it() {
         let owner = Kind { index: 7, tag: 100 };
         let other = Kind { index: 7, tag: 200 };
-        owner.saw_blocking();
+        owner.declared_blocking();
         assert!(owner.likely_blocks());
         assert!(!other.likely_blocks(), "another kind's history is not ours");
         other.saw_computing();
@@ -320,7 +347,7 @@ mod tests {
 
     #[test]
     fn no_kind_learns_nothing() {
-        Kind::NONE.saw_blocking();
+        Kind::NONE.declared_blocking();
         assert!(!Kind::NONE.likely_blocks());
         assert_eq!(Kind::from_bits(0), Kind::NONE);
     }

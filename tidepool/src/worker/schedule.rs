@@ -374,7 +374,7 @@ pub(crate) fn declare_blocking(by: Declared) {
     if status.try_mark_blocked(status.load()) {
         let entry = shared.threads.entry(ctx.index);
         if by == Declared::ByTask {
-            Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_blocking();
+            Kind::from_bits(entry.kind.load(Ordering::Relaxed)).declared_blocking();
         }
         ThreadCounters::bump(&shared.threads.counters.declared_blocking);
         trace::worker_blocked(&shared.config.thread_name, ctx.index, "declared");
