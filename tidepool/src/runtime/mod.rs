@@ -28,8 +28,8 @@ mod work;
 
 pub(crate) use config::{Config, Hook, NameFn};
 pub(crate) use lifecycle::{Exits, Latch};
-pub(crate) use queues::Lanes;
 pub use queues::Priority;
+pub(crate) use queues::{retry_until_settled, Lanes};
 pub use task::PanicPayload;
 pub(crate) use threads::{Entry, StartFailure, Threads};
 pub(crate) use work::{Job, JobRef, Work};
@@ -39,7 +39,6 @@ use crate::control::slots::{Phase, Slots};
 use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters, ThreadCounters};
 use crate::sync::{Arc, AtomicBool, Ordering};
 use crate::trace;
-use crossbeam_deque::Steal;
 use crossbeam_utils::CachePadded;
 use park::Sleepers;
 use std::any::Any;
@@ -219,12 +218,8 @@ impl Shared {
         context::draining(self, || {
             self.lanes.drain(drop);
             for stealer in self.threads.used().iter().filter_map(Entry::stealer) {
-                loop {
-                    match stealer.steal() {
-                        Steal::Success(task) => drop(task),
-                        Steal::Retry => continue,
-                        Steal::Empty => break,
-                    }
+                while let Some(task) = retry_until_settled(|| stealer.steal()) {
+                    drop(task);
                 }
             }
         });

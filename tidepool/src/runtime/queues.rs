@@ -92,43 +92,26 @@ impl Lanes {
     /// bounded rate, one at a time).
     pub(crate) fn pop(&self, lane: Priority, local: &Worker<Work>) -> Option<Work> {
         let injector = &self.lanes[lane.index()];
-        loop {
-            let steal = if lane == Priority::Normal {
+        retry_until_settled(|| {
+            if lane == Priority::Normal {
                 injector.steal_batch_and_pop(local)
             } else {
                 injector.steal()
-            };
-            match steal {
-                Steal::Success(task) => return Some(task),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
             }
-        }
+        })
     }
 
     /// Takes one plain task from `lane`, never a batch: for a worker that
     /// is about to block and hands what it takes on (`worker::fan_out`);
     /// a batch would sit in its deque while it blocks.
     pub(crate) fn pop_one(&self, lane: Priority) -> Option<Work> {
-        loop {
-            match self.lanes[lane.index()].steal() {
-                Steal::Success(task) => return Some(task),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
-            }
-        }
+        retry_until_settled(|| self.lanes[lane.index()].steal())
     }
 
     /// Takes one admitted task from `lane`. Never a batch: in a worker's
     /// deque it would be served before the plain tasks queued here later.
     pub(crate) fn pop_admitted(&self, lane: Priority) -> Option<Work> {
-        loop {
-            match self.admitted[lane.index()].steal() {
-                Steal::Success(task) => return Some(Work::Task(task)),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
-            }
-        }
+        retry_until_settled(|| self.admitted[lane.index()].steal()).map(Work::Task)
     }
 
     /// Takes one admitted task from the first lane that has one, looking at
@@ -175,11 +158,19 @@ const PRIORITIES: [Priority; 3] = [Priority::High, Priority::Normal, Priority::L
 
 /// Takes every item out of `injector`, for `each`.
 fn drain_one<T>(injector: &Injector<T>, each: &mut impl FnMut(T)) {
+    while let Some(item) = retry_until_settled(|| injector.steal()) {
+        each(item);
+    }
+}
+
+/// Repeats `steal` while it says to retry (it lost a race with another
+/// thief); the item, or `None` once the queue is empty.
+pub(crate) fn retry_until_settled<T>(mut steal: impl FnMut() -> Steal<T>) -> Option<T> {
     loop {
-        match injector.steal() {
-            Steal::Success(item) => each(item),
+        match steal() {
+            Steal::Success(item) => return Some(item),
+            Steal::Empty => return None,
             Steal::Retry => continue,
-            Steal::Empty => break,
         }
     }
 }

@@ -53,6 +53,7 @@ use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
 use crate::runtime::kinds::{Kind, Presumed};
 use crate::runtime::park::{self, Idle, Wake};
+use crate::runtime::retry_until_settled;
 use crate::runtime::task::Runnable;
 use crate::runtime::{Priority, Shared, Work};
 use crate::sync::{lock, Arc, Ordering};
@@ -522,13 +523,7 @@ fn oldest_local(ctx: &WorkerContext) -> Option<Work> {
     if stealer.is_empty() {
         return None; // without pinning the epoch (see `steal`)
     }
-    loop {
-        match stealer.steal() {
-            Steal::Success(task) => return Some(task),
-            Steal::Empty => return None,
-            Steal::Retry => continue,
-        }
-    }
+    retry_until_settled(|| stealer.steal())
 }
 
 /// Steals a batch from another worker's deque, starting at a different
@@ -668,13 +663,7 @@ fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
         .map(|offset| (start + offset) % count)
         .filter(|&victim| victim != ctx.index)
         .filter_map(|victim| entries[victim].stealer().filter(|s| !s.is_empty()))
-        .find_map(|stealer| loop {
-            match stealer.steal() {
-                Steal::Success(work) => break Some(work),
-                Steal::Empty => break None,
-                Steal::Retry => continue,
-            }
-        })
+        .find_map(|stealer| retry_until_settled(|| stealer.steal()))
 }
 
 /// Runs a task presumed blocking (see `runtime::kinds`): it runs without a
