@@ -203,6 +203,11 @@ impl RunLoop<'_> {
     fn run(&mut self) -> Exit {
         loop {
             if self.shared().is_stopped() {
+                if let Some(task) = self.handed.take() {
+                    // Handed just before the stop: queued for the stop's
+                    // drain (`run`), which cancels it and counts it.
+                    self.shared().lanes.requeue(task);
+                }
                 break Exit::Stop;
             }
             if let Some(task) = self.handed.take() {
