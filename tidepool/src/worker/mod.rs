@@ -698,7 +698,10 @@ fn run_presumed_blocking(
         shared.slots.release();
         schedule::notify_for(shared, StartReason::Presumed);
     }
-    if shared.has_work() {
+    // Where fan-out looks first, cheaply: `Shared::has_work` would also
+    // read every other worker's deque, a cache miss each, before a handed
+    // task starts.
+    if shared.lanes.has_work(Priority::Normal) || !ctx.local.is_empty() {
         fan_out(ctx);
     }
     let started = Instant::now();
