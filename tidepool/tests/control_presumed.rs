@@ -56,6 +56,9 @@ enum Mode {
     Compute,
     /// Returns at once.
     Quick,
+    /// Waits 20 ms for a timer in `tidepool::block_on`: a helping wait,
+    /// which takes a free slot to help with.
+    WaitOnPool,
 }
 
 /// The kind of item of test `TEST`: every call with the same `TEST` returns
@@ -77,6 +80,10 @@ fn item<const TEST: usize>(
             x != 0
         }
         Mode::Quick => true,
+        Mode::WaitOnPool => {
+            tidepool::block_on(tidepool::Timer::after(Duration::from_millis(20)));
+            true
+        }
     }
 }
 
@@ -311,5 +318,30 @@ fn a_worker_that_finds_queued_items_presumed_blocking_hands_more_of_them_on() {
     // Found queued, the first hands queued ones straight to parked workers
     // (fan-out); a chain of slot hand-offs alone hands none.
     assert!(m.presumed_handed >= 1, "{m:?}");
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
+fn a_presumed_task_that_takes_a_slot_in_a_helping_wait_keeps_it_for_the_pool() {
+    let m = within(HANG, || {
+        learn_that_items_block::<7>();
+        let pool = slow_monitor_pool();
+        // Presumed, the item starts without a slot; its `block_on` takes
+        // the free one to help with, and holds it when the item ends. A
+        // worker that forgot it held it leaked the pool's only slot, and
+        // the plain tasks after it were never run.
+        let patience = Duration::ZERO;
+        let waited = pool
+            .spawn_fn(item::<7>(Mode::WaitOnPool, Rendezvous::new(1), patience))
+            .join()
+            .unwrap();
+        assert!(waited);
+        let sum: usize = (0..20)
+            .map(|i| pool.spawn_fn(move || i).join().unwrap())
+            .sum();
+        assert_eq!(sum, 190);
+        pool.metrics()
+    });
+    assert!(m.presumed_blocking >= 1, "nothing was presumed: {m:?}");
     common::assert_counters_add_up(&m);
 }

@@ -187,8 +187,14 @@ impl RunLoop<'_> {
         }
         let cpu_before = self.ctx.cpu_at_park.take();
         run_presumed_blocking(self.ctx, task, false, cpu_before);
-        self.tick = shared.threads.entry(self.ctx.index).status.load().tick();
-        shared.threads.entry(self.ctx.index).status.end_task();
+        let status = &shared.threads.entry(self.ctx.index).status;
+        self.tick = status.load().tick();
+        if status.end_task() {
+            // The task took a free slot back in a helping wait (a join,
+            // `block_on`) and holds it still: go on with it. (Ignored, the
+            // slot leaked: once every slot had, the pool hung.)
+            return None;
+        }
         // With nothing queued, park at once, without a slot: searching with
         // one would spin on a core that a worker just handed a task may be
         // waiting for (the handed items of a stream started 1-3 us later).
