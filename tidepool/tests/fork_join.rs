@@ -77,6 +77,50 @@ fn waits_that_cannot_help_do_not_teach_the_pool_that_the_kind_blocks() {
     assert_eq!(m.presumed_blocking, 0, "{m:?}");
 }
 
+/// [`fib_spawned`] whose first leaf in a spawned task (while `TEACH` is
+/// set) declares a short block, teaching the pool that the recursion's
+/// closure kind blocks. `spawned`: this call runs in a task the recursion
+/// spawned (the root runs in a closure of another kind).
+fn fib_taught(pool: &Pool, n: u32, spawned: bool) -> u64 {
+    static TEACH: AtomicBool = AtomicBool::new(true);
+    if n < 2 {
+        if spawned && TEACH.swap(false, Ordering::Relaxed) {
+            tidepool::blocking(|| std::thread::sleep(Duration::from_millis(1)));
+        }
+        return u64::from(n);
+    }
+    let p = pool.clone();
+    let left = pool.spawn_fn(move || fib_taught(&p, n - 1, true));
+    let right = fib_taught(pool, n - 2, spawned);
+    left.join().unwrap() + right
+}
+
+#[test]
+fn a_recursion_whose_kind_blocked_once_is_not_given_a_thread_per_spawn() {
+    // One leaf declares a block, so the recursion's closure kind is known
+    // to block; but its tasks join, and a task presumed blocking holds no
+    // slot to help with. Presumed, every spawn got a thread waiting on
+    // queued children, up to max_threads, and the recursion hung.
+    let (value, m) = within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let mut value = 0;
+        for _ in 0..3 {
+            let p = pool.clone();
+            value = pool
+                .spawn_fn(move || fib_taught(&p, 20, false))
+                .join()
+                .unwrap();
+        }
+        (value, pool.metrics())
+    });
+    assert_eq!(value, fib(20));
+    assert!(m.declared_blocking > 0, "nothing was taught: {m:?}");
+    // Tasks spawned between the block and the kind's first join may be
+    // presumed: a few, never one per spawn (fib(20) spawns 10,945 a run).
+    assert!(m.presumed_blocking < 200, "{m:?}");
+    assert!(m.peak_threads < 64, "{m:?}");
+}
+
 #[test]
 fn join_recursion_runs_on_a_fixed_pool_without_extra_threads() {
     let (value, metrics) = within(HANG, || {

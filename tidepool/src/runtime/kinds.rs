@@ -26,7 +26,12 @@
 //!   lock-convoy item caught asleep once, a cache hit) costs one; one that
 //!   waited an interval or longer earns one back, up to [`MAX_CREDIT`]. At zero the kind is not
 //!   presumed until the monitor sees it block again;
-//! * a kind seen computing for a whole quantum is never presumed.
+//! * a kind seen computing for a whole quantum is never presumed;
+//! * a kind whose tasks wait for the pool's own work (a join, `block_on`,
+//!   a scope's end) is never presumed: a presumed task holds no slot, so
+//!   its wait cannot help run what it waits for, and a recursive fork-join
+//!   taught to block once got a thread per spawn, each waiting on queued
+//!   children, up to `max_threads` (a hang).
 //!
 //! # The table
 //!
@@ -83,8 +88,11 @@ const COMPUTES: u32 = 2;
 const OVERRAN: u32 = 4;
 /// The monitor found a task of the kind blocked once (not yet `BLOCKS`).
 const BLOCKED_ONCE: u32 = 8;
+/// A task of the kind waited for the pool's own work (a join, `block_on`,
+/// a scope's end): never presumed, see [`Kind::saw_pool_wait`].
+const WAITS_ON_POOL: u32 = 16;
 /// The flags that decide whether a kind is presumed blocking.
-const VERDICT_FLAGS: u32 = BLOCKS | COMPUTES | OVERRAN;
+const VERDICT_FLAGS: u32 = BLOCKS | COMPUTES | OVERRAN | WAITS_ON_POOL;
 
 /// A word: the tag in the high 16 bits, the credit in bits 8-15, the flags
 /// in bits 0-7.
@@ -222,6 +230,17 @@ impl Kind {
         });
     }
 
+    /// Records that a task of this kind waits for the pool's own work (it
+    /// entered a helping wait): the kind is never presumed blocking, since
+    /// a task without a slot cannot help run what it waits for. Costs a
+    /// load once the kind is marked, so a fork-join's every join does not
+    /// write a shared word.
+    pub(crate) fn saw_pool_wait(self) {
+        if self.read() & WAITS_ON_POOL == 0 {
+            self.update(|old| old | WAITS_ON_POOL);
+        }
+    }
+
     /// Records that a task of this kind computed for a whole quantum.
     pub(crate) fn saw_computing(self) {
         self.update(|old| old | COMPUTES);
@@ -251,7 +270,8 @@ impl Kind {
     /// True if tasks of this kind were seen computing for a quantum and
     /// never seen blocking: a lent slot would only add a CPU-bound thread.
     pub(crate) fn likely_computes(self) -> bool {
-        self.read() & VERDICT_FLAGS == COMPUTES
+        // Whether it waits on the pool says nothing about its computing.
+        self.read() & (VERDICT_FLAGS & !WAITS_ON_POOL) == COMPUTES
     }
 }
 
@@ -343,6 +363,18 @@ mod tests {
         other.saw_computing();
         assert!(other.likely_computes());
         assert!(!owner.likely_blocks(), "the word was taken over: forgotten");
+    }
+
+    #[test]
+    fn a_kind_that_waits_on_the_pool_is_never_presumed() {
+        let kind = kind_of_value(&|| 6);
+        kind.declared_blocking();
+        assert!(kind.likely_blocks());
+        kind.saw_pool_wait();
+        assert!(!kind.likely_blocks(), "a join needs a slot to help");
+        kind.saw_blocking();
+        kind.declared_blocking();
+        assert!(!kind.likely_blocks(), "for good");
     }
 
     #[test]

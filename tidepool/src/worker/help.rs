@@ -47,9 +47,11 @@
 
 use super::{find_task, run_work};
 use crate::runtime::context;
+use crate::runtime::kinds::Kind;
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
@@ -138,10 +140,15 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
         return false;
     };
     let shared = &ctx.shared;
+    let entry = shared.threads.entry(ctx.index);
+    // The waiting task's kind waits on the pool: never presume it blocking
+    // (`runtime::kinds`), whether this wait helps or blocks.
+    let waiting_kind = entry.kind.load(Ordering::Relaxed);
+    Kind::from_bits(waiting_kind).saw_pool_wait();
     if !stack_has_room(shared.config.stack_size.unwrap_or(DEFAULT_STACK)) {
         return false;
     }
-    let status = &shared.threads.entry(ctx.index).status;
+    let status = &entry.status;
     // Suspend the waiting task: the monitor must not take the wait for a
     // blocked task. `false`: its slot was given away already.
     let mut holding = status.end_task();
@@ -176,6 +183,10 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     if !holding {
         holding = shared.slots.try_acquire(false);
     }
+    // The tasks helped meanwhile published their kinds: the monitor's
+    // record is the waiting task's again (before the status that makes it
+    // look).
+    entry.kind.store(waiting_kind, Ordering::Relaxed);
     if holding {
         status.begin_task();
     } else {

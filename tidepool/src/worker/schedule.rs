@@ -117,8 +117,9 @@ fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> 
 /// Hands `runnable`, a closure presumed blocking, to a parked worker (which
 /// runs it without a slot), or to a thread started for it (unpaced: a
 /// presumed task is a blocked worker's replacement, not a speculative
-/// start). Returns it if neither could be had (`max_threads`, the OS
-/// refused, the pool is stopping).
+/// start). Returns it if neither could be had (the threads left below
+/// `max_threads` are the slots' to use, the OS refused, the pool is
+/// stopping).
 pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
     let runnable = match shared.sleepers.hand(runnable) {
         Ok(()) => {
@@ -127,6 +128,13 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
         }
         Err(runnable) => runnable,
     };
+    // Presumed tasks never take the last `concurrency` threads: a presumed
+    // task holds no slot, and if every thread were one waiting on work
+    // queued behind it, nobody would be left to run that work.
+    let config = &shared.config;
+    if shared.threads.alive() + config.concurrency >= config.max_threads {
+        return Some(runnable);
+    }
     let first = Arc::new(crate::sync::Mutex::new(Some(runnable)));
     if start_thread_for(shared, StartReason::Presumed, Some(Arc::clone(&first))) {
         return None;
@@ -355,10 +363,11 @@ pub(crate) enum Declared {
     /// block, so later ones may be presumed blocking.
     ByTask,
     /// A wait on the pool's own work that could not help (`join`,
-    /// `block_on`, a scope's end, nested too deep). Says nothing about the
-    /// kind: taught, a recursive fork-join's kind would get a thread per
-    /// spawn, every one of them waiting on queued children (a lab run hung
-    /// that way with 514 threads).
+    /// `block_on`, a scope's end, nested too deep). Teaches the opposite:
+    /// the kind waits on the pool and is never presumed blocking (taught
+    /// to block, a recursive fork-join's kind got a thread per spawn, every
+    /// one of them waiting on queued children: a lab run hung that way with
+    /// 514 threads).
     PoolWait,
 }
 
@@ -373,8 +382,10 @@ pub(crate) fn declare_blocking(by: Declared) {
     let status: &TaskStatus = &shared.threads.entry(ctx.index).status;
     if status.try_mark_blocked(status.load()) {
         let entry = shared.threads.entry(ctx.index);
-        if by == Declared::ByTask {
-            Kind::from_bits(entry.kind.load(Ordering::Relaxed)).declared_blocking();
+        let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+        match by {
+            Declared::ByTask => kind.declared_blocking(),
+            Declared::PoolWait => kind.saw_pool_wait(),
         }
         ThreadCounters::bump(&shared.threads.counters.declared_blocking);
         trace::worker_blocked(&shared.config.thread_name, ctx.index, "declared");
