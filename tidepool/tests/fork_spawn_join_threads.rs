@@ -31,9 +31,16 @@ fn spawn_fn_and_join_recursion_stays_near_concurrency() {
     assert_eq!(got, 121_393);
     let m = pool.metrics();
     pool.shutdown().unwrap();
-    // The slots and the spare parked at build: nothing started on demand.
+    // The slots and the spare parked at build: no join blocked, nothing
+    // started on demand. The monitor may still replace a worker it found
+    // asleep (on a busy machine, on a lock whose holder was preempted:
+    // 1 or 2 replacements in 7 of 40 runs beside a busy loop); helping
+    // joins themselves start nothing (12-17 threads when they blocked).
+    let started = m.threads_started - m.threads_started_floor;
     assert!(
-        m.threads_started == m.threads_started_floor,
+        m.declared_blocking == 0
+            && m.threads_started_demand == 0
+            && started == m.threads_started_compensation + m.threads_started_burst,
         "fib(26) with spawn_fn and join at every call started {} threads for a concurrency of 2 \
          (declared blocking {}, blocked detections {}, started for compensation {}, on demand {})",
         m.peak_threads,
