@@ -278,6 +278,15 @@ impl Monitor {
                 }
                 Phase::Blocked => {
                     sample.blocked += 1;
+                    // Still in the blocked task seen last look: it waited
+                    // a whole interval, which earns its kind a credit
+                    // (`runtime::kinds`: the presumed tasks of a kind new
+                    // to blocking double every interval while they wait).
+                    if matches!(track, Some(t) if t.seen == seen) {
+                        Kind::from_bits(entry.kind.load(Ordering::Relaxed)).waited_an_interval();
+                    } else {
+                        *track = Some(Track::new(seen, now));
+                    }
                     continue;
                 }
                 Phase::InTask => {}

@@ -22,6 +22,8 @@ struct Rendezvous {
     arrived: Mutex<usize>,
     all_here: Condvar,
     parties: usize,
+    /// Parties waiting now, and the most ever waiting at once.
+    present: Mutex<(usize, usize)>,
 }
 
 impl Rendezvous {
@@ -30,12 +32,29 @@ impl Rendezvous {
             arrived: Mutex::new(0),
             all_here: Condvar::new(),
             parties,
+            present: Mutex::new((0, 0)),
         })
     }
 
     /// Arrives and waits for the others for up to `patience`; true if all
     /// of them came.
     fn meet(&self, patience: Duration) -> bool {
+        {
+            let mut present = self.present.lock().unwrap();
+            present.0 += 1;
+            present.1 = present.1.max(present.0);
+        }
+        let met = self.wait_for_all(patience);
+        self.present.lock().unwrap().0 -= 1;
+        met
+    }
+
+    /// The most parties that were ever waiting at once.
+    fn most_at_once(&self) -> usize {
+        self.present.lock().unwrap().1
+    }
+
+    fn wait_for_all(&self, patience: Duration) -> bool {
         let mut arrived = self.arrived.lock().unwrap();
         *arrived += 1;
         self.all_here.notify_all();
@@ -59,6 +78,9 @@ enum Mode {
     /// Waits 20 ms for a timer in `tidepool::block_on`: a helping wait,
     /// which takes a free slot to help with.
     WaitOnPool,
+    /// Declares a block (`tidepool::blocking`) that ends at once: teaches
+    /// the pool that the kind blocks, with a fresh credit.
+    Declare,
 }
 
 /// The kind of item of test `TEST`: every call with the same `TEST` returns
@@ -80,6 +102,7 @@ fn item<const TEST: usize>(
             x != 0
         }
         Mode::Quick => true,
+        Mode::Declare => tidepool::blocking(|| true),
         Mode::WaitOnPool => {
             tidepool::block_on(tidepool::Timer::after(Duration::from_millis(20)));
             true
@@ -254,8 +277,10 @@ fn a_kind_seen_blocking_is_handed_to_a_parked_worker_as_it_is_spawned() {
 #[test]
 fn a_kind_whose_presumed_items_end_at_once_stops_being_presumed() {
     let (early, late, m) = within(HANG, || {
-        learn_that_items_block::<5>();
         let pool = slow_monitor_pool();
+        // One declared block: the kind blocks, with a fresh credit of 8.
+        let teach = item::<5>(Mode::Declare, Rendezvous::new(1), Duration::ZERO);
+        assert!(pool.spawn_fn(teach).join().unwrap());
         let run = |count| {
             for _ in 0..count {
                 let never_met = Rendezvous::new(2);
@@ -268,10 +293,10 @@ fn a_kind_whose_presumed_items_end_at_once_stops_being_presumed() {
         let late = run(10);
         (early, late, pool.metrics())
     });
-    // Each short item costs the kind one credit: a fresh kind has 8; while
-    // it was learned, items that waited long earned one each and the last
-    // ones to reach the rendezvous (short waits) cost one each.
-    assert!((1..=16).contains(&early), "{early} presumed: {m:?}");
+    // Each short item costs the kind one credit, and a fresh kind has 8.
+    // (Taught by a monitor instead, the credit depends on how long the
+    // teaching items were seen waiting.)
+    assert!((1..=8).contains(&early), "{early} presumed: {m:?}");
     assert_eq!(late, early, "out of credit, no more presumed: {m:?}");
     common::assert_counters_add_up(&m);
 }
@@ -343,5 +368,32 @@ fn a_presumed_task_that_takes_a_slot_in_a_helping_wait_keeps_it_for_the_pool() {
         pool.metrics()
     });
     assert!(m.presumed_blocking >= 1, "nothing was presumed: {m:?}");
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
+fn presumed_items_of_a_kind_new_to_blocking_start_a_few_at_a_time() {
+    let (most, m) = within(HANG, || {
+        let pool = slow_monitor_pool();
+        // One declared block: the kind blocks, with a fresh credit of 8.
+        let teach = item::<9>(Mode::Declare, Rendezvous::new(1), Duration::ZERO);
+        assert!(pool.spawn_fn(teach).join().unwrap());
+        // 40 items that each wait (50 ms at most) for all 40. Presumed
+        // without a cap, each was handed a thread as it was spawned, all 40
+        // at once: a lock convoy's items, once caught asleep, got 433.
+        let rendezvous = Rendezvous::new(40);
+        let patience = Duration::from_millis(50);
+        let items: Vec<_> = (0..40)
+            .map(|_| pool.spawn_fn(item::<9>(Mode::Meet, rendezvous.clone(), patience)))
+            .collect();
+        for i in items {
+            i.join().unwrap();
+        }
+        (rendezvous.most_at_once(), pool.metrics())
+    });
+    // The kind's credit in presumed threads, plus the slot's worker.
+    assert!(most <= 8 + 1, "{most} at once: {m:?}");
+    assert!(m.presumed_blocking >= 8, "{m:?}");
+    assert!(most >= 8, "{most} at once: {m:?}");
     common::assert_counters_add_up(&m);
 }

@@ -24,8 +24,14 @@
 //! * every kind has a *credit*: seen blocking, it gets [`FRESH_CREDIT`];
 //!   a presumed task that ends within an eighth of a monitor interval (a
 //!   lock-convoy item caught asleep once, a cache hit) costs one; one that
-//!   waited an interval or longer earns one back, up to [`MAX_CREDIT`]. At zero the kind is not
-//!   presumed until the monitor sees it block again;
+//!   waited an interval or longer earns one back, up to [`MAX_CREDIT`]. At
+//!   zero the kind is not presumed until the monitor sees it block again.
+//!   No more presumed tasks of a kind are in flight at once than its
+//!   credit, so a kind newly taught to block gets a handful of threads
+//!   until its tasks show they wait (each blocked task of the kind still
+//!   waiting at a monitor look earns one: presumed tasks that all wait
+//!   double every interval), and a kind with a history of long waits gets
+//!   a thread per item;
 //! * a kind seen computing for a whole quantum is never presumed;
 //! * a kind whose tasks wait for the pool's own work (a join, `block_on`,
 //!   a scope's end) is never presumed: a presumed task holds no slot, so
@@ -46,7 +52,7 @@
 //! crate's path).
 
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Folds what a `TypeId` hashes into one word: no need for a keyed hash,
 /// only for distinct ids to land apart.
@@ -94,27 +100,67 @@ const WAITS_ON_POOL: u32 = 16;
 /// The flags that decide whether a kind is presumed blocking.
 const VERDICT_FLAGS: u32 = BLOCKS | COMPUTES | OVERRAN | WAITS_ON_POOL;
 
-/// A word: the tag in the high 16 bits, the credit in bits 8-15, the flags
-/// in bits 0-7.
-const FLAG_MASK: u32 = 0xff;
-const CREDIT_SHIFT: u32 = 8;
-const TAG_SHIFT: u32 = 16;
+/// A word: the tag in bits 48-63, then (`Record`) the presumed tasks in
+/// flight in bits 24-39, the credit in bits 8-23 and the flags in 0-7.
+const TAG_SHIFT: u32 = 48;
+const RECORD_MASK: u64 = (1 << TAG_SHIFT) - 1;
 
 /// The credit of a kind just seen blocking: that many presumed tasks may
-/// end short before the kind stops being presumed. Small, so a kind that
-/// the monitor caught asleep on a lock once (a convoy of tiny items) costs
-/// a handful of extra threads, not one per item.
+/// be in flight at once, and that many may end short before the kind
+/// stops being presumed. Small, so a kind that the monitor caught asleep
+/// on a lock (a convoy of tiny items) costs a handful of extra threads,
+/// not one per item.
 pub(crate) const FRESH_CREDIT: u32 = 8;
-/// The most credit a kind can earn: a kind that blocked for a long time
-/// and then changes its ways stops being presumed after this many short
-/// tasks at the worst.
-pub(crate) const MAX_CREDIT: u32 = 64;
+/// The most credit a kind can earn (a presumed task that waited earns
+/// one): enough for a burst of a kind known to block to start a thread per
+/// item at once, as many as a pool's default `max_threads`.
+pub(crate) const MAX_CREDIT: u32 = 1024;
 
 // A `const` item to repeat: the array-repeat form that works on the
 // crate's minimum Rust version (an inline `const {}` block needs 1.79).
 #[allow(clippy::declare_interior_mutable_const)]
-const NOTHING_SEEN: AtomicU32 = AtomicU32::new(0);
-static TABLE: [AtomicU32; KINDS] = [NOTHING_SEEN; KINDS];
+const NOTHING_SEEN: AtomicU64 = AtomicU64::new(0);
+static TABLE: [AtomicU64; KINDS] = [NOTHING_SEEN; KINDS];
+
+/// What the table says about one kind, unpacked from its word.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Record {
+    flags: u32,
+    /// How many presumed tasks may be in flight at once (see the module
+    /// docs), at most [`MAX_CREDIT`].
+    credit: u32,
+    /// Presumed tasks of the kind started and not ended yet.
+    in_flight: u32,
+}
+
+impl Record {
+    fn unpack(bits: u64) -> Record {
+        Record {
+            flags: (bits & 0xff) as u32,
+            credit: (bits >> 8 & 0xffff) as u32,
+            in_flight: (bits >> 24 & 0xffff) as u32,
+        }
+    }
+
+    fn pack(self) -> u64 {
+        u64::from(self.flags & 0xff)
+            | u64::from(self.credit.min(0xffff)) << 8
+            | u64::from(self.in_flight.min(0xffff)) << 24
+    }
+
+    /// Seen blocking: the kind blocks, with at least a fresh credit.
+    fn blocks(self) -> Record {
+        Record {
+            flags: self.flags | BLOCKS,
+            credit: self.credit.max(FRESH_CREDIT),
+            ..self
+        }
+    }
+
+    fn may_presume(self) -> bool {
+        self.flags & VERDICT_FLAGS == BLOCKS && self.credit > 0
+    }
+}
 
 /// A kind of task: a table index and a tag; [`Kind::NONE`] (tag 0) for
 /// work of no known kind (fork-join jobs), which learns nothing.
@@ -168,41 +214,43 @@ impl Kind {
         }
     }
 
-    /// This kind's flags and credit if the table's word is this kind's;
-    /// nothing (zero) if it is another kind's or this is no kind.
-    fn read(self) -> u32 {
+    /// This kind's record if the table's word is this kind's; an empty
+    /// one if it is another kind's or this is no kind.
+    fn read(self) -> Record {
         if self.tag == 0 {
-            return 0;
+            return Record::default();
         }
         let word = TABLE[usize::from(self.index)].load(Ordering::Relaxed);
-        if word >> TAG_SHIFT == u32::from(self.tag) {
-            word & ((1 << TAG_SHIFT) - 1)
+        if word >> TAG_SHIFT == u64::from(self.tag) {
+            Record::unpack(word & RECORD_MASK)
         } else {
-            0
+            Record::default()
         }
     }
 
-    /// Replaces this kind's flags and credit by `change(old)`, taking the
-    /// word over from another kind if it holds one (whose history is then
-    /// forgotten). Relaxed: a hint, read by other threads whenever it
-    /// arrives; no other memory is published with it.
-    fn update(self, change: impl Fn(u32) -> u32) {
+    /// Replaces this kind's record by `change(old)` (`None`: leaves it as
+    /// it is); with `take_over`, takes the word over from another kind if
+    /// it holds one (whose history is then forgotten), else leaves another
+    /// kind's word alone. Returns whether the record was replaced. Relaxed:
+    /// a hint, read by other threads whenever it arrives; no other memory
+    /// is published with it.
+    fn update(self, take_over: bool, change: impl Fn(Record) -> Option<Record>) -> bool {
         if self.tag == 0 {
-            return;
+            return false;
         }
-        let ours = u32::from(self.tag) << TAG_SHIFT;
-        let _ = TABLE[usize::from(self.index)].fetch_update(
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            |word| {
-                let old = if word & !((1 << TAG_SHIFT) - 1) == ours {
-                    word & ((1 << TAG_SHIFT) - 1)
+        let ours = u64::from(self.tag) << TAG_SHIFT;
+        TABLE[usize::from(self.index)]
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                let old = if word & !RECORD_MASK == ours {
+                    Record::unpack(word & RECORD_MASK)
+                } else if take_over {
+                    Record::default()
                 } else {
-                    0
+                    return None;
                 };
-                Some(ours | (change(old) & ((1 << TAG_SHIFT) - 1)))
-            },
-        );
+                change(old).map(|new| ours | new.pack())
+            })
+            .is_ok()
     }
 
     /// Records that the monitor found a task of this kind blocked. The
@@ -212,22 +260,22 @@ impl Kind {
     /// preempted (one such sighting in 100,000 items handed the items
     /// after it 44 threads). Its credit is at least [`FRESH_CREDIT`] again.
     pub(crate) fn saw_blocking(self) {
-        self.update(|old| {
-            if old & (BLOCKS | BLOCKED_ONCE) == 0 {
-                return old | BLOCKED_ONCE;
-            }
-            let credit = (old >> CREDIT_SHIFT).max(FRESH_CREDIT);
-            credit << CREDIT_SHIFT | (old & FLAG_MASK) | BLOCKS
+        self.update(true, |old| {
+            Some(if old.flags & (BLOCKS | BLOCKED_ONCE) == 0 {
+                Record {
+                    flags: old.flags | BLOCKED_ONCE,
+                    ..old
+                }
+            } else {
+                old.blocks()
+            })
         });
     }
 
     /// Records that a task of this kind declared that it blocks
     /// (`tidepool::blocking`): the kind blocks, from the first time.
     pub(crate) fn declared_blocking(self) {
-        self.update(|old| {
-            let credit = (old >> CREDIT_SHIFT).max(FRESH_CREDIT);
-            credit << CREDIT_SHIFT | (old & FLAG_MASK) | BLOCKS
-        });
+        self.update(true, |old| Some(old.blocks()));
     }
 
     /// Records that a task of this kind waits for the pool's own work (it
@@ -236,42 +284,100 @@ impl Kind {
     /// load once the kind is marked, so a fork-join's every join does not
     /// write a shared word.
     pub(crate) fn saw_pool_wait(self) {
-        if self.read() & WAITS_ON_POOL == 0 {
-            self.update(|old| old | WAITS_ON_POOL);
+        if self.read().flags & WAITS_ON_POOL == 0 {
+            self.set_flag(WAITS_ON_POOL);
         }
     }
 
     /// Records that a task of this kind computed for a whole quantum.
     pub(crate) fn saw_computing(self) {
-        self.update(|old| old | COMPUTES);
+        self.set_flag(COMPUTES);
     }
 
-    /// Records what a task of this kind, started presumed blocking, did.
-    pub(crate) fn presumed_ended(self, what: Presumed) {
-        self.update(|old| {
-            let credit = old >> CREDIT_SHIFT;
-            let flags = old & FLAG_MASK;
-            match what {
-                Presumed::Waited => (credit + 1).min(MAX_CREDIT) << CREDIT_SHIFT | flags,
-                Presumed::Short => credit.saturating_sub(1) << CREDIT_SHIFT | flags,
-                Presumed::Computed => credit << CREDIT_SHIFT | flags | OVERRAN,
-            }
+    fn set_flag(self, flag: u32) {
+        self.update(true, |old| {
+            Some(Record {
+                flags: old.flags | flag,
+                ..old
+            })
         });
     }
 
-    /// True if tasks of this kind were seen blocking, neither computing for
-    /// a quantum nor computing when presumed blocking, and the kind has
-    /// credit left: the next one will likely block too.
+    /// Records that a task of this kind, blocked (presumed, found or
+    /// declared), was still waiting a monitor interval later: one more
+    /// credit, up to [`MAX_CREDIT`], so one more presumed task may be in
+    /// flight. Read first: once at the cap it costs a load.
+    pub(crate) fn waited_an_interval(self) {
+        let now = self.read();
+        if now.flags & BLOCKS == 0 || now.credit >= MAX_CREDIT {
+            return;
+        }
+        self.update(false, |old| {
+            (old.credit < MAX_CREDIT).then_some(Record {
+                credit: old.credit + 1,
+                ..old
+            })
+        });
+    }
+
+    /// Starts a presumption: true, and one more presumed task of the kind
+    /// in flight, if tasks of this kind were seen blocking, neither
+    /// computing for a quantum, nor computing when presumed blocking, nor
+    /// waiting on the pool, and fewer presumed tasks of the kind are in
+    /// flight than its credit. Every `true` must be matched by one
+    /// [`Kind::presumption_over`]. The cap is what keeps a wrong guess
+    /// cheap: a lock convoy's items, caught asleep twice, were handed 433
+    /// threads in a row (100,000 items spawned in a burst) before the
+    /// first few ended short and used the credit up.
+    pub(crate) fn try_presume(self) -> bool {
+        // Read first: most kinds are never presumed, and a failed check
+        // must not write the shared word.
+        let now = self.read();
+        if !now.may_presume() || now.in_flight >= now.credit {
+            return false;
+        }
+        self.update(false, |old| {
+            (old.may_presume() && old.in_flight < old.credit).then_some(Record {
+                in_flight: old.in_flight + 1,
+                ..old
+            })
+        })
+    }
+
+    /// Ends a presumption [`Kind::try_presume`] started: `what` the task
+    /// did, if it ran (`None` if it never ran: it was queued instead, or
+    /// dropped by a shutdown). A waited task earns the kind one credit
+    /// (up to [`MAX_CREDIT`]), a short one costs one, one that computed
+    /// marks the kind, never presumed again.
+    pub(crate) fn presumption_over(self, what: Option<Presumed>) {
+        self.update(false, |old| {
+            let mut new = Record {
+                in_flight: old.in_flight.saturating_sub(1),
+                ..old
+            };
+            match what {
+                Some(Presumed::Waited) => new.credit = (old.credit + 1).min(MAX_CREDIT),
+                Some(Presumed::Short) => new.credit = old.credit.saturating_sub(1),
+                Some(Presumed::Computed) => new.flags |= OVERRAN,
+                None => {}
+            }
+            Some(new)
+        });
+    }
+
+    /// True if a task of this kind would be presumed blocking now (see
+    /// [`Kind::try_presume`], which this only reads).
+    #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) fn likely_blocks(self) -> bool {
-        let word = self.read();
-        word & VERDICT_FLAGS == BLOCKS && word >> CREDIT_SHIFT > 0
+        let now = self.read();
+        now.may_presume() && now.in_flight < now.credit
     }
 
     /// True if tasks of this kind were seen computing for a quantum and
     /// never seen blocking: a lent slot would only add a CPU-bound thread.
     pub(crate) fn likely_computes(self) -> bool {
         // Whether it waits on the pool says nothing about its computing.
-        self.read() & (VERDICT_FLAGS & !WAITS_ON_POOL) == COMPUTES
+        self.read().flags & (VERDICT_FLAGS & !WAITS_ON_POOL) == COMPUTES
     }
 }
 
@@ -322,7 +428,8 @@ mod tests {
         a.saw_blocking();
         assert!(a.likely_blocks(), "seen twice");
         assert!(!b.likely_blocks());
-        a.presumed_ended(Presumed::Computed);
+        assert!(a.try_presume());
+        a.presumption_over(Some(Presumed::Computed));
         assert!(!a.likely_blocks(), "computed when presumed: never again");
         b.declared_blocking();
         assert!(b.likely_blocks(), "declared: known from the first time");
@@ -330,27 +437,67 @@ mod tests {
         assert!(!b.likely_blocks(), "a kind that computes is not presumed");
     }
 
+    /// Runs one presumed task of `kind` that did `what`.
+    fn presumed(kind: Kind, what: Presumed) {
+        assert!(kind.try_presume(), "presumed");
+        kind.presumption_over(Some(what));
+    }
+
     #[test]
     fn short_presumed_tasks_use_up_the_credit_and_waits_earn_it_back() {
         let kind = kind_of_value(&|| 5);
         kind.declared_blocking();
         for _ in 0..FRESH_CREDIT - 1 {
-            kind.presumed_ended(Presumed::Short);
+            presumed(kind, Presumed::Short);
         }
         assert!(kind.likely_blocks(), "one credit left");
-        kind.presumed_ended(Presumed::Waited);
-        kind.presumed_ended(Presumed::Short);
-        kind.presumed_ended(Presumed::Short);
+        presumed(kind, Presumed::Waited);
+        presumed(kind, Presumed::Short);
+        presumed(kind, Presumed::Short);
         assert!(!kind.likely_blocks(), "out of credit");
+        assert!(!kind.try_presume());
         kind.saw_blocking();
         assert!(kind.likely_blocks(), "seen blocking again: fresh credit");
         for _ in 0..2 * MAX_CREDIT {
-            kind.presumed_ended(Presumed::Waited);
+            presumed(kind, Presumed::Waited);
         }
         for _ in 0..MAX_CREDIT {
-            kind.presumed_ended(Presumed::Short);
+            presumed(kind, Presumed::Short);
         }
         assert!(!kind.likely_blocks(), "the credit is capped at MAX_CREDIT");
+    }
+
+    #[test]
+    fn presumed_tasks_in_flight_are_capped_at_the_credit() {
+        let kind = kind_of_value(&|| 8);
+        kind.declared_blocking();
+        for _ in 0..FRESH_CREDIT {
+            assert!(kind.try_presume());
+        }
+        assert!(!kind.try_presume(), "FRESH_CREDIT in flight: no more");
+        // One ends without running (queued after all): room for one.
+        kind.presumption_over(None);
+        assert!(kind.try_presume());
+        assert!(!kind.try_presume());
+        // One that waited earns a credit: room for two more.
+        kind.presumption_over(Some(Presumed::Waited));
+        assert!(kind.try_presume());
+        assert!(kind.try_presume());
+        assert!(!kind.try_presume());
+        for _ in 0..FRESH_CREDIT + 1 {
+            kind.presumption_over(None);
+        }
+        assert_eq!(kind.read().in_flight, 0, "every presumption ended");
+    }
+
+    #[test]
+    fn a_presumption_never_takes_another_kinds_word() {
+        let owner = Kind { index: 9, tag: 100 };
+        let other = Kind { index: 9, tag: 200 };
+        owner.declared_blocking();
+        assert!(!other.try_presume());
+        other.presumption_over(Some(Presumed::Waited));
+        assert!(owner.likely_blocks(), "the owner's record is untouched");
     }
 
     #[test]

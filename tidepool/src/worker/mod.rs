@@ -182,6 +182,7 @@ impl RunLoop<'_> {
         let shared = Arc::clone(self.shared());
         if shared.is_stopped() {
             // Queued for the shutdown's drain, which cancels it.
+            task.metadata().kind.presumption_over(None);
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
@@ -212,6 +213,7 @@ impl RunLoop<'_> {
                 if let Some(task) = self.handed.take() {
                     // Handed just before the stop: queued for the stop's
                     // drain (`run`), which cancels it and counts it.
+                    task.metadata().kind.presumption_over(None);
                     self.shared().lanes.requeue(task);
                 }
                 break Exit::Stop;
@@ -601,20 +603,28 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
     status.end_task()
 }
 
-/// Whether `task` starts presumed blocking: a closure of a kind seen
-/// blocking (and never computing) while other work waits, in a pool that
-/// replaces blocked workers. Costs every other task a load of its claim and
-/// of its kind's word (a read-mostly line).
+/// Whether `task` starts presumed blocking (and if so, its presumption has
+/// started: see `Kind::try_presume`): a closure of a kind seen blocking
+/// (and never computing) while other work waits, in a pool that replaces
+/// blocked workers. Costs every other task a load of its claim and of its
+/// kind's word (a read-mostly line).
 fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
-    may_presume_blocking(&ctx.shared, task) && ctx.shared.has_work()
+    let shared = &ctx.shared;
+    could_presume(shared, task) && shared.has_work() && task.metadata().kind.try_presume()
 }
 
-/// Whether `task` may be presumed blocking in `shared`'s pool: a closure of
-/// a kind seen blocking (and never computing), in a pool that replaces
-/// blocked workers.
-pub(crate) fn may_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
-    let meta = task.metadata();
-    meta.claim.is_closure() && meta.kind.likely_blocks() && shared.compensates_blocking()
+/// Whether `task` is presumed blocking in `shared`'s pool, and if so starts
+/// its presumption (see `Kind::try_presume`): a closure of a kind seen
+/// blocking (and never computing), with fewer of its kind presumed in
+/// flight than its credit, in a pool that replaces blocked workers.
+pub(crate) fn try_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
+    could_presume(shared, task) && task.metadata().kind.try_presume()
+}
+
+/// The cheap half of a presumption's conditions: a closure (an async task
+/// may block in one poll and not the next), in a pool that compensates.
+fn could_presume(shared: &Shared, task: &Runnable) -> bool {
+    task.metadata().claim.is_closure() && shared.compensates_blocking()
 }
 
 /// A presumed task that ends within this share of a monitor interval
@@ -649,7 +659,7 @@ fn fan_out(ctx: &WorkerContext) {
             return;
         };
         match work {
-            Work::Task(task) if may_presume_blocking(shared, &task) => {
+            Work::Task(task) if try_presume_blocking(shared, &task) => {
                 if let Some(task) = schedule::hand_or_start(shared, task) {
                     // No thread to be had: it waits for a slot as before.
                     ctx.local.push(Work::Task(task));
@@ -723,18 +733,18 @@ fn run_presumed_blocking(
             if cpu >= interval && cpu.as_secs_f64() >= wall.as_secs_f64() * BUSY_CPU_SHARE =>
         {
             ThreadCounters::bump(&shared.threads.counters.presumptions_failed);
-            Presumed::Computed
+            Some(Presumed::Computed)
         }
         // Far shorter than anything the monitor would have caught: a
         // thread spent on a task that hardly waited (a convoy's item).
-        _ if wall < interval / SHORT_SHARE => Presumed::Short,
+        _ if wall < interval / SHORT_SHARE => Some(Presumed::Short),
         // Long enough that the monitor would have caught it blocked.
-        _ if wall >= interval => Presumed::Waited,
+        _ if wall >= interval => Some(Presumed::Waited),
         // In between (a wait of a few hundred microseconds): no evidence
         // either way.
-        _ => return,
+        _ => None,
     };
-    kind.presumed_ended(what);
+    kind.presumption_over(what);
 }
 
 /// Runs one task (between its status's begin and end).

@@ -108,7 +108,7 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
 /// task if it is not started here (not such a task, or no thread to be
 /// had: it is queued as any other).
 fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
-    if !super::may_presume_blocking(shared, &runnable) {
+    if !super::try_presume_blocking(shared, &runnable) {
         return Some(runnable);
     }
     hand_or_start(shared, runnable)
@@ -119,7 +119,8 @@ fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> 
 /// presumed task is a blocked worker's replacement, not a speculative
 /// start). Returns it if neither could be had (the threads left below
 /// `max_threads` are the slots' to use, the OS refused, the pool is
-/// stopping).
+/// stopping), its presumption over (`Kind::presumption_over`): it then
+/// waits for a slot as any other task.
 pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
     let runnable = match shared.sleepers.hand(runnable) {
         Ok(()) => {
@@ -131,8 +132,16 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     // Presumed tasks never take the last `concurrency` threads: a presumed
     // task holds no slot, and if every thread were one waiting on work
     // queued behind it, nobody would be left to run that work.
+    //
+    // Nor do they start threads while a burst has raised the slot target
+    // (`control::policy`): the burst's threads are starting for the queued
+    // work already, and presume it as they take it. Both starting threads
+    // for the same queue left up to an eighth of a burst's threads idle.
     let config = &shared.config;
-    if shared.threads.alive() + config.concurrency >= config.max_threads {
+    if shared.threads.alive() + config.concurrency >= config.max_threads
+        || shared.slots.target() > config.concurrency
+    {
+        runnable.metadata().kind.presumption_over(None);
         return Some(runnable);
     }
     let first = Arc::new(crate::sync::Mutex::new(Some(runnable)));
@@ -141,6 +150,10 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     }
     // Refused: the closure that would have run it was dropped unrun.
     let unstarted = crate::sync::lock(&first).take();
+    if let Some(task) = &unstarted {
+        // It waits for a slot as any other: not presumed after all.
+        task.metadata().kind.presumption_over(None);
+    }
     unstarted
 }
 
