@@ -337,6 +337,11 @@ impl Monitor {
         sample.threads = shared.threads.alive();
         sample.parked = shared.sleepers.parked();
         sample.ended = shared.task_totals();
+        sample.presumed = shared
+            .threads
+            .counters
+            .presumed_blocking
+            .load(Ordering::Relaxed);
         sample.lent = shared.quantum_lent();
         sample.lend_refused = shared.take_quantum_refusal();
         (sample, any_suspect)

@@ -44,6 +44,11 @@
 //! surplus workers give their slots back at their next task boundary. A
 //! CPU-bound burst never starts it: its workers are runnable, not blocked.
 //!
+//! Nor does a burst grow while tasks are being presumed blocking (started
+//! without a slot, a thread each: `runtime::kinds`): the workers that take
+//! the queued work hand it threads themselves, and threads the burst
+//! started for the same queue would find it empty.
+//!
 //! Nor does a queue that *flows*: more than [`FLOWING_ENDS_PER_SLOT`] tasks
 //! ending per slot per interval. Workers of a lock convoy (tiny items that
 //! all take one mutex) sleep on the lock whenever its holder is preempted,
@@ -162,6 +167,9 @@ pub(crate) struct Sample {
     pub(crate) queued: usize,
     /// Tasks ended so far (completed + panicked + cancelled).
     pub(crate) ended: u64,
+    /// Tasks started presumed blocking so far (`worker`: each without a
+    /// slot, on a parked worker or a thread started for it).
+    pub(crate) presumed: u64,
     /// The slot counters.
     pub(crate) slots: SlotCounts,
     /// Running slots now.
@@ -246,6 +254,8 @@ pub(crate) struct Burst {
     /// `Sample::ended` and `Sample::now` at the previous tick, to tell a
     /// flowing queue (module docs).
     last: Option<(u64, Duration)>,
+    /// `Sample::presumed` at the previous tick.
+    last_presumed: u64,
 }
 
 impl Default for Burst {
@@ -255,6 +265,7 @@ impl Default for Burst {
             raised: 0,
             may_lend: true,
             last: None,
+            last_presumed: 0,
         }
     }
 }
@@ -421,6 +432,8 @@ impl Burst {
             sample.ended.saturating_sub(ended) > FLOWING_ENDS_PER_SLOT * slots
         });
         self.last = Some((sample.ended, sample.now));
+        let presuming = sample.presumed > self.last_presumed;
+        self.last_presumed = sample.presumed;
         if sample.queued == 0 || computing || flowing {
             self.factor = 1;
             if self.raised == 0 {
@@ -429,7 +442,12 @@ impl Burst {
             self.raised = 0;
             return Some(limits.concurrency);
         }
-        if blocked_now == 0 {
+        // Tasks presumed blocking since the last tick: the queued work is
+        // of a kind known to block, and workers hand it threads as they
+        // take it (each doubling while they all wait: `runtime::kinds`).
+        // Burst threads started for the same queue found it empty: 25 of
+        // 225 threads idle for 200 items, beyond items + slots.
+        if blocked_now == 0 || presuming {
             return None;
         }
         // Queued work the plain replacements (one per blocked worker) leave
@@ -947,6 +965,27 @@ mod tests {
         s.ended = ended;
         policy.decide(&limits, &s);
         s.now = MS * 8;
+        assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
+    }
+
+    #[test]
+    fn a_burst_does_not_grow_while_queued_work_is_presumed_blocking() {
+        // Workers hand the queued items threads themselves (presumed
+        // blocking): more threads from the burst would find the queue
+        // empty. The blocked workers are still replaced one for one.
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        for tick in 0..5u64 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            s.presumed = 10 * (tick + 1);
+            let d = policy.decide(&limits, &s);
+            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
+            assert_eq!(d.set_target, None, "tick {tick}: no burst");
+        }
+        // No more presumed since the last tick: the burst grows again.
+        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        s.presumed = 50;
+        policy.decide(&limits, &s);
         assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
     }
 

@@ -132,15 +132,8 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     // Presumed tasks never take the last `concurrency` threads: a presumed
     // task holds no slot, and if every thread were one waiting on work
     // queued behind it, nobody would be left to run that work.
-    //
-    // Nor do they start threads while a burst has raised the slot target
-    // (`control::policy`): the burst's threads are starting for the queued
-    // work already, and presume it as they take it. Both starting threads
-    // for the same queue left up to an eighth of a burst's threads idle.
     let config = &shared.config;
-    if shared.threads.alive() + config.concurrency >= config.max_threads
-        || shared.slots.target() > config.concurrency
-    {
+    if shared.threads.alive() + config.concurrency >= config.max_threads {
         runnable.metadata().kind.presumption_over(None);
         return Some(runnable);
     }
