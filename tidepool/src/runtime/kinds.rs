@@ -52,7 +52,7 @@
 //! crate's path).
 
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Folds what a `TypeId` hashes into one word: no need for a keyed hash,
 /// only for distinct ids to land apart.
@@ -381,6 +381,48 @@ impl Kind {
     }
 }
 
+/// Whether a task holds one of its kind's presumptions (a place among the
+/// presumed tasks in flight: [`Kind::try_presume`]). Kept with the task, so
+/// a task handed on (to a parked worker, then to its deque) is presumed at
+/// most once, and whoever ends its journey (runs it, queues it for a slot,
+/// drops it at a stop) gives the place back exactly once: a place kept by
+/// mistake lowers the kind's cap for good (a worker that put a handed task
+/// on its deque and took a second place for it made a short-blocking run's
+/// kind unpresumable: p50 start 0.76 ms instead of 0.0074).
+///
+/// Relaxed: a task is owned by one thread at a time, and queues and
+/// hand-offs order its owners.
+#[derive(Debug, Default)]
+pub(crate) struct Presumption(AtomicBool);
+
+impl Presumption {
+    /// Holds one of `kind`'s presumptions: true if it already does, or if
+    /// [`Kind::try_presume`] gives it one.
+    pub(crate) fn take(&self, kind: Kind) -> bool {
+        if self.0.load(Ordering::Relaxed) {
+            return true;
+        }
+        let taken = kind.try_presume();
+        if taken {
+            self.0.store(true, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// Lets go of the presumption, if held; true if it was. The caller then
+    /// ends it ([`Kind::presumption_over`]) when it knows what the task did.
+    pub(crate) fn let_go(&self) -> bool {
+        self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::Relaxed)
+    }
+
+    /// Ends the presumption, if held, for a task that did not run presumed.
+    pub(crate) fn give_back(&self, kind: Kind) {
+        if self.let_go() {
+            kind.presumption_over(None);
+        }
+    }
+}
+
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;
@@ -488,6 +530,20 @@ mod tests {
             kind.presumption_over(None);
         }
         assert_eq!(kind.read().in_flight, 0, "every presumption ended");
+    }
+
+    #[test]
+    fn a_task_holds_at_most_one_presumption_and_gives_it_back_once() {
+        let kind = kind_of_value(&|| 10);
+        kind.declared_blocking();
+        let task = Presumption::default();
+        assert!(task.take(kind));
+        assert!(task.take(kind), "held already");
+        assert_eq!(kind.read().in_flight, 1, "one place, however often taken");
+        task.give_back(kind);
+        task.give_back(kind);
+        assert_eq!(kind.read().in_flight, 0, "given back once");
+        assert!(!task.let_go());
     }
 
     #[test]

@@ -205,6 +205,7 @@ mod tests {
             priority: lane,
             gate: gated.then(|| Arc::new(Open) as Arc<dyn Gate>),
             claim: Claim::new(false),
+            presumption: Default::default(),
         };
         let (runnable, cell) = async_task::Builder::new()
             .metadata(meta)

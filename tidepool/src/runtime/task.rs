@@ -88,8 +88,11 @@ pub(crate) struct TaskMeta {
     /// Who won a closure: the worker starting it or a `cancel` (see
     /// [`Claim`]). Not a loom-modelled protocol: `std`'s atomic.
     pub(crate) claim: Claim,
-    /// The task's kind (the type of its future), for the quantum rule.
+    /// The task's kind (the type of its future), for the quantum rule and
+    /// presumed blocking.
     pub(crate) kind: super::kinds::Kind,
+    /// Whether it holds one of its kind's presumed places.
+    pub(crate) presumption: super::kinds::Presumption,
 }
 
 /// Decides, for a closure, between a worker starting it and its handle

@@ -182,7 +182,7 @@ impl RunLoop<'_> {
         let shared = Arc::clone(self.shared());
         if shared.is_stopped() {
             // Queued for the shutdown's drain, which cancels it.
-            task.metadata().kind.presumption_over(None);
+            task.metadata().presumption.give_back(task.metadata().kind);
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
@@ -213,7 +213,7 @@ impl RunLoop<'_> {
                 if let Some(task) = self.handed.take() {
                     // Handed just before the stop: queued for the stop's
                     // drain (`run`), which cancels it and counts it.
-                    task.metadata().kind.presumption_over(None);
+                    task.metadata().presumption.give_back(task.metadata().kind);
                     self.shared().lanes.requeue(task);
                 }
                 break Exit::Stop;
@@ -391,7 +391,8 @@ impl RunLoop<'_> {
             Idle::Search(Some(task)) => {
                 // Handed a task while taking a slot: this worker searches
                 // with the slot, and runs the task like any it finds (it
-                // gives the slot on if the task starts presumed blocking).
+                // gives the slot on if the task starts presumed blocking;
+                // it keeps its presumption until then: `run_work`).
                 self.ctx.local.push(Work::Task(task));
                 None
             }
@@ -589,6 +590,8 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
             if presumes_blocking(ctx, &task) {
                 run_presumed_blocking(ctx, task, true, ctx.probe.cpu_time());
             } else {
+                // Presumed when handed on, it runs with a slot after all.
+                task.metadata().presumption.give_back(kind);
                 status.begin_task();
                 run_task(task);
             }
@@ -603,22 +606,24 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
     status.end_task()
 }
 
-/// Whether `task` starts presumed blocking (and if so, its presumption has
-/// started: see `Kind::try_presume`): a closure of a kind seen blocking
+/// Whether `task` starts presumed blocking (and if so, it holds one of its
+/// kind's presumptions: `runtime::kinds::Presumption`): a closure of a kind seen blocking
 /// (and never computing) while other work waits, in a pool that replaces
 /// blocked workers. Costs every other task a load of its claim and of its
 /// kind's word (a read-mostly line).
 fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
     let shared = &ctx.shared;
-    could_presume(shared, task) && shared.has_work() && task.metadata().kind.try_presume()
+    let meta = task.metadata();
+    could_presume(shared, task) && shared.has_work() && meta.presumption.take(meta.kind)
 }
 
-/// Whether `task` is presumed blocking in `shared`'s pool, and if so starts
-/// its presumption (see `Kind::try_presume`): a closure of a kind seen
+/// Whether `task` is presumed blocking in `shared`'s pool, and if so holds
+/// one of its kind's presumptions (`runtime::kinds::Presumption`): a closure of a kind seen
 /// blocking (and never computing), with fewer of its kind presumed in
 /// flight than its credit, in a pool that replaces blocked workers.
 pub(crate) fn try_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
-    could_presume(shared, task) && task.metadata().kind.try_presume()
+    let meta = task.metadata();
+    could_presume(shared, task) && meta.presumption.take(meta.kind)
 }
 
 /// The cheap half of a presumption's conditions: a closure (an async task
@@ -720,6 +725,9 @@ fn run_presumed_blocking(
     if shared.lanes.has_work(Priority::Normal) || !ctx.local.is_empty() {
         fan_out(ctx);
     }
+    // Every way here took a presumption for the task (it is ended below,
+    // with what the task did); the task itself is gone after the run.
+    let held = task.metadata().presumption.let_go();
     let started = Instant::now();
     run_task(task);
     let wall = started.elapsed();
@@ -744,7 +752,9 @@ fn run_presumed_blocking(
         // either way.
         _ => None,
     };
-    kind.presumption_over(what);
+    if held {
+        kind.presumption_over(what);
+    }
 }
 
 /// Runs one task (between its status's begin and end).

@@ -44,6 +44,7 @@ where
         priority,
         gate: gate.to_meta(),
         claim: task::Claim::new(closure),
+        presumption: Default::default(),
     };
     let scheduler = Arc::clone(shared);
     let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
@@ -119,7 +120,7 @@ fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> 
 /// presumed task is a blocked worker's replacement, not a speculative
 /// start). Returns it if neither could be had (the threads left below
 /// `max_threads` are the slots' to use, the OS refused, the pool is
-/// stopping), its presumption over (`Kind::presumption_over`): it then
+/// stopping), its presumption given back (`runtime::kinds`): it then
 /// waits for a slot as any other task.
 pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
     let runnable = match shared.sleepers.hand(runnable) {
@@ -134,7 +135,8 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     // queued behind it, nobody would be left to run that work.
     let config = &shared.config;
     if shared.threads.alive() + config.concurrency >= config.max_threads {
-        runnable.metadata().kind.presumption_over(None);
+        let meta = runnable.metadata();
+        meta.presumption.give_back(meta.kind);
         return Some(runnable);
     }
     let first = Arc::new(crate::sync::Mutex::new(Some(runnable)));
@@ -145,7 +147,7 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     let unstarted = crate::sync::lock(&first).take();
     if let Some(task) = &unstarted {
         // It waits for a slot as any other: not presumed after all.
-        task.metadata().kind.presumption_over(None);
+        task.metadata().presumption.give_back(task.metadata().kind);
     }
     unstarted
 }
