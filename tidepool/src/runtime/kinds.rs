@@ -366,8 +366,8 @@ impl Kind {
     }
 
     /// True if a task of this kind would be presumed blocking now (see
-    /// [`Kind::try_presume`], which this only reads).
-    #[cfg(all(test, not(tidepool_loom)))]
+    /// [`Kind::try_presume`], which this only reads): a load, for the
+    /// checks that cost more to come after it.
     pub(crate) fn likely_blocks(self) -> bool {
         let now = self.read();
         now.may_presume() && now.in_flight < now.credit
@@ -407,6 +407,12 @@ impl Presumption {
             self.0.store(true, Ordering::Relaxed);
         }
         taken
+    }
+
+    /// True if [`Presumption::take`] may succeed: the task holds one, or
+    /// its kind has room (a load; `take` checks again as it takes).
+    pub(crate) fn may_take(&self, kind: Kind) -> bool {
+        self.0.load(Ordering::Relaxed) || kind.likely_blocks()
     }
 
     /// Lets go of the presumption, if held; true if it was. The caller then
