@@ -459,10 +459,11 @@ impl std::error::Error for Elapsed {}
 /// declaring it skips that delay. It also teaches the pool that work items
 /// of this kind (this closure's type) block, so later ones get a thread of
 /// their own as they are spawned ("presumed blocking", see
-/// [`Controller::Adaptive`]). So do not wrap a wait for the pool's own
-/// tasks in it: [`JoinHandle::join`], [`join`] and [`scope`] run queued
-/// work while they wait, which a thread per task waiting on its children
-/// cannot.
+/// [`Controller::Adaptive`]): 8 at a time at first, more while they keep
+/// waiting. A kind whose tasks also wait for the pool's own tasks
+/// ([`JoinHandle::join`], [`join`], [`scope`], [`block_on`]) is never
+/// presumed: those waits run queued work on a slot, which a presumed task
+/// does not hold. No need to wrap such waits in `blocking`.
 ///
 /// ```
 /// let handle = tidepool::spawn_fn(|| {

@@ -101,7 +101,12 @@ pub enum Controller {
     /// A presumption ends when such an item keeps a core busy (never again:
     /// `Metrics::presumptions_failed`), or when items of the kind keep
     /// ending within an eighth of a monitor interval (after a few: a credit
-    /// per kind).
+    /// per kind). No more items of a kind run presumed at once than its
+    /// credit: 8 for a kind new to blocking, one more for each of them the
+    /// monitor finds still waiting, so they double every interval while
+    /// they wait. A kind whose items also wait for the pool's own tasks (a
+    /// join, `block_on`, a scope) is never presumed: those waits help on a
+    /// slot, which a presumed item does not hold.
     /// Async tasks are never presumed: they should not block.
     #[default]
     Adaptive,

@@ -170,7 +170,7 @@ pub(crate) struct Kind {
     tag: u16,
 }
 
-/// What a presumed task turned out to do, for [`Kind::presumed_ended`].
+/// What a presumed task turned out to do, for [`Kind::presumption_over`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Presumed {
     /// It waited past a monitor interval without computing: right guess.
