@@ -13,8 +13,9 @@
 //!
 //! # Why a presumption ends
 //!
-//! A guess that a kind blocks is undone three ways, so a wrong guess costs
-//! a bounded number of threads, never a thread per task for good:
+//! A guess that a kind blocks is undone, or kept small, in these ways, so
+//! a wrong guess costs a bounded number of threads, never a thread per
+//! task for good:
 //!
 //! * a presumed task that *computed* (a monitor interval of CPU, at least
 //!   a quarter of its wall time) marks the kind, never presumed again;
