@@ -95,6 +95,25 @@ pub(crate) struct TaskMeta {
     pub(crate) presumption: super::kinds::Presumption,
 }
 
+impl TaskMeta {
+    /// Takes one of its kind's presumed places, or says it holds one
+    /// (`kinds::Presumption::take`).
+    pub(crate) fn take_presumption(&self) -> bool {
+        self.presumption.take(self.kind)
+    }
+
+    /// Whether [`TaskMeta::take_presumption`] may succeed (a load or two).
+    pub(crate) fn may_take_presumption(&self) -> bool {
+        self.presumption.may_take(self.kind)
+    }
+
+    /// Gives its presumed place back, if it holds one, for a task that will
+    /// not run presumed (queued for a slot, or dropped at a stop).
+    pub(crate) fn give_back_presumption(&self) {
+        self.presumption.give_back(self.kind);
+    }
+}
+
 /// Decides, for a closure, between a worker starting it and its handle
 /// cancelling it, so `cancel()` says true only for a closure that will not
 /// run. `async-task` cannot tell: a closure cancelled while it ran ran to its

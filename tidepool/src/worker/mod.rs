@@ -182,7 +182,7 @@ impl RunLoop<'_> {
         let shared = Arc::clone(self.shared());
         if shared.is_stopped() {
             // Queued for the shutdown's drain, which cancels it.
-            task.metadata().presumption.give_back(task.metadata().kind);
+            task.metadata().give_back_presumption();
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
@@ -213,7 +213,7 @@ impl RunLoop<'_> {
                 if let Some(task) = self.handed.take() {
                     // Handed just before the stop: queued for the stop's
                     // drain (`run`), which cancels it and counts it.
-                    task.metadata().presumption.give_back(task.metadata().kind);
+                    task.metadata().give_back_presumption();
                     self.shared().lanes.requeue(task);
                 }
                 break Exit::Stop;
@@ -591,7 +591,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
                 run_presumed_blocking(ctx, task, true, ctx.probe.cpu_time());
             } else {
                 // Presumed when handed on, it runs with a slot after all.
-                task.metadata().presumption.give_back(kind);
+                task.metadata().give_back_presumption();
                 status.begin_task();
                 run_task(task);
             }
@@ -606,11 +606,11 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
     status.end_task()
 }
 
-/// Whether `task` starts presumed blocking (and if so, it holds one of its
-/// kind's presumptions: `runtime::kinds::Presumption`): a closure of a kind seen blocking
-/// (and never computing) while other work waits, in a pool that replaces
-/// blocked workers. Costs every other task a load of its claim and of its
-/// kind's word (a read-mostly line).
+/// Whether `task` starts presumed blocking (and if so, it holds one of
+/// its kind's presumed places: `runtime::kinds::Presumption`): a closure
+/// of a kind seen blocking (and never computing) while other work waits,
+/// in a pool that replaces blocked workers. Costs every other task a load
+/// of its claim, of its place and of its kind's word (a read-mostly line).
 fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
     let shared = &ctx.shared;
     let meta = task.metadata();
@@ -618,18 +618,18 @@ fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
     // kind's load, which says no for almost every task. In the other
     // order a fork per call (fine-spawn) took 1.5x as long.
     could_presume(shared, task)
-        && meta.presumption.may_take(meta.kind)
+        && meta.may_take_presumption()
         && shared.has_work()
-        && meta.presumption.take(meta.kind)
+        && meta.take_presumption()
 }
 
 /// Whether `task` is presumed blocking in `shared`'s pool, and if so holds
-/// one of its kind's presumptions (`runtime::kinds::Presumption`): a closure of a kind seen
-/// blocking (and never computing), with fewer of its kind presumed in
-/// flight than its credit, in a pool that replaces blocked workers.
+/// one of its kind's presumed places (`runtime::kinds::Presumption`): a
+/// closure of a kind seen blocking (and never computing), with fewer of
+/// its kind presumed in flight than its credit, in a pool that replaces
+/// blocked workers.
 pub(crate) fn try_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
-    let meta = task.metadata();
-    could_presume(shared, task) && meta.presumption.take(meta.kind)
+    could_presume(shared, task) && task.metadata().take_presumption()
 }
 
 /// The cheap half of a presumption's conditions: a closure (an async task

@@ -135,8 +135,7 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     // queued behind it, nobody would be left to run that work.
     let config = &shared.config;
     if shared.threads.alive() + config.concurrency >= config.max_threads {
-        let meta = runnable.metadata();
-        meta.presumption.give_back(meta.kind);
+        runnable.metadata().give_back_presumption();
         return Some(runnable);
     }
     let first = Arc::new(crate::sync::Mutex::new(Some(runnable)));
@@ -147,7 +146,7 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     let unstarted = crate::sync::lock(&first).take();
     if let Some(task) = &unstarted {
         // It waits for a slot as any other: not presumed after all.
-        task.metadata().presumption.give_back(task.metadata().kind);
+        task.metadata().give_back_presumption();
     }
     unstarted
 }
