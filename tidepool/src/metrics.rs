@@ -140,6 +140,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) started_floor: AtomicU64,
     pub(crate) started_quantum: AtomicU64,
     pub(crate) started_presumed: AtomicU64,
+    pub(crate) started_spare: AtomicU64,
     pub(crate) quantum_lends: AtomicU64,
     pub(crate) start_paced: AtomicU64,
     pub(crate) reserve_lends: AtomicU64,
@@ -182,6 +183,7 @@ impl ThreadCounters {
         m.threads_started_floor = get(&self.started_floor);
         m.threads_started_quantum = get(&self.started_quantum);
         m.threads_started_presumed = get(&self.started_presumed);
+        m.threads_started_spare = get(&self.started_spare);
         m.quantum_lends = get(&self.quantum_lends);
         m.thread_starts_paced = get(&self.start_paced);
         m.reserve_slot_lends = get(&self.reserve_lends);
@@ -439,6 +441,11 @@ pub struct Metrics {
     /// [`Metrics::presumed_blocking`]); a parked worker takes either when
     /// there is one.
     pub threads_started_presumed: u64,
+    /// Spare threads started parked after a task presumed blocking took the
+    /// last parked worker, so that the next one is handed to a parked
+    /// thread instead of waiting for a thread to start (at most one per
+    /// such hand; a spare nobody needs retires after `idle_timeout`).
+    pub threads_started_spare: u64,
     /// Slots lent under the quantum rule: every slot had been held by a
     /// computing task for longer than the quantum while work was queued.
     pub quantum_lends: u64,
@@ -573,6 +580,7 @@ impl Metrics {
             ("min_threads", self.threads_started_floor),
             ("quantum", self.threads_started_quantum),
             ("presumed", self.threads_started_presumed),
+            ("spare", self.threads_started_spare),
         ] {
             counter!("tidepool_thread_starts_total", "pool" => p(), "reason" => reason).absolute(n);
         }

@@ -187,7 +187,8 @@ impl Monitor {
             self.publish(&shared, tick);
             let timeout = self.next_sleep(&shared, tick);
             shared.monitor.record(started.elapsed(), None);
-            if !shared.monitor.sleep(timeout) {
+            let serve_spare = || crate::worker::start_spare(&shared);
+            if !shared.monitor.sleep(timeout, serve_spare) {
                 return;
             }
         }

@@ -275,6 +275,49 @@ fn a_kind_seen_blocking_is_handed_to_a_parked_worker_as_it_is_spawned() {
 }
 
 #[test]
+fn a_presumed_task_that_takes_the_last_parked_worker_leaves_a_spare_for_the_next() {
+    const ITEMS: usize = 4;
+    let (met, m): (Vec<bool>, Metrics) = within(HANG, || {
+        learn_that_items_block::<10>();
+        // One thread parked at build; the monitor would look only every
+        // 10 s, so every spare comes from a request, not from a tick.
+        let pool = Pool::builder()
+            .concurrency(1)
+            .min_threads(1)
+            .monitor_interval(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let parked = |n: usize| {
+            let deadline = Instant::now() + HANG;
+            while pool.metrics().idle_threads < n && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let patience = Duration::from_secs(5);
+        let rendezvous = Rendezvous::new(ITEMS);
+        let mut items = Vec::new();
+        for _ in 0..ITEMS {
+            // Spawned one at a time, each once a parked thread is there
+            // for it: the one the pool built with, then the spares.
+            parked(1);
+            items.push(pool.spawn_fn(item::<10>(Mode::Meet, rendezvous.clone(), patience)));
+        }
+        let met = items.into_iter().map(|i| i.join().unwrap()).collect();
+        (met, pool.metrics())
+    });
+    assert!(met.iter().all(|&m| m), "all ran at once: {m:?}");
+    assert_eq!(m.presumed_handed, ITEMS as u64, "each was handed on: {m:?}");
+    assert_eq!(
+        m.threads_started_presumed, 0,
+        "none waited for a thread to start: {m:?}"
+    );
+    // Each hand took the last parked thread and asked for a spare.
+    assert_eq!(m.threads_started_spare, ITEMS as u64, "{m:?}");
+    assert_eq!(m.blocked_detections, 0, "the monitor found none: {m:?}");
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
 fn a_kind_whose_presumed_items_end_at_once_stops_being_presumed() {
     let (early, late, m) = within(HANG, || {
         let pool = slow_monitor_pool();

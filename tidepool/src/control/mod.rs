@@ -28,6 +28,9 @@ pub(crate) enum StartReason {
     /// A worker started a task presumed blocking (its kind blocked before)
     /// and gave its slot to the queued work.
     Presumed,
+    /// A spare parked thread, after a task presumed blocking took the last
+    /// parked one.
+    Spare,
 }
 
 impl StartReason {
@@ -51,6 +54,7 @@ impl StartReason {
             StartReason::Floor => "min_threads",
             StartReason::Quantum => "quantum",
             StartReason::Presumed => "presumed",
+            StartReason::Spare => "spare",
         }
     }
 }

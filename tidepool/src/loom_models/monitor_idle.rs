@@ -21,7 +21,7 @@ struct Pool {
 fn monitor_idle_tick(pool: &Pool) -> bool {
     let still_idle = || pool.slots.counts().active == 0 && !pool.work.load(Ordering::Relaxed);
     if pool.signal.announce_idle(still_idle) {
-        assert!(pool.signal.sleep(None), "nobody stops this monitor");
+        assert!(pool.signal.sleep(None, || {}), "nobody stops this monitor");
         return true;
     }
     false

@@ -44,7 +44,8 @@ mod schedule;
 
 pub(crate) use help::{help_until, poll_helping};
 pub(crate) use schedule::{
-    can_run, declare_blocking, notify, push_admitted, spawn, start_floor, wake_or_start, Declared,
+    can_run, declare_blocking, notify, push_admitted, spawn, start_floor, start_spare,
+    wake_or_start, Declared,
 };
 
 use crate::control::policy::BUSY_CPU_SHARE;
@@ -75,11 +76,21 @@ pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
 /// lane, the oldest local task, the admitted tasks.
 const FAIRNESS_TURNS: u64 = 4;
 
-/// The body of a worker thread. It starts holding a searching slot reserved by
-/// whoever started it, or, with a `first` task (presumed blocking: see
-/// `schedule::start_presumed`), holding none: it runs that task as if found
-/// blocked, then carries on as any worker whose blocked task ended.
-pub(crate) fn run(shared: Arc<Shared>, index: usize, first: Option<Runnable>) {
+/// How a new worker thread begins (see [`run`]).
+pub(crate) enum Begin {
+    /// Holding a searching slot reserved by whoever started it.
+    Searching,
+    /// Holding no slot, with a task presumed blocking (see
+    /// `schedule::start_presumed`): it runs the task as if found blocked,
+    /// then carries on as any worker whose blocked task ended.
+    Presumed(Runnable),
+    /// Holding nothing: it parks at once, a spare for the next task
+    /// presumed blocking (see `schedule::hand_or_start`).
+    Spare,
+}
+
+/// The body of a worker thread, begun as `begin` says.
+pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     help::mark_stack_base();
     shared.run_hook(shared.config.on_thread_start.as_ref(), "on_thread_start");
     let entry = shared.threads.entry(index);
@@ -108,13 +119,14 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, first: Option<Runnable>) {
     let mut worker = RunLoop {
         ctx: &ctx,
         tick: entry.status.load().tick(),
-        searching: first.is_none(),
+        searching: matches!(begin, Begin::Searching),
         coalescer: Coalescer::default(),
         handed: None,
     };
-    let exit = match first {
-        Some(task) => worker.run_from_presumed(task),
-        None => worker.run(),
+    let exit = match begin {
+        Begin::Searching => worker.run(),
+        Begin::Presumed(task) => worker.run_from_presumed(task),
+        Begin::Spare => worker.run_from_spare(),
     };
 
     context::leave();
@@ -170,6 +182,18 @@ impl RunLoop<'_> {
     /// closure presumed blocking.
     fn run_from_presumed(&mut self, task: Runnable) -> Exit {
         if let Some(exit) = self.run_handed(task) {
+            return exit;
+        }
+        self.run()
+    }
+
+    /// The run loop of a spare worker: parked from the start, without a
+    /// slot (the stack's protocol allows it: it holds no slot to give back,
+    /// so a notifier that pops it must bring one or a task).
+    fn run_from_spare(&mut self) -> Exit {
+        let shared = Arc::clone(self.shared());
+        shared.sleepers.push(self.ctx.index);
+        if let Some(exit) = self.park(&shared) {
             return exit;
         }
         self.run()

@@ -2,7 +2,7 @@
 //! queueing, and making sure somebody will run what was queued — waking a
 //! parked worker or starting a thread.
 
-use super::run;
+use super::{run, Begin};
 use crate::control::slots::TaskStatus;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
@@ -126,20 +126,23 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     let runnable = match shared.sleepers.hand(runnable) {
         Ok(()) => {
             ThreadCounters::bump(&shared.threads.counters.presumed_handed);
+            if shared.sleepers.parked() == 0 {
+                shared.monitor.want_spare();
+            }
             return None;
         }
         Err(runnable) => runnable,
     };
-    // Presumed tasks never take the last `concurrency` threads: a presumed
-    // task holds no slot, and if every thread were one waiting on work
-    // queued behind it, nobody would be left to run that work.
-    let config = &shared.config;
-    if shared.threads.alive() + config.concurrency >= config.max_threads {
+    if !room_for_unslotted_thread(shared) {
         runnable.metadata().give_back_presumption();
         return Some(runnable);
     }
     let first = Arc::new(crate::sync::Mutex::new(Some(runnable)));
-    if start_thread_for(shared, StartReason::Presumed, Some(Arc::clone(&first))) {
+    if start_thread_for(
+        shared,
+        StartReason::Presumed,
+        Start::Presumed(Arc::clone(&first)),
+    ) {
         return None;
     }
     // Refused: the closure that would have run it was dropped unrun.
@@ -149,6 +152,29 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
         task.metadata().give_back_presumption();
     }
     unstarted
+}
+
+/// Whether a thread that holds no slot (one for a presumed task, or a
+/// spare) may start: such threads never take the last `concurrency`
+/// threads below `max_threads`. A presumed task holds no slot, and if
+/// every thread were one waiting on work queued behind it, nobody would be
+/// left to run that work.
+fn room_for_unslotted_thread(shared: &Shared) -> bool {
+    shared.threads.alive() + shared.config.concurrency < shared.config.max_threads
+}
+
+/// Starts a spare worker that parks at once, if none is parked: called by
+/// the monitor when a presumed task took the last parked worker. The next
+/// task presumed blocking is then handed to a parked thread (a wake-up,
+/// tens of microseconds) instead of waiting for a thread to start for it
+/// (hundreds: in the lab's `waiting`, every item of the ramp to 50 threads
+/// in flight paid that). At most one spare per hand that emptied the
+/// stack; an unused spare retires after `idle_timeout` like any idle
+/// worker.
+pub(crate) fn start_spare(shared: &Arc<Shared>) {
+    if shared.sleepers.parked() == 0 && room_for_unslotted_thread(shared) && !shared.is_stopped() {
+        start_thread_for(shared, StartReason::Spare, Start::Spare);
+    }
 }
 
 /// [`schedule`]'s path for a task its gate admitted at once: a thread of its
@@ -264,7 +290,7 @@ const FLOOR_START_BOUND: Duration = Duration::from_secs(1);
 /// starts beyond `concurrency` says not yet (see `control::pacing`), or the
 /// OS refused the thread.
 fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
-    start_thread_for(shared, reason, None)
+    start_thread_for(shared, reason, Start::Searching)
 }
 
 /// A task handed to a thread being started, in a cell the starter can take
@@ -272,9 +298,20 @@ fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
 /// and a `Runnable` dropped unrun would cancel its task).
 type FirstTask = Arc<crate::sync::Mutex<Option<Runnable>>>;
 
-/// [`start_thread`]; with a `first` task, the thread starts without a slot
-/// and runs that task first, presumed blocking (see [`start_presumed`]).
-fn start_thread_for(shared: &Arc<Shared>, reason: StartReason, first: Option<FirstTask>) -> bool {
+/// How a thread [`start_thread_for`] starts begins: the starter's side of
+/// [`Begin`], with the presumed task in a cell it can take back.
+enum Start {
+    /// With the searching slot the starter reserved.
+    Searching,
+    /// Without a slot, running this task first, presumed blocking (see
+    /// [`start_presumed`]).
+    Presumed(FirstTask),
+    /// Without a slot, parked (see [`start_spare`]).
+    Spare,
+}
+
+/// [`start_thread`], with the thread begun as `start` says.
+fn start_thread_for(shared: &Arc<Shared>, reason: StartReason, start: Start) -> bool {
     let threads = &shared.threads;
     let config = &shared.config;
     if reason.is_paced()
@@ -300,8 +337,17 @@ fn start_thread_for(shared: &Arc<Shared>, reason: StartReason, first: Option<Fir
         // The tokio context (feature `tokio`), entered for the thread's life.
         let tokio = owned.config.tokio.clone();
         let _entered = tokio.enter();
-        let first = first.and_then(|cell| crate::sync::lock(&cell).take());
-        run(owned, index, first)
+        let begin = match start {
+            Start::Searching => Begin::Searching,
+            // The starter takes the task back only when the start failed,
+            // and then this closure never runs.
+            Start::Presumed(cell) => match crate::sync::lock(&cell).take() {
+                Some(task) => Begin::Presumed(task),
+                None => Begin::Spare,
+            },
+            Start::Spare => Begin::Spare,
+        };
+        run(owned, index, begin)
     });
     match spawned {
         Ok(_) => {
@@ -316,6 +362,7 @@ fn start_thread_for(shared: &Arc<Shared>, reason: StartReason, first: Option<Fir
                 StartReason::Floor => &counters.started_floor,
                 StartReason::Quantum => &counters.started_quantum,
                 StartReason::Presumed => &counters.started_presumed,
+                StartReason::Spare => &counters.started_spare,
             });
             counters
                 .peak_threads
