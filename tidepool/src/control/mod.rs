@@ -102,6 +102,9 @@ pub enum Controller {
     /// as tokio's `spawn_blocking` would run it, but without being told; a
     /// worker that finds one queued gives its slot on at once and hands two
     /// more queued ones a thread each, so a queue of them starts as a tree.
+    /// When one takes the last parked worker, the pool starts a spare that
+    /// parks (`Metrics::threads_started_spare`), so the next one is woken
+    /// onto a thread rather than waiting for a thread to start.
     /// A presumption ends when such an item keeps a core busy (never again:
     /// `Metrics::presumptions_failed`), or when items of the kind keep
     /// ending within an eighth of a monitor interval (after a few: a credit
