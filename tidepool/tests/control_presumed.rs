@@ -159,11 +159,25 @@ fn learn_that_items_block<const TEST: usize>() {
 /// A pool whose monitor looks only every 10 s: any replacement within a
 /// test is presumed, not detected.
 fn slow_monitor_pool() -> Pool {
+    slow_monitor_pool_with(0)
+}
+
+/// [`slow_monitor_pool`] with `min_threads` threads started at build.
+fn slow_monitor_pool_with(min_threads: usize) -> Pool {
     Pool::builder()
         .concurrency(1)
+        .min_threads(min_threads)
         .monitor_interval(Duration::from_secs(10))
         .build()
         .unwrap()
+}
+
+/// Waits (within `HANG`) until at least `n` of `pool`'s threads are parked.
+fn wait_until_parked(pool: &Pool, n: usize) {
+    let deadline = Instant::now() + HANG;
+    while pool.metrics().idle_threads < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[test]
@@ -211,12 +225,7 @@ fn a_kind_seen_blocking_gets_a_thread_as_it_is_spawned_when_no_slot_is_free() {
     let (met, m): (Vec<bool>, Metrics) = within(HANG, || {
         learn_that_items_block::<3>();
         // One thread, one slot, and a monitor that looks every 10 s.
-        let pool = Pool::builder()
-            .concurrency(1)
-            .min_threads(1)
-            .monitor_interval(Duration::from_secs(10))
-            .build()
-            .unwrap();
+        let pool = slow_monitor_pool_with(1);
         let patience = Duration::from_secs(5);
         let rendezvous = Rendezvous::new(4);
         // A task of an unknown kind takes the only slot and waits for the
@@ -244,17 +253,9 @@ fn a_kind_seen_blocking_gets_a_thread_as_it_is_spawned_when_no_slot_is_free() {
 fn a_kind_seen_blocking_is_handed_to_a_parked_worker_as_it_is_spawned() {
     let (met, m): (Vec<bool>, Metrics) = within(HANG, || {
         learn_that_items_block::<4>();
-        let pool = Pool::builder()
-            .concurrency(1)
-            .min_threads(4)
-            .monitor_interval(Duration::from_secs(10))
-            .build()
-            .unwrap();
+        let pool = slow_monitor_pool_with(4);
         // Wait until the four threads started at build are parked.
-        let deadline = Instant::now() + HANG;
-        while pool.metrics().idle_threads < 4 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until_parked(&pool, 4);
         let patience = Duration::from_secs(5);
         let rendezvous = Rendezvous::new(3);
         let items: Vec<_> = (0..3)
@@ -281,25 +282,14 @@ fn a_presumed_task_that_takes_the_last_parked_worker_leaves_a_spare_for_the_next
         learn_that_items_block::<10>();
         // One thread parked at build; the monitor would look only every
         // 10 s, so every spare comes from a request, not from a tick.
-        let pool = Pool::builder()
-            .concurrency(1)
-            .min_threads(1)
-            .monitor_interval(Duration::from_secs(10))
-            .build()
-            .unwrap();
-        let parked = |n: usize| {
-            let deadline = Instant::now() + HANG;
-            while pool.metrics().idle_threads < n && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        };
+        let pool = slow_monitor_pool_with(1);
         let patience = Duration::from_secs(5);
         let rendezvous = Rendezvous::new(ITEMS);
         let mut items = Vec::new();
         for _ in 0..ITEMS {
             // Spawned one at a time, each once a parked thread is there
             // for it: the one the pool built with, then the spares.
-            parked(1);
+            wait_until_parked(&pool, 1);
             items.push(pool.spawn_fn(item::<10>(Mode::Meet, rendezvous.clone(), patience)));
         }
         let met = items.into_iter().map(|i| i.join().unwrap()).collect();
@@ -311,8 +301,14 @@ fn a_presumed_task_that_takes_the_last_parked_worker_leaves_a_spare_for_the_next
         m.threads_started_presumed, 0,
         "none waited for a thread to start: {m:?}"
     );
-    // Each hand took the last parked thread and asked for a spare.
-    assert_eq!(m.threads_started_spare, ITEMS as u64, "{m:?}");
+    // Each hand took the last parked thread and asked for a spare; the
+    // first three were needed (their items were still waiting), the last
+    // one is not started if the items ended and parked first.
+    let spares = m.threads_started_spare;
+    assert!(
+        (ITEMS as u64 - 1..=ITEMS as u64).contains(&spares),
+        "{spares} spares: {m:?}"
+    );
     assert_eq!(m.blocked_detections, 0, "the monitor found none: {m:?}");
     common::assert_counters_add_up(&m);
 }
