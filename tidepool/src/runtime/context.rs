@@ -32,6 +32,11 @@ pub(crate) struct WorkerContext {
     /// to parked workers: a task handed to it then starts without a clock
     /// read (what it used since, to wake up, is noise).
     pub(crate) cpu_at_park: std::cell::Cell<Option<std::time::Duration>>,
+    /// The thread's time spent runnable, waiting for a core, when it last
+    /// parked (with `cpu_at_park`): what a handed task's judgement
+    /// discounts, so that a task that computes is seen to on a loaded
+    /// machine (see `worker::computed`).
+    pub(crate) run_delay_at_park: std::cell::Cell<Option<std::time::Duration>>,
 }
 
 thread_local! {
