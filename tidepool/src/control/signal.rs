@@ -68,6 +68,13 @@ impl MonitorSignal {
         }
     }
 
+    /// Whether a spare worker was asked for and not yet served (the loom
+    /// model checks that a request is never lost).
+    #[cfg(all(tidepool_loom, test))]
+    pub(crate) fn spare_pending(&self) -> bool {
+        lock(&self.state).spare
+    }
+
     /// Tells the monitor to exit.
     pub(crate) fn stop(&self) {
         let mut state = lock(&self.state);
@@ -112,32 +119,30 @@ impl MonitorSignal {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut state = lock(&self.state);
         // A wake that came before this sleep-until-woken counts; a timed
-        // sleep ignores it (it was for an earlier sleep).
-        let woken_already = deadline.is_none() && state.woken;
-        if !woken_already {
-            while !state.stopped {
-                if state.spare {
-                    state.spare = false;
-                    drop(state);
-                    serve_spare();
-                    state = lock(&self.state);
-                    continue;
-                }
-                match deadline {
-                    Some(until) => {
-                        let now = Instant::now();
-                        if now >= until {
-                            break;
-                        }
-                        state = wait_timeout(&self.cv, state, until - now).0;
+        // sleep ignores it (it was for an earlier sleep). Checked on every
+        // turn, not only before the first wait: a wake can also land while
+        // a spare is being started, with the lock let go (the loom model
+        // `monitor_idle` deadlocked when it was checked only after a wait).
+        while !state.stopped {
+            if deadline.is_none() && state.woken {
+                break;
+            }
+            if state.spare {
+                state.spare = false;
+                drop(state);
+                serve_spare();
+                state = lock(&self.state);
+                continue;
+            }
+            match deadline {
+                Some(until) => {
+                    let now = Instant::now();
+                    if now >= until {
+                        break;
                     }
-                    None => {
-                        state = wait(&self.cv, state);
-                        if state.woken {
-                            break;
-                        }
-                    }
+                    state = wait_timeout(&self.cv, state, until - now).0;
                 }
+                None => state = wait(&self.cv, state),
             }
         }
         state.woken = false;

@@ -2,12 +2,14 @@
 //! `control::slots`): a monitor that decides the pool is idle
 //! (`MonitorSignal::announce_idle`, then `sleep`) and a worker that starts a
 //! task with a freshly taken slot (`MonitorSignal::wake`) never miss each
-//! other, so a running task is always watched.
+//! other, so a running task is always watched; and a request for a spare
+//! worker (`MonitorSignal::want_spare`) neither is lost nor makes the
+//! monitor miss that wake.
 
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::Slots;
 use crate::runtime::park;
-use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
 
 struct Pool {
@@ -90,5 +92,46 @@ fn a_worker_taking_a_slot_itself_wakes_the_monitor() {
 
         monitor.join().unwrap();
         assert_eq!(pool.slots.counts().active, 1);
+    });
+}
+
+#[test]
+fn a_spare_asked_for_during_an_idle_sleep_is_served_and_the_wake_still_lands() {
+    loom::model(|| {
+        let pool = Arc::new(Pool {
+            slots: Slots::new(1),
+            work: AtomicBool::new(false),
+            signal: MonitorSignal::default(),
+        });
+        let served = Arc::new(AtomicUsize::new(0));
+        let monitor = {
+            let pool = pool.clone();
+            let served = served.clone();
+            loom::thread::spawn(move || {
+                let still_idle =
+                    || pool.slots.counts().active == 0 && !pool.work.load(Ordering::Relaxed);
+                if pool.signal.announce_idle(still_idle) {
+                    let serve = || {
+                        served.fetch_add(1, Ordering::Relaxed);
+                    };
+                    assert!(pool.signal.sleep(None, serve), "nobody stops this monitor");
+                }
+            })
+        };
+
+        // `schedule::hand_or_start` handed a presumed task the last parked
+        // worker; then a spawn takes the free slot and its worker starts.
+        pool.signal.want_spare();
+        pool.work.store(true, Ordering::Relaxed);
+        if pool.slots.try_acquire(true) {
+            pool.signal.wake();
+            pool.slots.stop_searching();
+        }
+
+        // A lost wake shows up as a loom deadlock on this join.
+        monitor.join().unwrap();
+        // Served in that sleep, or still pending for the next one.
+        let served = served.load(Ordering::Relaxed);
+        assert_eq!(served + usize::from(pool.signal.spare_pending()), 1);
     });
 }
