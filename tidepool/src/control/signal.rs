@@ -12,6 +12,16 @@
 //! worker reads `idle_sleep`. All SeqCst, so one sees the other, and a
 //! running task is always watched. The loom model `loom_models/monitor_idle.rs`
 //! runs these functions with the real slot counters.
+//!
+//! # Spare requests
+//!
+//! A spawner that handed a presumed task the last parked worker asks for a
+//! spare ([`MonitorSignal::want_spare`]): a flag under the state's lock and
+//! a notify. The monitor serves it inside whatever sleep it is in, with the
+//! lock let go while the thread starts, and sleeps on; the wake flag is
+//! read on every turn of the sleep's loop, so a wake that lands during the
+//! start still ends a sleep until woken (the same loom model checks both:
+//! no request lost, no wake missed).
 
 use crate::metrics::{Metrics, ThreadSample};
 use crate::sync::{fence, lock, wait, wait_timeout, AtomicBool, Condvar, Mutex, Ordering};
