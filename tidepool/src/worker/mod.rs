@@ -51,7 +51,7 @@ pub(crate) use schedule::{
 use crate::control::policy::BUSY_CPU_SHARE;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
-use crate::runtime::context::{self, WorkerContext};
+use crate::runtime::context::{self, ThreadClocks, WorkerContext};
 use crate::runtime::kinds::{Kind, Presumed};
 use crate::runtime::park::{self, Idle, Wake};
 use crate::runtime::retry_until_settled;
@@ -112,8 +112,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         index,
         probe,
         // A thread started for a task: its CPU so far is its start-up.
-        cpu_at_park: std::cell::Cell::new(Some(Duration::ZERO)),
-        run_delay_at_park: std::cell::Cell::new(Some(Duration::ZERO)),
+        clocks_at_park: std::cell::Cell::new(ThreadClocks::AT_START),
     });
     context::enter(Rc::clone(&ctx));
 
@@ -211,10 +210,7 @@ impl RunLoop<'_> {
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
-        let before = Clocks {
-            cpu: self.ctx.cpu_at_park.take(),
-            run_delay: self.ctx.run_delay_at_park.take(),
-        };
+        let before = self.ctx.clocks_at_park.take();
         run_presumed_blocking(self.ctx, task, false, before);
         let status = &shared.threads.entry(self.ctx.index).status;
         self.tick = status.load().tick();
@@ -474,9 +470,11 @@ impl RunLoop<'_> {
         let index = self.ctx.index;
         if shared.compensates_blocking() {
             // Tasks may be handed to this worker while it sleeps: see
-            // `WorkerContext::cpu_at_park`.
-            self.ctx.cpu_at_park.set(self.ctx.probe.cpu_time());
-            self.ctx.run_delay_at_park.set(self.ctx.probe.run_delay());
+            // `WorkerContext::clocks_at_park`.
+            self.ctx.clocks_at_park.set(ThreadClocks {
+                cpu: self.ctx.probe.cpu_time(),
+                run_delay: self.ctx.probe.run_delay(),
+            });
         }
         let timeout = Some(shared.config.idle_timeout);
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
@@ -619,7 +617,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
             if presumes_blocking(ctx, &task) {
                 // No run-delay read on this path (a file read before the
                 // task starts): judged by its CPU share of the wall time.
-                let before = Clocks {
+                let before = ThreadClocks {
                     cpu: ctx.probe.cpu_time(),
                     run_delay: None,
                 };
@@ -741,7 +739,12 @@ fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
 /// kept a core busy instead (for at least a monitor interval, at a CPU
 /// share a blocked task never reaches) marks its kind, which is never
 /// presumed again: a wrong guess costs one oversubscribed task per kind.
-fn run_presumed_blocking(ctx: &WorkerContext, task: Runnable, held_slot: bool, before: Clocks) {
+fn run_presumed_blocking(
+    ctx: &WorkerContext,
+    task: Runnable,
+    held_slot: bool,
+    before: ThreadClocks,
+) {
     let shared = &ctx.shared;
     let entry = shared.threads.entry(ctx.index);
     let kind = task.metadata().kind;
@@ -795,15 +798,6 @@ fn run_presumed_blocking(ctx: &WorkerContext, task: Runnable, held_slot: bool, b
     if held {
         kind.presumption_over(what);
     }
-}
-
-/// A thread's clocks when a presumed task starts (see
-/// [`run_presumed_blocking`]), where they could be had.
-struct Clocks {
-    /// Its CPU time.
-    cpu: Option<Duration>,
-    /// Its time spent runnable, waiting for a core.
-    run_delay: Option<Duration>,
 }
 
 /// Whether a presumed task that ran for `wall` and used `cpu` of it
