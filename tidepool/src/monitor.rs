@@ -32,7 +32,9 @@
 //! runs a task, and nothing is queued). The protocol that makes sure a task
 //! started on an idle pool wakes it is in `control::signal`. The worker wakes
 //! it rather than the spawning thread so that a task spawned onto an idle
-//! pool gets the idle core, not the monitor.
+//! pool gets the idle core, not the monitor; and once woken, the monitor
+//! sleeps one interval before it ticks, so its first look does not run
+//! beside the task's start either (`Monitor::let_the_task_start`).
 //!
 //! The monitor holds only a `Weak` reference to the pool between ticks, so a
 //! pool whose handles are gone is never kept alive by it.
@@ -191,7 +193,29 @@ impl Monitor {
             if !shared.monitor.sleep(timeout, serve_spare) {
                 return;
             }
+            if timeout.is_none() && !self.let_the_task_start(&shared) {
+                return;
+            }
         }
+    }
+
+    /// Woken from the idle sleep: a worker is starting a task on a pool
+    /// that was idle. Sleeps one interval before the next tick instead of
+    /// ticking now: a tick now has nothing to judge (no task has run for
+    /// the threshold yet, and the policy judges by `in_task_for`), and on a
+    /// small machine it runs beside the starting task, often on its core.
+    /// Ticking at once, a task spawned every 2 ms onto an idle 2-slot pool
+    /// started after p50 33 µs, p90 81 µs; one interval later, 27 and 39,
+    /// level with tokio's 30 and 44 in the same runs (medians of 15 rounds
+    /// in 5 runs of `benches/tools/wake_latency.rs`; docs/measurements.md,
+    /// "Waking an idle pool"). Blocking is detected no later: after the old
+    /// immediate tick the monitor slept two intervals. Returns false if the
+    /// monitor should exit.
+    fn let_the_task_start(&self, shared: &Arc<Shared>) -> bool {
+        let serve_spare = || crate::worker::start_spare(shared);
+        shared
+            .monitor
+            .sleep(Some(shared.config.monitor_interval), serve_spare)
     }
 
     /// How long to sleep after `tick`; `None` is "until woken".

@@ -1,7 +1,9 @@
 //! Start latency of a task spawned onto an idle pool, beside the peers: one
 //! tiny task every 2 ms from outside the pool, so the workers park between
 //! tasks and every spawn has to wake one. Measured from the spawn call to the
-//! task's first instruction, on the task's own clock reading.
+//! task's first instruction, on the task's own clock reading. The last row,
+//! `bare park`, is the floor under every pool that parks idle threads: one
+//! thread woken with `Thread::unpark`.
 //!
 //! `cargo run --release --example wake_latency`
 
@@ -37,6 +39,30 @@ fn measure(name: &str, spawn: &dyn Fn(Box<dyn FnOnce() + Send>)) {
     );
 }
 
+/// The floor under every pool that parks its idle threads: one thread,
+/// parked with `std::thread::park` (a futex wait), handed each closure
+/// through a mutex and woken with `unpark`. No pool can start a task on a
+/// parked thread sooner than this wake-up takes.
+fn bare_park() -> impl Fn(Box<dyn FnOnce() + Send>) {
+    use std::sync::{Arc, Mutex};
+    type Slot = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+    let slot: Slot = Arc::new(Mutex::new(None));
+    let thread = {
+        let slot = Arc::clone(&slot);
+        std::thread::spawn(move || loop {
+            let next = slot.lock().unwrap().take();
+            match next {
+                Some(f) => f(),
+                None => std::thread::park(),
+            }
+        })
+    };
+    move |f| {
+        *slot.lock().unwrap() = Some(f);
+        thread.thread().unpark();
+    }
+}
+
 fn main() {
     for round in 1..=3 {
         println!("round {round}");
@@ -54,5 +80,6 @@ fn main() {
         measure("rayon", &|f| rayon.spawn(f));
         let threadpool = threadpool::ThreadPool::new(2);
         measure("threadpool", &|f| threadpool.execute(f));
+        measure("bare park", &bare_park());
     }
 }
