@@ -95,10 +95,17 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
     } else {
         Some(runnable)
     };
+    let on_lane = runnable.is_some();
     if let Some(runnable) = runnable {
         shared.lanes.push(lane, runnable);
     }
-    notify_lane(shared, lane);
+    if !notify_lane(shared, lane) && on_lane {
+        // Queued with every slot busy and nobody searching: tells the
+        // shared tokio runtime's thread, if this is it, that the tasks its
+        // reactor wakes wait for a worker (`interop`, "Reactor turns under
+        // load"). A thread-local write; nothing without the feature.
+        crate::interop::queued_behind_busy_workers();
+    }
 }
 
 /// Gives `runnable` a thread of its own if it is a closure presumed
@@ -208,14 +215,21 @@ pub(crate) fn push_admitted(shared: &Arc<Shared>, runnable: Runnable) {
 /// slot busy and nobody searching borrows the urgent reserve slot: the woken
 /// worker looks at the high lane first, and the `shrink` flag makes some
 /// worker give a slot back at its next task boundary, so the pool is over its
-/// slots for about one task (`control::slots`, invariant 1).
-fn notify_lane(shared: &Arc<Shared>, lane: Priority) {
-    if !notify(shared) && lane == Priority::High && shared.slots.try_reserve_urgent() {
+/// slots for about one task (`control::slots`, invariant 1). Returns false
+/// if no worker will look at the lane before a busy one finishes its task
+/// (every slot busy, nobody searching, no reserve lent).
+fn notify_lane(shared: &Arc<Shared>, lane: Priority) -> bool {
+    if notify(shared) {
+        return true;
+    }
+    if lane == Priority::High && shared.slots.try_reserve_urgent() {
         // Release: a worker that sees the flag sees the new counts.
         shared.shrink.store(true, Ordering::Release);
         ThreadCounters::bump(&shared.threads.counters.reserve_lends);
         wake_or_start(shared, StartReason::Demand);
+        return true;
     }
+    false
 }
 
 /// Called after new work was queued: wakes or starts a worker if nobody is
