@@ -257,6 +257,7 @@ struct ReadmeDoctests;
 //            the task cell and the thread-locals. Starts no thread.
 // * control: slot accounting, policies, pacing, the monitor's signal.
 // * interop: the tokio context worker threads enter (feature `tokio`).
+// * reactor_pacing: when the threads that drive I/O reactors pause.
 mod control;
 mod fair;
 mod fork;
@@ -267,6 +268,7 @@ mod loom_models;
 mod metrics;
 mod monitor;
 mod pool;
+mod reactor_pacing;
 mod runtime;
 mod sync;
 mod sys;

@@ -22,6 +22,7 @@ const LAYERS: &[&str] = &[
     "metrics",
     "trace",
     "interop",
+    "reactor_pacing",
     "sys",
     "sync",
 ];

@@ -100,11 +100,10 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
         shared.lanes.push(lane, runnable);
     }
     if !notify_lane(shared, lane) && on_lane {
-        // Queued with every slot busy and nobody searching: tells the
-        // shared tokio runtime's thread, if this is it, that the tasks its
-        // reactor wakes wait for a worker (`interop`, "Reactor turns under
-        // load"). A thread-local write; nothing without the feature.
-        crate::interop::queued_behind_busy_workers();
+        // Queued with every slot busy and nobody searching: a reactor
+        // thread that woke it may pause (`reactor_pacing`); any other
+        // thread reads a thread-local and goes on.
+        crate::reactor_pacing::queued_behind_busy_workers();
     }
 }
 
