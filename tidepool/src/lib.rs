@@ -114,14 +114,15 @@
 //! * **The cost: a thread hop per event.** The reactor runs on its own
 //!   thread, as tidepool's own [`Async`] and [`Timer`] do on async-io's:
 //!   a readiness event wakes the `tidepool-tokio` thread, which wakes the
-//!   task, which is queued and runs on a worker (woken if parked). tokio's
-//!   own runtime polls the reactor on its workers instead. The lab's
-//!   `async-io` experiment measures it (echo over loopback, 2 cores): at
-//!   1,000 connections the hop is amortised (one reactor wake-up serves
-//!   many tasks) and tidepool's throughput and p99 match or beat tokio's,
-//!   for about 1.5x its CPU time and a higher median; with few
-//!   connections each event pays the hop alone and tokio is faster (3-4x
-//!   at 10 connections in a `--tiny` run).
+//!   task, which is queued and runs on a worker (woken if parked); tokio's
+//!   own runtime polls the reactor on its workers instead. While the
+//!   workers are saturated, the reactor thread pauses 200 µs now and then,
+//!   so events gather without waking it (events of other pools in the
+//!   process may wait as long meanwhile). The lab's `async-io` experiment
+//!   measures it (echo over loopback, 1,000 connections, 2 cores): tokio
+//!   sockets on tidepool make fewer round trips per second than tokio's own
+//!   runtime, at a lower p99 and a higher median, for more CPU time (the
+//!   figures, with their commit and spread, are in the README's results).
 //! * **`tokio::spawn`** works, but the task runs on the shared runtime's one
 //!   thread (or on your runtime with `tokio_handle`), not on the pool:
 //!   use [`tidepool::spawn`](spawn) for tasks, e.g. for hyper's connection
