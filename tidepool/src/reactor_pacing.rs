@@ -41,9 +41,11 @@
 //! # The cost
 //!
 //! The reactor serves every pool in the process: while one pool is
-//! saturated, events for another pool's tasks (and timers) may wait up to
-//! [`PAUSE`] plus the timer slack. Measured gains are in
-//! docs/measurements.md, "Pacing the reactor threads".
+//! saturated, events for another pool's tasks, timers, and threads in
+//! `block_on` (which cannot take async-io's reactor while its thread
+//! pauses in a waker) may wait up to [`PAUSE`] plus the timer slack.
+//! Measured gains are in docs/measurements.md, "Pacing the reactor
+//! threads".
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -135,6 +137,7 @@ pub(crate) fn queued_behind_busy_workers() {
         if pacer.role == Role::Unknown {
             let async_io = std::thread::current().name() == Some(ASYNC_IO_THREAD);
             pacer.role = if async_io { Role::AsyncIo } else { Role::Other };
+            cell.set(pacer);
         }
         match pacer.role {
             Role::Tokio => pacer.queued_behind_busy = true,
@@ -148,7 +151,8 @@ pub(crate) fn queued_behind_busy_workers() {
                     pacer.last_pause = Some(Instant::now());
                 }
             }
-            Role::Unknown | Role::Other => {}
+            // Every other thread: the read above is all it pays.
+            Role::Unknown | Role::Other => return,
         }
         cell.set(pacer);
     });

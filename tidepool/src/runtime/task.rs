@@ -484,22 +484,80 @@ pub(crate) mod start_sampler {
     pub(super) fn stamp() -> u64 {
         STATE
             .try_with(|state| {
-                let (left, every, last) = state.get();
-                if left > 1 {
-                    state.set((left - 1, every, last));
-                    return NOT_SAMPLED;
-                }
-                let now = crate::sys::ticks().max(1);
-                let mean_gap = now.saturating_sub(last) / u64::from(every);
-                let every = if mean_gap < BURST_GAP_TICKS {
-                    BURST_EVERY
-                } else {
-                    1
-                };
-                state.set((every, every, now));
-                now
+                let (next, stamp) = advance(state.get(), crate::sys::ticks);
+                state.set(next);
+                stamp
             })
             .unwrap_or(NOT_SAMPLED)
+    }
+
+    /// One spawn's step: the sampler's next state and the spawn's stamp.
+    /// `now` (the time-stamp counter) is read only for a measured spawn.
+    fn advance(
+        (left, every, last): (u32, u32, u64),
+        now: impl FnOnce() -> u64,
+    ) -> ((u32, u32, u64), u64) {
+        if left > 1 {
+            return ((left - 1, every, last), NOT_SAMPLED);
+        }
+        let now = now().max(1);
+        let mean_gap = now.saturating_sub(last) / u64::from(every);
+        let every = if mean_gap < BURST_GAP_TICKS {
+            BURST_EVERY
+        } else {
+            1
+        };
+        ((every, every, now), now)
+    }
+
+    /// Puts this thread's sampler in a burst or out of one (for tests
+    /// that must not depend on how fast the machine runs them).
+    #[cfg(all(test, not(tidepool_loom)))]
+    pub(super) fn set_in_burst(burst: bool) {
+        let every = if burst { BURST_EVERY } else { 1 };
+        STATE.with(|state| state.set((every, every, 1)));
+    }
+
+    #[cfg(all(test, not(tidepool_loom)))]
+    mod tests {
+        use super::*;
+
+        /// Runs `spawns` spawns `gap` ticks apart through [`advance`] and
+        /// returns the state after them and how many were measured.
+        fn run(
+            mut state: (u32, u32, u64),
+            clock: &mut u64,
+            spawns: usize,
+            gap: u64,
+        ) -> ((u32, u32, u64), usize) {
+            let mut measured = 0;
+            for _ in 0..spawns {
+                *clock += gap;
+                let (next, stamp) = advance(state, || *clock);
+                state = next;
+                measured += usize::from(stamp != NOT_SAMPLED);
+            }
+            (state, measured)
+        }
+
+        #[test]
+        fn close_spawns_are_a_burst_measured_one_in_eight() {
+            let mut clock = 1_000_000;
+            let (state, _) = run((0, 1, 0), &mut clock, 16, 10);
+            assert_eq!(state.1, BURST_EVERY, "in a burst");
+            let (_, measured) = run(state, &mut clock, 8 * 100, 10);
+            assert_eq!(measured, 100);
+        }
+
+        #[test]
+        fn spread_out_spawns_are_each_measured() {
+            let mut clock = 1_000_000;
+            let (burst, _) = run((0, 1, 0), &mut clock, 16, 10);
+            // The burst ends: the first measured spawn after the gap sees it.
+            let (state, measured) = run(burst, &mut clock, 100, 2 * BURST_GAP_TICKS);
+            assert_eq!(state.1, 1, "out of the burst");
+            assert!(measured >= 100 - BURST_EVERY as usize);
+        }
     }
 }
 
@@ -508,7 +566,6 @@ mod tests {
     use super::{local_free, start_sampler};
     use std::sync::Arc;
     use std::task::{Wake, Waker};
-    use std::time::Duration;
 
     struct Nothing;
     impl Wake for Nothing {
@@ -518,21 +575,19 @@ mod tests {
     #[test]
     fn the_free_ring_grows_in_a_burst_and_shrinks_in_a_trickle() {
         let waker = Waker::from(Arc::new(Nothing));
-        let spawn = || {
-            start_sampler::stamp();
-            local_free::keep(waker.clone());
-        };
+        // The sampler's state is set, not timed: how close the spawns of
+        // a test come depends on the machine's load (a timed version
+        // failed in CI with 991 of 1,024 kept).
+        start_sampler::set_in_burst(true);
         let burst = 4 * local_free::KEPT_IN_TRICKLE;
         for _ in 0..burst {
-            spawn();
+            local_free::keep(waker.clone());
         }
-        assert!(start_sampler::in_burst());
         assert_eq!(local_free::kept(), burst, "a burst keeps every waker");
+        start_sampler::set_in_burst(false);
         for _ in 0..200 {
-            std::thread::sleep(Duration::from_micros(100));
-            spawn();
+            local_free::keep(waker.clone());
         }
-        assert!(!start_sampler::in_burst());
         assert_eq!(
             local_free::kept(),
             local_free::KEPT_IN_TRICKLE,
