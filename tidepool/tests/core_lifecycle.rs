@@ -455,3 +455,39 @@ fn a_tiny_idle_timeout_does_not_spin_an_idle_pool() {
         assert_eq!(pool.metrics().threads, 1);
     });
 }
+
+/// A task that wakes an idle pool's monitor does not make it look at once:
+/// its first look comes a monitor interval later (a look at once has
+/// nothing to judge yet, and on a small machine it competes with the
+/// task's start for a core). Seen through `monitor_busy`, which every look
+/// adds to.
+#[test]
+fn a_task_that_wakes_an_idle_pool_is_first_looked_at_an_interval_later() {
+    within(HANG, || {
+        let interval = Duration::from_secs(2);
+        let pool = Pool::builder()
+            .concurrency(1)
+            .monitor_interval(interval)
+            .build()
+            .unwrap();
+        // Asleep until woken once no look adds to its busy time for
+        // longer than its longest timed sleep (an interval here).
+        let mut last = pool.metrics().monitor_busy;
+        let mut quiet_since = std::time::Instant::now();
+        while quiet_since.elapsed() <= interval + interval / 4 {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = pool.metrics().monitor_busy;
+            if now != last {
+                (last, quiet_since) = (now, std::time::Instant::now());
+            }
+        }
+        assert_eq!(pool.spawn_fn(|| 7).join().unwrap(), 7);
+        // Well within the interval after the wake.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            pool.metrics().monitor_busy,
+            last,
+            "the monitor looked at the pool right after the task woke it"
+        );
+    });
+}
