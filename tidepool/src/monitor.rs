@@ -333,11 +333,11 @@ impl Monitor {
                 .detects_blocking()
                 .then(|| lock(&entry.probe).clone())
                 .flatten();
-            if let Some(probe) = probe {
+            if let Some(probe) = &probe {
                 if fresh {
                     t.cpu_at_since = probe.cpu_time();
                 } else if policy.is_suspect(limits, &view) {
-                    (view.kernel, view.fallback) = ask_kernel(shared, &probe, t, view.in_task_for);
+                    (view.kernel, view.fallback) = ask_kernel(shared, probe, t, view.in_task_for);
                 }
                 // Tick at the interval while some task is, or will be within
                 // an interval, a suspect due for a look: a block of 2-5 ms is
@@ -350,7 +350,10 @@ impl Monitor {
             }
             // A probe found it runnable in this task: its backoff grew.
             view.computing = t.backoff > 1;
-            if view.computing && limits.quantum.is_some_and(|q| view.in_task_for >= q) {
+            if view.computing
+                && limits.quantum.is_some_and(|q| view.in_task_for >= q)
+                && used_a_core(cpu_since(probe.as_deref(), t), view.in_task_for)
+            {
                 // What the quantum rule learns: this kind of task computes.
                 Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_computing();
             }
@@ -447,6 +450,24 @@ impl Monitor {
 /// due, and schedules the next look. Returns what the kernel said, if asked,
 /// or what could be read instead where it cannot say (`control::policy`,
 /// "When the kernel cannot answer").
+/// The CPU time a worker's thread used since it was first seen in the
+/// task `track` follows, if its clock can be read.
+fn cpu_since(probe: Option<&ThreadProbe>, track: &Track) -> Option<Duration> {
+    Some(probe?.cpu_time()?.saturating_sub(track.cpu_at_since?))
+}
+
+/// Whether a worker in the same task for `in_task_for`, found runnable,
+/// used a core for it: `cpu_used` is at least [`BUSY_CPU_SHARE`] of that
+/// time. Runnable is not computing: a task woken onto busy cores (or a
+/// stalled VM) waits runnable with next to no CPU, and one such look
+/// marked a blocking kind as computing. Without a CPU clock, runnable is
+/// all there is to go by.
+fn used_a_core(cpu_used: Option<Duration>, in_task_for: Duration) -> bool {
+    cpu_used.map_or(true, |cpu| {
+        cpu.as_secs_f64() >= in_task_for.as_secs_f64() * BUSY_CPU_SHARE
+    })
+}
+
 fn ask_kernel(
     shared: &Shared,
     probe: &ThreadProbe,
@@ -500,4 +521,22 @@ fn ask_kernel(
         track.probe_wait = track.backoff;
     }
     (Some(KernelView { waiting, cpu_share }), None)
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_runnable_without_cpu_did_not_use_a_core() {
+        let ms = Duration::from_millis;
+        assert!(used_a_core(Some(ms(9)), ms(10)), "a busy core");
+        assert!(used_a_core(Some(ms(3)), ms(10)), "preempted, still busy");
+        assert!(
+            !used_a_core(Some(ms(1)), ms(10)),
+            "woken onto busy cores: runnable, not computing"
+        );
+        assert!(!used_a_core(Some(Duration::ZERO), ms(10)));
+        assert!(used_a_core(None, ms(10)), "no clock: runnable decides");
+    }
 }

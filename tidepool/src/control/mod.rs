@@ -96,7 +96,8 @@ pub enum Controller {
     ///
     /// The pool also remembers which kinds of work item blocked (a kind is
     /// the closure's type: in effect one per `spawn_fn` call site). A work
-    /// item of a kind seen blocking, and never seen computing, is *presumed
+    /// item of a kind seen blocking, and not seen computing for a quantum
+    /// since (nor when presumed blocking, ever), is *presumed
     /// blocking* (`Metrics::presumed_blocking`): spawned, it is handed to a
     /// parked worker or a thread started for it, and runs without a slot,
     /// as tokio's `spawn_blocking` would run it, but without being told; a

@@ -33,7 +33,12 @@
 //!   waiting at a monitor look earns one: presumed tasks that all wait
 //!   double every interval), and a kind with a history of long waits gets
 //!   a thread per item;
-//! * a kind seen computing for a whole quantum is never presumed;
+//! * a kind seen computing for a whole quantum (at a CPU share a blocked
+//!   task never reaches: a task runnable but starved of a core does not
+//!   count) is not presumed until the monitor finds two of its tasks
+//!   blocked again: one sighting either way is not a verdict for the life
+//!   of the process, and a presumed task that computes still ends
+//!   presumption for good;
 //! * a kind whose tasks wait for the pool's own work (a join, `block_on`,
 //!   a scope's end) is never presumed: a presumed task holds no slot, so
 //!   its wait cannot help run what it waits for, and a recursive fork-join
@@ -149,10 +154,12 @@ impl Record {
             | u64::from(self.in_flight.min(0xffff)) << 24
     }
 
-    /// Seen blocking: the kind blocks, with at least a fresh credit.
+    /// Seen blocking: the kind blocks, with at least a fresh credit; the
+    /// blocking outweighs an earlier sighting of a task computing for a
+    /// quantum (not a presumed task computing: `OVERRAN` stays).
     fn blocks(self) -> Record {
         Record {
-            flags: self.flags | BLOCKS,
+            flags: (self.flags | BLOCKS) & !COMPUTES,
             credit: self.credit.max(FRESH_CREDIT),
             ..self
         }
@@ -260,9 +267,15 @@ impl Kind {
     /// tiny items form, caught asleep while the lock's holder was
     /// preempted (one such sighting in 100,000 items handed the items
     /// after it 44 threads). Its credit is at least [`FRESH_CREDIT`] again.
+    ///
+    /// A kind seen computing for a quantum since it last blocked needs two
+    /// sightings again: then the blocking clears the computing, so a kind
+    /// whose task was once caught runnable for a quantum (starved of a core
+    /// on a loaded machine, say) is not kept from presumption for good.
     pub(crate) fn saw_blocking(self) {
         self.update(true, |old| {
-            Some(if old.flags & (BLOCKS | BLOCKED_ONCE) == 0 {
+            let known = old.flags & BLOCKS != 0 && old.flags & COMPUTES == 0;
+            Some(if !known && old.flags & BLOCKED_ONCE == 0 {
                 Record {
                     flags: old.flags | BLOCKED_ONCE,
                     ..old
@@ -290,9 +303,16 @@ impl Kind {
         }
     }
 
-    /// Records that a task of this kind computed for a whole quantum.
+    /// Records that a task of this kind computed for a whole quantum: not
+    /// presumed until two of its tasks are found blocked again (a blocked
+    /// sighting before this one no longer counts).
     pub(crate) fn saw_computing(self) {
-        self.set_flag(COMPUTES);
+        self.update(true, |old| {
+            Some(Record {
+                flags: (old.flags | COMPUTES) & !BLOCKED_ONCE,
+                ..old
+            })
+        });
     }
 
     fn set_flag(self, flag: u32) {
@@ -484,6 +504,36 @@ mod tests {
         assert!(b.likely_blocks(), "declared: known from the first time");
         b.saw_computing();
         assert!(!b.likely_blocks(), "a kind that computes is not presumed");
+    }
+
+    #[test]
+    fn two_blocked_sightings_outweigh_one_of_computing() {
+        let kind = kind_of_value(&|| 11);
+        kind.saw_blocking();
+        kind.saw_blocking();
+        assert!(kind.likely_blocks());
+        kind.saw_computing();
+        assert!(!kind.likely_blocks(), "computed for a quantum");
+        assert!(!kind.likely_computes(), "it was seen blocking too");
+        kind.saw_blocking();
+        assert!(!kind.likely_blocks(), "one sighting may be an accident");
+        kind.saw_computing();
+        kind.saw_blocking();
+        assert!(
+            !kind.likely_blocks(),
+            "computing in between: the count starts again"
+        );
+        kind.saw_blocking();
+        assert!(kind.likely_blocks(), "blocked twice since it computed");
+        assert!(kind.try_presume());
+        kind.presumption_over(Some(Presumed::Computed));
+        kind.saw_blocking();
+        kind.saw_blocking();
+        kind.declared_blocking();
+        assert!(
+            !kind.likely_blocks(),
+            "a presumed task that computed ends presumption for good"
+        );
     }
 
     /// Runs one presumed task of `kind` that did `what`.
