@@ -482,7 +482,7 @@ pub struct Metrics {
     pub presumed_handed: u64,
     /// Presumed-blocking closures that kept a core busy instead (for at
     /// least a monitor interval, at a quarter of their wall time or more):
-    /// each marks its kind, which is not presumed blocking again.
+    /// two of a kind in a row mark it, never presumed blocking again.
     pub presumptions_failed: u64,
     /// Times the monitor found a long-running worker runnable but waiting for a
     /// CPU (its scheduler run delay grew): the cores are oversubscribed, by

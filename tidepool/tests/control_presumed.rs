@@ -77,6 +77,8 @@ enum Mode {
     ComputeLong,
     /// Returns at once.
     Quick,
+    /// Sleeps 5 ms.
+    Sleep,
     /// Waits 20 ms for a timer in `tidepool::block_on`: a helping wait,
     /// which takes a free slot to help with.
     WaitOnPool,
@@ -98,6 +100,10 @@ fn item<const TEST: usize>(
         Mode::Compute => compute_for(Duration::from_millis(20)),
         Mode::ComputeLong => compute_for(Duration::from_millis(100)),
         Mode::Quick => true,
+        Mode::Sleep => {
+            std::thread::sleep(Duration::from_millis(5));
+            true
+        }
         Mode::Declare => tidepool::blocking(|| true),
         Mode::WaitOnPool => {
             tidepool::block_on(tidepool::Timer::after(Duration::from_millis(20)));
@@ -465,5 +471,36 @@ fn a_kind_seen_computing_once_is_presumed_once_seen_blocking_twice() {
     });
     assert!(m.presumed_blocking >= 7, "{m:?}");
     assert_eq!(m.blocked_detections, 0, "the monitor found none: {m:?}");
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
+fn what_a_thread_does_before_its_presumed_task_is_not_charged_to_the_task() {
+    let m = within(HANG, || {
+        // A pool whose threads each compute for 20 ms as they start (a
+        // hook that sets up a cache, say), with one slot.
+        let pool = Pool::builder()
+            .concurrency(1)
+            .on_thread_start(|| {
+                compute_for(Duration::from_millis(20));
+            })
+            .build()
+            .unwrap();
+        let teach = item::<12>(Mode::Declare, Rendezvous::new(1), Duration::ZERO);
+        assert!(pool.spawn_fn(teach).join().unwrap());
+        // Items that sleep 5 ms, spawned while the only slot is held: each
+        // is presumed and handed a thread of its own, which may be a new
+        // one that computes in its hook before the item sleeps. Charged to
+        // the item, those 20 ms of CPU read as an item that computed, and
+        // the kind was never presumed again.
+        for _ in 0..3 {
+            let slept = run_batch::<12>(&pool, Mode::Sleep, 4, Duration::ZERO);
+            assert!(slept.iter().all(|&s| s));
+        }
+        pool.metrics()
+    });
+    assert!(m.threads_started_presumed >= 1, "{m:?}");
+    assert_eq!(m.presumptions_failed, 0, "{m:?}");
+    assert_eq!(m.blocked_detections, 0, "{m:?}");
     common::assert_counters_add_up(&m);
 }

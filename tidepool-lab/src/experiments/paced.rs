@@ -72,7 +72,11 @@ pub(crate) fn tidepool_report(pool: &Pool) -> SelfReport {
     SelfReport {
         peak_threads: Some(m.peak_threads),
         series,
-        extra: vec![("blocked_detections", m.blocked_detections as f64)],
+        extra: vec![
+            ("blocked_detections", m.blocked_detections as f64),
+            ("presumed_blocking", m.presumed_blocking as f64),
+            ("presumptions_failed", m.presumptions_failed as f64),
+        ],
     }
 }
 

@@ -28,31 +28,14 @@ pub(crate) struct WorkerContext {
     /// kept here so the worker reads its own CPU clock without the entry's
     /// lock.
     pub(crate) probe: Arc<crate::sys::ThreadProbe>,
-    /// The thread's clocks when it last parked, in pools that hand tasks
-    /// to parked workers: a task handed to it then starts without a clock
-    /// read (what it used since, to wake up, is noise). Taken (left empty)
-    /// by the task it is handed.
-    pub(crate) clocks_at_park: std::cell::Cell<ThreadClocks>,
-}
-
-/// A thread's clocks at some moment, where they could be read: what a
-/// task presumed blocking is judged by at its end (`worker::computed`).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct ThreadClocks {
-    /// Its CPU time.
-    pub(crate) cpu: Option<std::time::Duration>,
-    /// Its time spent runnable, waiting for a core: what the judgement
-    /// discounts, so that a task that computes is seen to on a loaded
-    /// machine.
-    pub(crate) run_delay: Option<std::time::Duration>,
-}
-
-impl ThreadClocks {
-    /// The clocks of a thread just started: zero, both.
-    pub(crate) const AT_START: ThreadClocks = ThreadClocks {
-        cpu: Some(std::time::Duration::ZERO),
-        run_delay: Some(std::time::Duration::ZERO),
-    };
+    /// The thread's run delay (its time spent runnable, waiting for a
+    /// core) when it last parked or started, in pools that hand tasks to
+    /// parked workers: a task handed to it then starts without a file read.
+    /// What a task presumed blocking is judged by at its end
+    /// (`worker::computed` discounts the wait, so a task that computes is
+    /// seen to on a loaded machine). Taken (left empty) by the task it is
+    /// handed.
+    pub(crate) run_delay_at_park: std::cell::Cell<Option<std::time::Duration>>,
 }
 
 thread_local! {

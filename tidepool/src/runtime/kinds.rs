@@ -17,8 +17,10 @@
 //! a wrong guess costs a bounded number of threads, never a thread per
 //! task for good:
 //!
-//! * a presumed task that *computed* (a monitor interval of CPU, at least
-//!   a quarter of its wall time) marks the kind, never presumed again;
+//! * two presumed tasks in a row that *computed* (a monitor interval of
+//!   CPU, at least a quarter of the task's wall time) mark the kind, never
+//!   presumed again; one that waited in between restarts the count, since
+//!   one may be noise (a stalled VM's time counted as a task's CPU);
 //! * a kind is known to block once the monitor found two of its tasks
 //!   blocked (one sighting may be an accident: see [`Kind::saw_blocking`])
 //!   or one declared it (`tidepool::blocking`);
@@ -103,6 +105,9 @@ const BLOCKED_ONCE: u32 = 8;
 /// A task of the kind waited for the pool's own work (a join, `block_on`,
 /// a scope's end): never presumed, see [`Kind::saw_pool_wait`].
 const WAITS_ON_POOL: u32 = 16;
+/// A presumed task of the kind computed, and none has waited since (not
+/// yet `OVERRAN`).
+const OVERRAN_ONCE: u32 = 32;
 /// The flags that decide whether a kind is presumed blocking.
 const VERDICT_FLAGS: u32 = BLOCKS | COMPUTES | OVERRAN | WAITS_ON_POOL;
 
@@ -186,7 +191,8 @@ pub(crate) enum Presumed {
     /// It ended within a small part of a monitor interval: a thread spent
     /// for little.
     Short,
-    /// It kept a core busy: wrong guess, never presumed again.
+    /// It kept a core busy: a wrong guess (twice in a row: never presumed
+    /// again).
     Computed,
 }
 
@@ -368,8 +374,8 @@ impl Kind {
     /// Ends a presumption [`Kind::try_presume`] started: `what` the task
     /// did, if it ran (`None` if it never ran: it was queued instead, or
     /// dropped by a shutdown). A waited task earns the kind one credit
-    /// (up to [`MAX_CREDIT`]), a short one costs one, one that computed
-    /// marks the kind, never presumed again.
+    /// (up to [`MAX_CREDIT`]), a short one costs one; the second in a row
+    /// that computed marks the kind, never presumed again.
     pub(crate) fn presumption_over(self, what: Option<Presumed>) {
         self.update(false, |old| {
             let mut new = Record {
@@ -377,9 +383,15 @@ impl Kind {
                 ..old
             };
             match what {
-                Some(Presumed::Waited) => new.credit = (old.credit + 1).min(MAX_CREDIT),
+                Some(Presumed::Waited) => {
+                    new.credit = (old.credit + 1).min(MAX_CREDIT);
+                    new.flags &= !OVERRAN_ONCE;
+                }
                 Some(Presumed::Short) => new.credit = old.credit.saturating_sub(1),
-                Some(Presumed::Computed) => new.flags |= OVERRAN,
+                Some(Presumed::Computed) if old.flags & OVERRAN_ONCE != 0 => {
+                    new.flags |= OVERRAN;
+                }
+                Some(Presumed::Computed) => new.flags |= OVERRAN_ONCE,
                 None => {}
             }
             Some(new)
@@ -497,9 +509,16 @@ mod tests {
         a.saw_blocking();
         assert!(a.likely_blocks(), "seen twice");
         assert!(!b.likely_blocks());
-        assert!(a.try_presume());
-        a.presumption_over(Some(Presumed::Computed));
-        assert!(!a.likely_blocks(), "computed when presumed: never again");
+        presumed(a, Presumed::Computed);
+        assert!(
+            a.likely_blocks(),
+            "computed once when presumed: may be noise"
+        );
+        presumed(a, Presumed::Waited);
+        presumed(a, Presumed::Computed);
+        assert!(a.likely_blocks(), "a wait in between restarts the count");
+        presumed(a, Presumed::Computed);
+        assert!(!a.likely_blocks(), "computed twice in a row: never again");
         b.declared_blocking();
         assert!(b.likely_blocks(), "declared: known from the first time");
         b.saw_computing();
@@ -525,8 +544,8 @@ mod tests {
         );
         kind.saw_blocking();
         assert!(kind.likely_blocks(), "blocked twice since it computed");
-        assert!(kind.try_presume());
-        kind.presumption_over(Some(Presumed::Computed));
+        presumed(kind, Presumed::Computed);
+        presumed(kind, Presumed::Computed);
         kind.saw_blocking();
         kind.saw_blocking();
         kind.declared_blocking();

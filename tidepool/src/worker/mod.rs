@@ -51,7 +51,7 @@ pub(crate) use schedule::{
 use crate::control::policy::BUSY_CPU_SHARE;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
-use crate::runtime::context::{self, ThreadClocks, WorkerContext};
+use crate::runtime::context::{self, WorkerContext};
 use crate::runtime::kinds::{Kind, Presumed};
 use crate::runtime::park::{self, Idle, Wake};
 use crate::runtime::retry_until_settled;
@@ -111,8 +111,8 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         shared: Arc::clone(&shared),
         index,
         probe,
-        // A thread started for a task: its CPU so far is its start-up.
-        clocks_at_park: std::cell::Cell::new(ThreadClocks::AT_START),
+        // A thread just started has not waited for a core yet.
+        run_delay_at_park: std::cell::Cell::new(Some(std::time::Duration::ZERO)),
     });
     context::enter(Rc::clone(&ctx));
 
@@ -210,8 +210,8 @@ impl RunLoop<'_> {
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
-        let before = self.ctx.clocks_at_park.take();
-        run_presumed_blocking(self.ctx, task, false, before);
+        let run_delay_before = self.ctx.run_delay_at_park.take();
+        run_presumed_blocking(self.ctx, task, false, run_delay_before);
         let status = &shared.threads.entry(self.ctx.index).status;
         self.tick = status.load().tick();
         if status.end_task() {
@@ -470,11 +470,8 @@ impl RunLoop<'_> {
         let index = self.ctx.index;
         if shared.compensates_blocking() {
             // Tasks may be handed to this worker while it sleeps: see
-            // `WorkerContext::clocks_at_park`.
-            self.ctx.clocks_at_park.set(ThreadClocks {
-                cpu: self.ctx.probe.cpu_time(),
-                run_delay: self.ctx.probe.run_delay(),
-            });
+            // `WorkerContext::run_delay_at_park`.
+            self.ctx.run_delay_at_park.set(self.ctx.probe.run_delay());
         }
         let timeout = Some(shared.config.idle_timeout);
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
@@ -617,11 +614,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
             if presumes_blocking(ctx, &task) {
                 // No run-delay read on this path (a file read before the
                 // task starts): judged by its CPU share of the wall time.
-                let before = ThreadClocks {
-                    cpu: ctx.probe.cpu_time(),
-                    run_delay: None,
-                };
-                run_presumed_blocking(ctx, task, true, before);
+                run_presumed_blocking(ctx, task, true, None);
             } else {
                 // Presumed when handed on, it runs with a slot after all.
                 task.metadata().give_back_presumption();
@@ -737,13 +730,14 @@ fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
 /// starts a thread each in a chain (each worker hands its slot to the next)
 /// instead of waiting for the monitor's look at each. A presumed task that
 /// kept a core busy instead (for at least a monitor interval, at a CPU
-/// share a blocked task never reaches) marks its kind, which is never
-/// presumed again: a wrong guess costs one oversubscribed task per kind.
+/// share a blocked task never reaches) counts against its kind: two in a
+/// row and it is never presumed again, so a wrong guess costs a couple of
+/// oversubscribed tasks per kind (`runtime::kinds`).
 fn run_presumed_blocking(
     ctx: &WorkerContext,
     task: Runnable,
     held_slot: bool,
-    before: ThreadClocks,
+    run_delay_before: Option<Duration>,
 ) {
     let shared = &ctx.shared;
     let entry = shared.threads.entry(ctx.index);
@@ -767,17 +761,22 @@ fn run_presumed_blocking(
     // Every way here took a presumption for the task (it is ended below,
     // with what the task did); the task itself is gone after the run.
     let held = task.metadata().presumption.let_go();
+    // Read here, not when the thread parked or started: what it did since
+    // (its start hook, the hand-offs above) is not the task's CPU. A start
+    // hook's 20 ms, charged to a 5 ms sleep, marked a kind that blocks as
+    // one that computes, never presumed again.
+    let cpu_before = ctx.probe.cpu_time();
     let started = Instant::now();
     run_task(task);
     let wall = started.elapsed();
-    let cpu = match (before.cpu, ctx.probe.cpu_time()) {
+    let cpu = match (cpu_before, ctx.probe.cpu_time()) {
         (Some(before), Some(after)) => Some(after.saturating_sub(before)),
         _ => None,
     };
     let interval = shared.config.monitor_interval;
     // The time it waited runnable for a core, read only when the CPU time
     // alone leaves it open (a file read).
-    let waited_for_core = || match (before.run_delay, ctx.probe.run_delay()) {
+    let waited_for_core = || match (run_delay_before, ctx.probe.run_delay()) {
         (Some(before), Some(after)) => Some(after.saturating_sub(before)),
         _ => None,
     };
