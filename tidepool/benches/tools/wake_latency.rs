@@ -1,7 +1,9 @@
 //! Start latency of a task spawned onto an idle pool, beside the peers: one
 //! tiny task every 2 ms from outside the pool, so the workers park between
 //! tasks and every spawn has to wake one. Measured from the spawn call to the
-//! task's first instruction, on the task's own clock reading. The last row,
+//! task's first instruction, on the task's own clock reading. `tp presumed`
+//! is a closure of a kind known to block (presumed blocking: handed to a
+//! parked worker as it is spawned), beside tokio's `spawn_blocking`. The last row,
 //! `bare park`, is the floor under every pool that parks idle threads: one
 //! thread woken with `Thread::unpark`.
 //!
@@ -32,7 +34,7 @@ fn measure(name: &str, spawn: &dyn Fn(Box<dyn FnOnce() + Send>)) {
     latencies.sort_unstable();
     let at = |q: f64| latencies[((TASKS as f64 * q) as usize).min(TASKS - 1)] as f64 / 1e3;
     println!(
-        "{name:<11} p50 {:>6.1} us   p90 {:>6.1} us   p99 {:>6.1} us",
+        "{name:<14} p50 {:>6.1} us   p90 {:>6.1} us   p99 {:>6.1} us",
         at(0.5),
         at(0.9),
         at(0.99)
@@ -67,12 +69,23 @@ fn main() {
     for round in 1..=3 {
         println!("round {round}");
         let pool = tidepool::Pool::builder().concurrency(2).build().unwrap();
-        measure("tidepool", &|f| drop(pool.spawn_fn(f)));
+        // A closure of its own type: a kind never taught to block.
+        #[allow(clippy::redundant_closure)]
+        measure("tidepool", &|f| drop(pool.spawn_fn(move || f())));
+        // The same closure type (so the same kind), taught that it blocks:
+        // each is presumed blocking and handed to a parked worker.
+        let pool = tidepool::Pool::builder().concurrency(2).build().unwrap();
+        let spawn_boxed = |f: Box<dyn FnOnce() + Send>| pool.spawn_fn(f);
+        spawn_boxed(Box::new(|| tidepool::blocking(|| ())))
+            .join()
+            .unwrap();
+        measure("tp presumed", &|f| drop(spawn_boxed(f)));
         let tokio = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .build()
             .unwrap();
         measure("tokio", &|f| drop(tokio.spawn(async move { f() })));
+        measure("tokio blocking", &|f| drop(tokio.spawn_blocking(f)));
         let rayon = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
