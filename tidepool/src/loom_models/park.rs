@@ -113,9 +113,9 @@ fn two_notifiers_wake_one_sleeper_once() {
         sleepers.push(0);
         let waker = {
             let sleepers = sleepers.clone();
-            loom::thread::spawn(move || sleepers.wake_one())
+            loom::thread::spawn(move || sleepers.wake_one_with(|_| {}))
         };
-        let second = sleepers.wake_one();
+        let second = sleepers.wake_one_with(|_| {});
         let first = waker.join().unwrap();
         assert!(first ^ second, "exactly one notifier pops the sleeper");
         // The token is consumed exactly once, by park.

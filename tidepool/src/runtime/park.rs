@@ -155,7 +155,19 @@ pub(crate) fn notify<T>(
 /// Hands a searching slot the caller reserved to a parked worker, or to a
 /// thread `start` starts; gives the reservation back if neither is possible.
 pub(crate) fn hand_over<T>(sleepers: &Sleepers<T>, slots: &Slots, start: impl FnOnce() -> bool) {
-    if sleepers.wake_one() {
+    hand_over_with(sleepers, slots, |_| {}, start);
+}
+
+/// [`hand_over`], calling `before_wake` with the index of the parked worker
+/// it pops (off the stack's lock, before the wake-up: the worker cannot
+/// leave its park, nor its thread exit, before it is woken).
+pub(crate) fn hand_over_with<T>(
+    sleepers: &Sleepers<T>,
+    slots: &Slots,
+    before_wake: impl FnOnce(usize),
+    start: impl FnOnce() -> bool,
+) {
+    if sleepers.wake_one_with(before_wake) {
         return;
     }
     if !start() {
@@ -317,8 +329,9 @@ impl<T> Sleepers<T> {
     /// Step (c)/(d) for a notifier that reserved a searching slot: pops the
     /// most recently parked worker, hands it the reservation and wakes it.
     /// Returns false if nobody is parked (the caller must start a thread or
-    /// give the reservation back).
-    pub(crate) fn wake_one(&self) -> bool {
+    /// give the reservation back). `before_wake` is called with the popped
+    /// worker's index before it is woken.
+    pub(crate) fn wake_one_with(&self, before_wake: impl FnOnce(usize)) -> bool {
         let worker = {
             let mut state = lock(&self.state);
             let Some(worker) = state.stack.pop() else {
@@ -328,6 +341,7 @@ impl<T> Sleepers<T> {
             state.token[worker] = Token::Slot;
             worker
         };
+        before_wake(worker);
         // Notified outside the lock so the woken thread does not block on it.
         self.wakers[worker].notify_one();
         true

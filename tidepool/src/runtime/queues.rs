@@ -32,7 +32,10 @@ use crossbeam_deque::{Injector, Steal, Worker};
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Priority {
-    /// Served before everything else.
+    /// Served before everything else. While every slot is busy, a high
+    /// task borrows a reserve slot and wakes a parked worker for itself,
+    /// asking the kernel (Linux 6.12+) to run that worker at once rather
+    /// than after a busy worker's scheduler slice.
     High,
     /// The default lane.
     #[default]

@@ -40,6 +40,10 @@ pub(crate) struct Entry {
     /// The kind of the task the worker runs (`kinds::Kind::to_bits`), for
     /// the monitor's record of what blocks and what computes.
     pub(crate) kind: std::sync::atomic::AtomicU32,
+    /// The worker's thread was given a short scheduler slice to start an
+    /// urgent task at once (`worker::schedule`, `sys::set_urgent_slice`);
+    /// the worker gives it back after its next task, or as it parks.
+    pub(crate) urgent_slice: std::sync::atomic::AtomicBool,
     /// The thread that has the entry, to wake it from a helping wait (a
     /// stolen fork-join job it waits for is done); `None` between threads.
     pub(crate) thread: Mutex<Option<Thread>>,

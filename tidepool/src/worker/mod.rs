@@ -468,6 +468,8 @@ impl RunLoop<'_> {
     /// Waits on the sleeper stack (the worker is on it and holds no slot).
     fn park(&mut self, shared: &Arc<Shared>) -> Option<Exit> {
         let index = self.ctx.index;
+        // Woken for an urgent task that another worker took first.
+        schedule::give_back_urgent_slice(self.ctx);
         if shared.compensates_blocking() {
             // Tasks may be handed to this worker while it sleeps: see
             // `WorkerContext::run_delay_at_park`.
@@ -629,6 +631,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
             job.run();
         }
     }
+    schedule::give_back_urgent_slice(ctx);
     status.end_task()
 }
 
