@@ -293,11 +293,19 @@ fn wake_for_urgent(shared: &Arc<Shared>) {
 /// Gives back the short scheduler slice [`wake_for_urgent`] asked for this
 /// worker's thread, if it did: a short slice means more context switches
 /// whenever threads share a core. A load for every other task.
+#[inline]
 pub(crate) fn give_back_urgent_slice(ctx: &crate::runtime::context::WorkerContext) {
     let entry = ctx.shared.threads.entry(ctx.index);
-    if entry.urgent_slice.load(Ordering::Relaxed)
-        && entry.urgent_slice.swap(false, Ordering::Relaxed)
-    {
+    if entry.urgent_slice.load(Ordering::Relaxed) {
+        reset_slice(ctx, &entry.urgent_slice);
+    }
+}
+
+/// The rare half of [`give_back_urgent_slice`], out of the task path.
+#[cold]
+#[inline(never)]
+fn reset_slice(ctx: &crate::runtime::context::WorkerContext, flag: &std::sync::atomic::AtomicBool) {
+    if flag.swap(false, Ordering::Relaxed) {
         crate::sys::set_urgent_slice(ctx.probe.tid(), false);
     }
 }
