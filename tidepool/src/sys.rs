@@ -569,6 +569,29 @@ struct SchedAttr {
     period: u64,
 }
 
+/// The scheduling attributes of thread `tid`, or `None` if they cannot be
+/// read (no such thread).
+#[cfg(target_os = "linux")]
+fn sched_getattr(tid: i32) -> Option<SchedAttr> {
+    let size = std::mem::size_of::<SchedAttr>();
+    let mut attr = SchedAttr::default();
+    // SAFETY: `sched_getattr(pid, attr, size, flags)` writes at most `size`
+    // bytes into `attr`, a live, exclusively borrowed, aligned `SchedAttr`
+    // of exactly `size` bytes (`repr(C)`, the kernel's layout of the first
+    // version); the other arguments are integers. A `tid` that names no
+    // thread makes it fail with `ESRCH`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid,
+            &mut attr as *mut SchedAttr,
+            size as libc::c_uint,
+            0 as libc::c_uint,
+        )
+    };
+    (rc == 0).then_some(attr)
+}
+
 /// Asks the kernel for a short scheduler slice for thread `tid` of this
 /// process (`urgent`), or gives it the default slice back. Returns true if
 /// the thread's slice is now as asked.
@@ -591,26 +614,13 @@ struct SchedAttr {
 pub(crate) fn set_urgent_slice(tid: i32, urgent: bool) -> bool {
     #[cfg(target_os = "linux")]
     {
-        let size = std::mem::size_of::<SchedAttr>();
-        let mut attr = SchedAttr::default();
-        // SAFETY: `sched_getattr(pid, attr, size, flags)` writes at most
-        // `size` bytes into `attr`, a live, exclusively borrowed, aligned
-        // `SchedAttr` of exactly `size` bytes (`repr(C)`, the kernel's
-        // layout of the first version); the other arguments are integers.
-        // A `tid` that names no thread makes it fail with `ESRCH`.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_sched_getattr,
-                tid,
-                &mut attr as *mut SchedAttr,
-                size as libc::c_uint,
-                0 as libc::c_uint,
-            )
+        let Some(mut attr) = sched_getattr(tid) else {
+            return false;
         };
-        if rc != 0 || attr.policy != libc::SCHED_OTHER as u32 {
+        if attr.policy != libc::SCHED_OTHER as u32 {
             return false;
         }
-        attr.size = size as u32;
+        attr.size = std::mem::size_of::<SchedAttr>() as u32;
         attr.runtime = if urgent { URGENT_SLICE_NS } else { 0 };
         // SAFETY: `sched_setattr(pid, attr, flags)` only reads `attr.size`
         // bytes of `attr`, a live, aligned `SchedAttr` whose `size` is its
@@ -638,18 +648,7 @@ pub(crate) fn set_urgent_slice(tid: i32, urgent: bool) -> bool {
 pub(crate) fn scheduler_slice(tid: i32) -> Option<Duration> {
     #[cfg(target_os = "linux")]
     {
-        let mut attr = SchedAttr::default();
-        // SAFETY: as in `set_urgent_slice`'s read.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_sched_getattr,
-                tid,
-                &mut attr as *mut SchedAttr,
-                std::mem::size_of::<SchedAttr>() as libc::c_uint,
-                0 as libc::c_uint,
-            )
-        };
-        (rc == 0).then_some(Duration::from_nanos(attr.runtime))
+        sched_getattr(tid).map(|attr| Duration::from_nanos(attr.runtime))
     }
     #[cfg(not(target_os = "linux"))]
     {
