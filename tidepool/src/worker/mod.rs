@@ -778,7 +778,10 @@ fn run_presumed_blocking(
     };
     let interval = shared.config.monitor_interval;
     // The time it waited runnable for a core, read only when the CPU time
-    // alone leaves it open (a file read).
+    // alone leaves it open (a file read). Counted from when the thread
+    // parked or started (a read before the task would put a file read on
+    // its start), so a wait for a core before the task counts too: that
+    // only lowers the bar for a task that used a whole interval of CPU.
     let waited_for_core = || match (run_delay_before, ctx.probe.run_delay()) {
         (Some(before), Some(after)) => Some(after.saturating_sub(before)),
         _ => None,
