@@ -599,10 +599,11 @@ fn sched_getattr(tid: i32) -> Option<SchedAttr> {
 /// Why: a thread woken while every core runs a CPU-bound worker waits until
 /// the kernel preempts one. Linux's EEVDF scheduler (6.6+) preempts at once
 /// for a woken thread whose deadline comes first, and a thread's deadline
-/// is its slice away: with the default slice (about 3 ms) a woken thread
-/// waited up to a slice on the project machine (a test program: two
-/// spinning threads, a third woken every 10 ms: p99 94 us, max 4.4 ms;
-/// with a 0.1 ms slice p99 25-33 us, max 34 us, three runs each). The
+/// is its slice away: with the default slice (1.4 ms on the project
+/// machine) a woken thread waited up to a slice (a test program: two
+/// spinning threads, a third woken every 10 ms, 5 runs each: p99 120 us
+/// (18-1,762), max 3.8 ms (0.02-4.0); with a 0.1 ms slice p99 19.5 us
+/// (14.6-37.5), max 20 us (15-616); docs/measurements.md). The
 /// pool asks for it for a worker it wakes for an urgent task, and the
 /// worker gives it back when the task ends (a short slice costs more
 /// context switches when threads share a core).
