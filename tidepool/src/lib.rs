@@ -43,7 +43,7 @@
 //! | a closure, blocking or not (file I/O, a sync HTTP call, a lock, CPU work) | [`spawn_fn`] / [`Pool::spawn_fn`] | a worker that blocks is detected and its slot given to another worker |
 //! | a future (async I/O, timers, other tasks) | [`spawn`] / [`Pool::spawn`] | while it awaits it holds no thread |
 //! | a blocking call *inside* a task, known in advance | [`blocking`] | hands the slot over at once instead of after the monitor interval (1 ms) |
-//! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | drives async-io's reactor meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
+//! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | drives async-io's timers meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
 //! | the result of a task | [`JoinHandle::join`] or `.await` | on a worker, `join` runs queued work (usually the awaited task) while it waits, so a recursion of joins needs no thread per join |
 //! | divide and conquer over borrowed data | [`join`], [`scope`] (and [`Pool::join`], [`Pool::scope`]) | closures borrow the caller's stack; `join` allocates nothing and runs its second half inline unless a thief took it |
 //! | a parallel loop over a slice or a range | [`for_each`], [`for_range`] | split in halves with `join`, balanced by stealing |
@@ -67,7 +67,7 @@
 //! | tokio `Runtime::block_on(fut)` | `pool.block_on(fut)` / `tidepool::block_on(fut)` | |
 //! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in async-io's reactor; an awaiting task holds no thread |
 //! | tokio `net::TcpStream`, hyper, reqwest, tonic, sqlx in a task | the same code, with the `tokio` cargo feature | see [tokio-based crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx) |
-//! | tokio `net::TcpStream` / `TcpListener` | `tidepool::Async<std::net::TcpStream>` + [`io`] | async-io's reactor; `examples/echo.rs` |
+//! | tokio `net::TcpStream` / `TcpListener` | `tidepool::Async<std::net::TcpStream>` + [`io`] | tidepool's reactor, polled by busy workers; async-io's method names; `examples/echo.rs` |
 //! | tokio `Builder::worker_threads(n)` | `Builder::concurrency(n)` | running slots; threads beyond it only replace blocked workers, up to `max_threads` |
 //! | tokio `on_thread_start` / `on_thread_stop`, `thread_name_fn` | `Builder::on_thread_start` / `on_thread_stop`, `thread_name_fn` | also run on the monitor thread; panics are counted, not fatal |
 //! | tokio `JoinError::is_cancelled` / `is_panic` / `into_panic` | the same on `tidepool::JoinError` | plus `JoinError::ShutDown` for a spawn on a shut-down pool |
@@ -112,8 +112,8 @@
 //!   thread sleeps in `epoll_wait` and costs no CPU. Or bring your own with
 //!   [`Builder::tokio_handle`].
 //! * **The cost: a thread hop per event.** The reactor runs on its own
-//!   thread, as tidepool's own [`Async`] and [`Timer`] do on async-io's:
-//!   a readiness event wakes the `tidepool-tokio` thread, which wakes the
+//!   thread (tidepool's own [`Async`] does not: busy workers poll its
+//!   reactor between tasks): a readiness event wakes the `tidepool-tokio` thread, which wakes the
 //!   task, which is queued and runs on a worker (woken if parked); tokio's
 //!   own runtime polls the reactor on its workers instead. While the
 //!   workers are saturated, the reactor thread pauses 200 µs now and then,
@@ -258,6 +258,8 @@ struct ReadmeDoctests;
 //            the task cell and the thread-locals. Starts no thread.
 // * control: slot accounting, policies, pacing, the monitor's signal.
 // * interop: the tokio context worker threads enter (feature `tokio`).
+// * reactor: tidepool's I/O reactor and `Async` (registered once, readiness
+//            kept; polled by busy workers).
 // * reactor_pacing: when the threads that drive I/O reactors pause.
 mod control;
 mod fair;
@@ -269,6 +271,8 @@ mod loom_models;
 mod metrics;
 mod monitor;
 mod pool;
+#[cfg(unix)]
+mod reactor;
 mod reactor_pacing;
 mod runtime;
 mod sync;
@@ -277,7 +281,11 @@ mod task;
 mod trace;
 mod worker;
 
-pub use async_io::{Async, Timer};
+#[cfg(not(unix))]
+pub use async_io::Async;
+pub use async_io::Timer;
+#[cfg(unix)]
+pub use reactor::Async;
 
 /// What you need to read and write on an [`Async`] socket (or any
 /// `futures-io` stream): the traits, their extension methods

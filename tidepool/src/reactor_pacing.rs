@@ -92,6 +92,9 @@ enum Role {
     /// The shared tokio runtime's thread: pauses before it parks.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     Tokio,
+    /// tidepool's own reactor thread: never pauses; it steps aside instead
+    /// (`reactor::handoff`), when [`take_queued_behind_busy`] says so.
+    Own,
 }
 
 /// A reactor thread's pacing state (its own: thread-locals).
@@ -125,6 +128,8 @@ thread_local! {
 
 /// The name async-io gives its reactor thread.
 const ASYNC_IO_THREAD: &str = "async-io";
+/// The name of tidepool's own reactor thread (`reactor`).
+pub(crate) const OWN_REACTOR_THREAD: &str = "tidepool-reactor";
 
 /// Called by the scheduler when a task woken or spawned on this thread (not
 /// one of the pool's workers) was queued with every slot busy and nobody
@@ -135,12 +140,15 @@ pub(crate) fn queued_behind_busy_workers() {
     let _ = PACER.try_with(|cell| {
         let mut pacer = cell.get();
         if pacer.role == Role::Unknown {
-            let async_io = std::thread::current().name() == Some(ASYNC_IO_THREAD);
-            pacer.role = if async_io { Role::AsyncIo } else { Role::Other };
+            pacer.role = match std::thread::current().name() {
+                Some(ASYNC_IO_THREAD) => Role::AsyncIo,
+                Some(OWN_REACTOR_THREAD) => Role::Own,
+                _ => Role::Other,
+            };
             cell.set(pacer);
         }
         match pacer.role {
-            Role::Tokio => pacer.queued_behind_busy = true,
+            Role::Tokio | Role::Own => pacer.queued_behind_busy = true,
             Role::AsyncIo => {
                 let now = Instant::now();
                 let since_event = pacer.last_event.map(|at| now.duration_since(at));
@@ -156,6 +164,20 @@ pub(crate) fn queued_behind_busy_workers() {
         }
         cell.set(pacer);
     });
+}
+
+/// Whether a task woken on this thread was queued behind busy workers
+/// since the last call (tidepool's own reactor thread asks after each
+/// turn); clears the mark.
+pub(crate) fn take_queued_behind_busy() -> bool {
+    PACER
+        .try_with(|cell| {
+            let mut pacer = cell.get();
+            let queued = std::mem::take(&mut pacer.queued_behind_busy);
+            cell.set(pacer);
+            queued
+        })
+        .unwrap_or(false)
 }
 
 /// Marks the calling thread as the shared tokio runtime's (`interop`), so

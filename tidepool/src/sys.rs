@@ -548,6 +548,59 @@ pub(crate) fn reserve_descriptors(count: usize) -> bool {
     }
 }
 
+/// Puts `fd` in non-blocking mode (`O_NONBLOCK`), for the reactor: any
+/// descriptor (socket, pipe, terminal), not only sockets.
+#[cfg(unix)]
+pub(crate) fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = fd.as_raw_fd();
+    // SAFETY: `F_GETFL` reads no memory; `fd` is open for the call (the
+    // caller's `BorrowedFd` keeps it so).
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if flags & libc::O_NONBLOCK != 0 {
+        return Ok(());
+    }
+    // SAFETY: `F_SETFL` with an `int` argument reads no memory; `fd` is open
+    // as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether `fd` is ready for `events` (`libc::POLLIN` or `libc::POLLOUT`)
+/// now, or closed or in error (which the next read or write reports): one
+/// `poll(2)` that does not wait. The reactor keeps readiness it saw; this
+/// is for the callers of `Async::readable`, who do their own reads.
+#[cfg(unix)]
+pub(crate) fn ready_now(
+    fd: std::os::fd::BorrowedFd<'_>,
+    events: libc::c_short,
+) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut pollfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `poll` reads and writes exactly the one `pollfd` we pass
+        // (count 1), a live, exclusively borrowed local; timeout 0 returns
+        // at once. `fd` is open for the call (the `BorrowedFd`).
+        let found = unsafe { libc::poll(&mut pollfd, 1, 0) };
+        if found >= 0 {
+            return Ok(found > 0 && pollfd.revents != 0);
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
 /// The scheduler slice asked for a thread woken for urgent work
 /// ([`set_urgent_slice`]): the kernel's shortest (it clamps to 0.1-100 ms).
 #[cfg(target_os = "linux")]

@@ -22,6 +22,7 @@ const LAYERS: &[&str] = &[
     "metrics",
     "trace",
     "interop",
+    "reactor",
     "reactor_pacing",
     "sys",
     "sync",

@@ -8,9 +8,13 @@
 //! * `monitor_idle`: the monitor's idle sleep against a worker starting.
 //! * `shutdown`: the shutdown latch over the sharded task counters.
 //! * `admission`: the admission state machine of groups and pairs.
+//! * `reactor`: readiness and waiters of a socket, and who polls the
+//!   reactor (its thread or the workers).
 
 mod admission;
 mod monitor_idle;
 mod park;
+#[cfg(unix)]
+mod reactor;
 mod shutdown;
 mod slots;

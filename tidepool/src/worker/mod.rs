@@ -122,6 +122,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         searching: matches!(begin, Begin::Searching),
         coalescer: Coalescer::default(),
         handed: None,
+        reactor: WorkerPolls::default(),
     };
     let exit = match begin {
         Begin::Searching => worker.run(),
@@ -164,6 +165,28 @@ struct RunLoop<'a> {
     /// A task presumed blocking handed to this worker while it was parked
     /// without a slot (`park::Wake::Handed`): run next, without a slot.
     handed: Option<Runnable>,
+    /// This worker's part in polling the I/O reactor (`reactor::handoff`):
+    /// between tasks while the reactor's thread stands aside. Dropped (the
+    /// worker uncounted) when the thread exits.
+    reactor: WorkerPolls,
+}
+
+#[cfg(unix)]
+use crate::reactor::WorkerPolls;
+
+/// Where there is no reactor of tidepool's own (`Async` is async-io's),
+/// workers have no part in polling.
+#[cfg(not(unix))]
+#[derive(Default)]
+struct WorkerPolls;
+
+#[cfg(not(unix))]
+impl WorkerPolls {
+    fn between_tasks(&self, _nothing_queued: impl FnOnce() -> bool) {}
+    fn before_idle(&self) -> bool {
+        false
+    }
+    fn sleep(&self) {}
 }
 
 /// Why the run loop ended.
@@ -268,6 +291,10 @@ impl RunLoop<'_> {
                 }
                 continue;
             }
+            if self.reactor.before_idle() {
+                // I/O events woke tasks (onto this worker's deque).
+                continue;
+            }
             if let Some(exit) = self.go_idle() {
                 break exit;
             }
@@ -343,6 +370,8 @@ impl RunLoop<'_> {
     /// Runs one task or job (see [`run_work`]) and moves this loop's tick on.
     fn run_task(&mut self, work: Work) -> bool {
         let kept = run_work(self.ctx, work);
+        self.reactor
+            .between_tasks(|| self.ctx.local.is_empty() && !self.ctx.shared.lanes.any_work());
         self.tick = self
             .ctx
             .shared
@@ -468,6 +497,8 @@ impl RunLoop<'_> {
     /// Waits on the sleeper stack (the worker is on it and holds no slot).
     fn park(&mut self, shared: &Arc<Shared>) -> Option<Exit> {
         let index = self.ctx.index;
+        // Asleep, it polls no more: the reactor's thread may have to.
+        self.reactor.sleep();
         // Woken for an urgent task that another worker took first.
         schedule::give_back_urgent_slice(self.ctx);
         if shared.compensates_blocking() {

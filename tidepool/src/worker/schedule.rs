@@ -63,6 +63,15 @@ where
     Some(cell)
 }
 
+#[cfg(unix)]
+use crate::reactor::waking_from_poll;
+
+/// No reactor of tidepool's own here: no task is woken by one.
+#[cfg(not(unix))]
+fn waking_from_poll() -> bool {
+    false
+}
+
 /// Schedules a runnable task (spawned or woken): through its gate if it has
 /// one (then to its lane's admitted FIFO), else onto the worker's deque or
 /// its lane. `yielded` says the task was woken during its own poll (it
@@ -89,8 +98,9 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
     let lane = runnable.metadata().priority;
     // A normal task spawned or woken on one of this pool's workers goes on
     // that worker's own deque (cache-warm, no contention); everything else
-    // on its lane.
-    let runnable = if lane == Priority::Normal && !yielded {
+    // on its lane, and so do tasks a reactor poll woke (FIFO: see
+    // `reactor::waking_from_poll`).
+    let runnable = if lane == Priority::Normal && !yielded && !waking_from_poll() {
         context::push_local(shared, runnable)
     } else {
         Some(runnable)

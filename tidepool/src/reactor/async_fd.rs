@@ -1,0 +1,1252 @@
+//! [`Async`]: a socket (or any pollable descriptor) whose waits hold no
+//! thread, on tidepool's reactor. The method names are async-io's, so code
+//! written for `async_io::Async` compiles unchanged.
+
+use super::source::{Direction, Ready, Source};
+use super::Reactor;
+use futures_lite::io::{AsyncRead, AsyncWrite};
+use futures_lite::{future, ready, Stream};
+use std::fmt;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net::{self as unix, UnixDatagram, UnixListener, UnixStream};
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// An I/O object (a socket, a pipe) whose reads and writes wait without
+/// holding a thread: a task that awaits one is parked in tidepool's reactor
+/// and woken when the descriptor is ready.
+///
+/// Wrap a descriptor with [`Async::new`], or use the socket constructors
+/// ([`Async::<TcpListener>::bind`](Async::<TcpListener>::bind),
+/// [`Async::<TcpStream>::connect`](Async::<TcpStream>::connect), ...). Read
+/// and write through [`AsyncRead`]/[`AsyncWrite`] with the extension
+/// methods in [`tidepool::io`](crate::io), or with
+/// [`read_with`](Async::read_with)/[`write_with`](Async::write_with) for
+/// any other call (`recv_from`, `accept`, ...). Both `Async<T>` and
+/// `&Async<T>` read and write, so one task may read while another writes.
+///
+/// The method names and behaviour are those of `async_io::Async`, which
+/// tidepool used before its own reactor: code written for it compiles
+/// unchanged. What differs is inside (see `src/reactor/mod.rs`): the
+/// descriptor is registered once, and readiness the reactor saw is kept
+/// and used, so a read is tried only when it can succeed; and while the
+/// pool's workers are busy they poll the reactor themselves between tasks.
+///
+/// Dropping an `Async` deregisters the descriptor and then closes it.
+///
+/// # Examples
+///
+/// ```
+/// use std::net::{TcpListener, TcpStream};
+/// use tidepool::io::{AsyncReadExt, AsyncWriteExt};
+/// use tidepool::Async;
+///
+/// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+/// let addr = listener.get_ref().local_addr()?;
+/// let server = tidepool::spawn(async move {
+///     let (mut stream, _) = listener.accept().await?;
+///     let mut word = [0; 4];
+///     stream.read_exact(&mut word).await?;
+///     stream.write_all(&word).await?;
+///     Ok::<_, std::io::Error>(())
+/// });
+/// let echoed = tidepool::block_on(async move {
+///     let mut client = Async::<TcpStream>::connect(addr).await?;
+///     client.write_all(b"ping").await?;
+///     let mut back = [0; 4];
+///     client.read_exact(&mut back).await?;
+///     Ok::<_, std::io::Error>(back)
+/// })?;
+/// assert_eq!(&echoed, b"ping");
+/// tidepool::block_on(server).unwrap()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Async<T> {
+    /// `None` only inside [`Async::into_inner`] and `drop`.
+    io: Option<T>,
+    /// Its readiness and waiters.
+    source: Arc<Source>,
+    /// Its registration.
+    key: usize,
+    fd: RawFd,
+    /// A stream socket: a read or write that moved less than asked
+    /// emptied the receive buffer or filled the send buffer, so the
+    /// readiness it used is cleared at once (the next edge sets it), which
+    /// saves the attempt that would only have said `WouldBlock`. Not for
+    /// other descriptors: a terminal returns one line per read, a
+    /// `SOCK_SEQPACKET` socket one message, with more still queued.
+    stream_socket: bool,
+    reactor: &'static Reactor,
+}
+
+// Nothing in an `Async` is pinned: `T` is only ever borrowed.
+impl<T> Unpin for Async<T> {}
+
+impl<T: AsFd> Async<T> {
+    /// Puts `io` in non-blocking mode and registers it with the reactor.
+    ///
+    /// # Errors
+    ///
+    /// The OS refused the non-blocking mode, the registration (for example
+    /// a regular file, which epoll does not take), or the reactor itself
+    /// (its epoll instance or its thread).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::TcpListener;
+    /// use tidepool::Async;
+    ///
+    /// let listener = Async::new(TcpListener::bind("127.0.0.1:0")?)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new(io: T) -> io::Result<Async<T>> {
+        crate::sys::set_nonblocking(io.as_fd())?;
+        Async::new_nonblocking(io)
+    }
+
+    /// Registers `io`, which the caller has already put in non-blocking
+    /// mode (one system call less than [`Async::new`]). A descriptor left
+    /// blocking would block the worker that reads it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Async::new`], but for the non-blocking mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = UdpSocket::bind("127.0.0.1:0")?;
+    /// socket.set_nonblocking(true)?;
+    /// let socket = Async::new_nonblocking(socket)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new_nonblocking(io: T) -> io::Result<Async<T>> {
+        let reactor = Reactor::get()?;
+        let fd = io.as_fd().as_raw_fd();
+        // Not a socket: the query fails, and the answer is no.
+        let stream_socket =
+            socket2::SockRef::from(&io).r#type().ok() == Some(socket2::Type::STREAM);
+        let (key, source) = reactor.register(fd)?;
+        Ok(Async {
+            io: Some(io),
+            source,
+            key,
+            fd,
+            stream_socket,
+            reactor,
+        })
+    }
+
+    /// Waits until the descriptor is readable (or closed, or in error: the
+    /// next read says which). Ready at once if it is readable now.
+    ///
+    /// For a read loop of your own: read until `WouldBlock`, then await
+    /// this. [`read_with`](Async::read_with) does both.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed to report the descriptor's state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// let addr = socket.get_ref().local_addr()?;
+    /// UdpSocket::bind("127.0.0.1:0")?.send_to(b"hi", addr)?;
+    /// tidepool::block_on(socket.readable())?;
+    /// let mut buf = [0; 2];
+    /// assert_eq!(socket.get_ref().recv(&mut buf)?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn readable(&self) -> io::Result<()> {
+        future::poll_fn(|cx| self.poll_readable(cx)).await
+    }
+
+    /// Waits until the descriptor is writable (or closed, or in error).
+    /// Ready at once if it is writable now.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed to report the descriptor's state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// tidepool::block_on(socket.writable())?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn writable(&self) -> io::Result<()> {
+        future::poll_fn(|cx| self.poll_writable(cx)).await
+    }
+
+    /// [`readable`](Async::readable) as a poll function, for hand-written
+    /// futures: `Ready` once the descriptor is readable; otherwise
+    /// `Pending`, and `cx`'s task is woken when it may be.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed to report the descriptor's state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// let addr = socket.get_ref().local_addr()?;
+    /// UdpSocket::bind("127.0.0.1:0")?.send_to(b"hi", addr)?;
+    /// tidepool::block_on(std::future::poll_fn(|cx| socket.poll_readable(cx)))?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_ready_now(Direction::Read, libc::POLLIN, cx)
+    }
+
+    /// [`writable`](Async::writable) as a poll function (see
+    /// [`poll_readable`](Async::poll_readable)).
+    ///
+    /// # Errors
+    ///
+    /// The OS failed to report the descriptor's state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// tidepool::block_on(std::future::poll_fn(|cx| socket.poll_writable(cx)))?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_ready_now(Direction::Write, libc::POLLOUT, cx)
+    }
+
+    /// Ready when the kept readiness says so *and* the descriptor is ready
+    /// now. The callers do their own reads, and the reactor cannot see
+    /// them: without the second look, a caller that drained the socket
+    /// would be told "readable" again at once, forever.
+    fn poll_ready_now(
+        &self,
+        direction: Direction,
+        events: libc::c_short,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            let ready = ready!(self.source.poll_ready(direction, cx));
+            if crate::sys::ready_now(self.get_ref().as_fd(), events)? {
+                return Poll::Ready(Ok(()));
+            }
+            self.source.clear_ready(direction, ready);
+        }
+    }
+}
+
+impl<T> Async<T> {
+    /// The inner I/O object, for calls that do not wait (addresses,
+    /// options, `shutdown`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::TcpListener;
+    /// use tidepool::Async;
+    ///
+    /// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+    /// let port = listener.get_ref().local_addr()?.port();
+    /// assert_ne!(port, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn get_ref(&self) -> &T {
+        self.io
+            .as_ref()
+            .expect("an Async holds its I/O until it is dropped")
+    }
+
+    /// Deregisters the descriptor and returns the I/O object, still in
+    /// non-blocking mode.
+    ///
+    /// # Errors
+    ///
+    /// The OS refused the deregistration (the object is closed then).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::TcpListener;
+    /// use tidepool::Async;
+    ///
+    /// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+    /// let listener: TcpListener = listener.into_inner()?;
+    /// listener.set_nonblocking(false)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn into_inner(mut self) -> io::Result<T> {
+        let io = self
+            .io
+            .take()
+            .expect("an Async holds its I/O until it is dropped");
+        self.reactor.deregister(self.key, self.fd)?;
+        Ok(io)
+    }
+
+    /// Runs `op` on the I/O object until it does not say `WouldBlock`,
+    /// waiting for readability between tries: the way to any read-side
+    /// call this type has no method for (`recv_from`, `peek`, `accept`).
+    /// `op` is tried at once when the reactor last saw the descriptor
+    /// readable, and after each readiness event.
+    ///
+    /// # Errors
+    ///
+    /// Whatever `op` returns other than `WouldBlock`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::TcpListener;
+    /// use tidepool::Async;
+    ///
+    /// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+    /// let addr = listener.get_ref().local_addr()?;
+    /// let client = std::net::TcpStream::connect(addr)?;
+    /// let (stream, peer) = tidepool::block_on(listener.read_with(|l| l.accept()))?;
+    /// assert_eq!(peer, client.local_addr()?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn read_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        let io = self.get_ref();
+        future::poll_fn(|cx| poll_io(&self.source, Direction::Read, cx, || op(io))).await
+    }
+
+    /// As [`read_with`](Async::read_with), waiting for writability: the way
+    /// to `send_to` and other write-side calls.
+    ///
+    /// # Errors
+    ///
+    /// Whatever `op` returns other than `WouldBlock`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// let to = UdpSocket::bind("127.0.0.1:0")?;
+    /// let addr = to.local_addr()?;
+    /// let sent = tidepool::block_on(socket.write_with(|s| s.send_to(b"hi", addr)))?;
+    /// assert_eq!(sent, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn write_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        let io = self.get_ref();
+        future::poll_fn(|cx| poll_io(&self.source, Direction::Write, cx, || op(io))).await
+    }
+}
+
+/// Tries `op` while the kept readiness allows, clearing it when `op` says
+/// `WouldBlock` (`source`, "The protocol").
+fn poll_io<R>(
+    source: &Source,
+    direction: Direction,
+    cx: &mut Context<'_>,
+    mut op: impl FnMut() -> io::Result<R>,
+) -> Poll<io::Result<R>> {
+    loop {
+        let ready: Ready = ready!(source.poll_ready(direction, cx));
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                source.clear_ready(direction, ready);
+            }
+            result => return Poll::Ready(result),
+        }
+    }
+}
+
+/// [`poll_io`] for a read or write of `len` bytes: on a stream socket
+/// (`stream_socket`), a transfer of less than `len` (but not the zero of
+/// end-of-file, after which reads must go on returning it) also clears the
+/// readiness it used (see the `stream_socket` field of [`Async`]).
+fn poll_bytes(
+    source: &Source,
+    direction: Direction,
+    stream_socket: bool,
+    len: usize,
+    cx: &mut Context<'_>,
+    mut op: impl FnMut() -> io::Result<usize>,
+) -> Poll<io::Result<usize>> {
+    loop {
+        let ready: Ready = ready!(source.poll_ready(direction, cx));
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                source.clear_ready(direction, ready);
+            }
+            Ok(n) if stream_socket && n > 0 && n < len => {
+                source.clear_ready(direction, ready);
+                return Poll::Ready(Ok(n));
+            }
+            result => return Poll::Ready(result),
+        }
+    }
+}
+
+impl<T> Drop for Async<T> {
+    fn drop(&mut self) {
+        if self.io.is_some() {
+            // Deregistered before the descriptor closes (the `io` field
+            // drops after this body), so its number is never registered
+            // twice. A failure here has no one to report to.
+            let _ = self.reactor.deregister(self.key, self.fd);
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Async<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Async").field("io", &self.io).finish()
+    }
+}
+
+impl<T> AsRef<T> for Async<T> {
+    fn as_ref(&self) -> &T {
+        self.get_ref()
+    }
+}
+
+impl<T: AsRawFd> AsRawFd for Async<T> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.get_ref().as_raw_fd()
+    }
+}
+
+impl<T: AsFd> AsFd for Async<T> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.get_ref().as_fd()
+    }
+}
+
+impl<T: Read> AsyncRead for Async<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let io = this
+            .io
+            .as_mut()
+            .expect("an Async holds its I/O until it is dropped");
+        let len = buf.len();
+        poll_bytes(
+            &this.source,
+            Direction::Read,
+            this.stream_socket,
+            len,
+            cx,
+            || io.read(buf),
+        )
+    }
+
+    fn poll_read_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let io = this
+            .io
+            .as_mut()
+            .expect("an Async holds its I/O until it is dropped");
+        let len = bufs.iter().map(|b| b.len()).sum();
+        poll_bytes(
+            &this.source,
+            Direction::Read,
+            this.stream_socket,
+            len,
+            cx,
+            || io.read_vectored(bufs),
+        )
+    }
+}
+
+impl<T> AsyncRead for &Async<T>
+where
+    for<'a> &'a T: Read,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let this: &Async<T> = self.get_mut();
+        let len = buf.len();
+        poll_bytes(
+            &this.source,
+            Direction::Read,
+            this.stream_socket,
+            len,
+            cx,
+            || this.get_ref().read(buf),
+        )
+    }
+
+    fn poll_read_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this: &Async<T> = self.get_mut();
+        let len = bufs.iter().map(|b| b.len()).sum();
+        poll_bytes(
+            &this.source,
+            Direction::Read,
+            this.stream_socket,
+            len,
+            cx,
+            || this.get_ref().read_vectored(bufs),
+        )
+    }
+}
+
+impl<T: Write> AsyncWrite for Async<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let io = this
+            .io
+            .as_mut()
+            .expect("an Async holds its I/O until it is dropped");
+        let len = buf.len();
+        poll_bytes(
+            &this.source,
+            Direction::Write,
+            this.stream_socket,
+            len,
+            cx,
+            || io.write(buf),
+        )
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let io = this
+            .io
+            .as_mut()
+            .expect("an Async holds its I/O until it is dropped");
+        let len = bufs.iter().map(|b| b.len()).sum();
+        poll_bytes(
+            &this.source,
+            Direction::Write,
+            this.stream_socket,
+            len,
+            cx,
+            || io.write_vectored(bufs),
+        )
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let io = this
+            .io
+            .as_mut()
+            .expect("an Async holds its I/O until it is dropped");
+        poll_io(&this.source, Direction::Write, cx, || io.flush())
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush(cx)
+    }
+}
+
+impl<T> AsyncWrite for &Async<T>
+where
+    for<'a> &'a T: Write,
+{
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this: &Async<T> = self.get_mut();
+        let len = buf.len();
+        poll_bytes(
+            &this.source,
+            Direction::Write,
+            this.stream_socket,
+            len,
+            cx,
+            || this.get_ref().write(buf),
+        )
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this: &Async<T> = self.get_mut();
+        let len = bufs.iter().map(|b| b.len()).sum();
+        poll_bytes(
+            &this.source,
+            Direction::Write,
+            this.stream_socket,
+            len,
+            cx,
+            || this.get_ref().write_vectored(bufs),
+        )
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this: &Async<T> = self.get_mut();
+        poll_io(&this.source, Direction::Write, cx, || {
+            this.get_ref().flush()
+        })
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush(cx)
+    }
+}
+
+/// Starts a non-blocking connect of a new socket of `domain` to `addr`;
+/// the socket becomes writable when the connect ends.
+fn start_connect(domain: socket2::Domain, addr: &socket2::SockAddr) -> io::Result<socket2::Socket> {
+    let kind = socket2::Type::STREAM;
+    let socket = socket2::Socket::new(domain, kind, None)?;
+    socket.set_nonblocking(true)?;
+    match socket.connect(addr) {
+        Ok(()) => Ok(socket),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(socket),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(socket),
+        Err(e) => Err(e),
+    }
+}
+
+impl Async<TcpListener> {
+    /// A TCP listener bound to `addr` (port 0 picks a free port).
+    ///
+    /// # Errors
+    ///
+    /// The address is taken or not local, or the reactor failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::TcpListener;
+    /// use tidepool::Async;
+    ///
+    /// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+    /// println!("listening on {}", listener.get_ref().local_addr()?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind<A: Into<SocketAddr>>(addr: A) -> io::Result<Async<TcpListener>> {
+        Async::new(TcpListener::bind(addr.into())?)
+    }
+
+    /// Waits for the next connection; returns it and the peer's address.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed the accept (for example, out of descriptors).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::{TcpListener, TcpStream};
+    /// use tidepool::Async;
+    ///
+    /// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+    /// let client = TcpStream::connect(listener.get_ref().local_addr()?)?;
+    /// let (stream, peer) = tidepool::block_on(listener.accept())?;
+    /// assert_eq!(peer, client.local_addr()?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn accept(&self) -> io::Result<(Async<TcpStream>, SocketAddr)> {
+        let (stream, addr) = self.read_with(TcpListener::accept).await?;
+        Ok((Async::new(stream)?, addr))
+    }
+
+    /// The incoming connections as a stream (never ends; each item is an
+    /// [`accept`](Async::<TcpListener>::accept)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::StreamExt;
+    /// use std::net::{TcpListener, TcpStream};
+    /// use tidepool::Async;
+    ///
+    /// let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
+    /// let _client = TcpStream::connect(listener.get_ref().local_addr()?)?;
+    /// let mut incoming = listener.incoming();
+    /// let stream = tidepool::block_on(incoming.next()).unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn incoming(&self) -> impl Stream<Item = io::Result<Async<TcpStream>>> + Send + Unpin + '_ {
+        // Boxed to be `Unpin`: `incoming().next().await` needs no pinning.
+        Box::pin(futures_lite::stream::unfold(self, |listener| async move {
+            let next = listener.accept().await.map(|(stream, _)| stream);
+            Some((next, listener))
+        }))
+    }
+}
+
+impl Async<TcpStream> {
+    /// Connects to `addr`; the wait holds no thread.
+    ///
+    /// # Errors
+    ///
+    /// The connection was refused, timed out or failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::{TcpListener, TcpStream};
+    /// use tidepool::Async;
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let addr = listener.local_addr()?;
+    /// let stream = tidepool::block_on(Async::<TcpStream>::connect(addr))?;
+    /// assert_eq!(stream.get_ref().peer_addr()?, addr);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn connect<A: Into<SocketAddr>>(addr: A) -> io::Result<Async<TcpStream>> {
+        let addr = addr.into();
+        let socket = start_connect(socket2::Domain::for_address(addr), &addr.into())?;
+        let stream = Async::new_nonblocking(TcpStream::from(socket))?;
+        stream.writable().await?;
+        match stream.get_ref().take_error()? {
+            None => Ok(stream),
+            Some(error) => Err(error),
+        }
+    }
+
+    /// Reads without taking the data from the socket's buffer.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed the read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use std::net::{TcpListener, TcpStream};
+    /// use tidepool::Async;
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let stream = tidepool::block_on(Async::<TcpStream>::connect(listener.local_addr()?))?;
+    /// listener.accept()?.0.write_all(b"hello")?;
+    /// let mut buf = [0; 5];
+    /// let n = tidepool::block_on(stream.peek(&mut buf))?;
+    /// assert!(n > 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_with(|io| io.peek(buf)).await
+    }
+}
+
+impl Async<UdpSocket> {
+    /// A UDP socket bound to `addr`.
+    ///
+    /// # Errors
+    ///
+    /// The address is taken or not local, or the reactor failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind<A: Into<SocketAddr>>(addr: A) -> io::Result<Async<UdpSocket>> {
+        Async::new(UdpSocket::bind(addr.into())?)
+    }
+
+    /// Receives one datagram; returns its length and sender.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed the receive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// let sender = UdpSocket::bind("127.0.0.1:0")?;
+    /// sender.send_to(b"hi", socket.get_ref().local_addr()?)?;
+    /// let mut buf = [0; 8];
+    /// let (n, from) = tidepool::block_on(socket.recv_from(&mut buf))?;
+    /// assert_eq!((n, from), (2, sender.local_addr()?));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.read_with(|io| io.recv_from(buf)).await
+    }
+
+    /// Receives one datagram without taking it from the queue.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed the receive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// UdpSocket::bind("127.0.0.1:0")?.send_to(b"hi", socket.get_ref().local_addr()?)?;
+    /// let mut buf = [0; 8];
+    /// let (n, _) = tidepool::block_on(socket.peek_from(&mut buf))?;
+    /// assert_eq!(tidepool::block_on(socket.recv_from(&mut buf))?.0, n);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.read_with(|io| io.peek_from(buf)).await
+    }
+
+    /// Sends one datagram to `addr`; returns the bytes sent.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed the send.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// let to = UdpSocket::bind("127.0.0.1:0")?;
+    /// assert_eq!(tidepool::block_on(socket.send_to(b"hi", to.local_addr()?))?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn send_to<A: Into<SocketAddr>>(&self, buf: &[u8], addr: A) -> io::Result<usize> {
+        let addr = addr.into();
+        self.write_with(|io| io.send_to(buf, addr)).await
+    }
+
+    /// Receives one datagram from the connected peer (see
+    /// [`UdpSocket::connect`]).
+    ///
+    /// # Errors
+    ///
+    /// Not connected, or the OS failed the receive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// let peer = UdpSocket::bind("127.0.0.1:0")?;
+    /// socket.get_ref().connect(peer.local_addr()?)?;
+    /// peer.send_to(b"hi", socket.get_ref().local_addr()?)?;
+    /// let mut buf = [0; 8];
+    /// assert_eq!(tidepool::block_on(socket.recv(&mut buf))?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_with(|io| io.recv(buf)).await
+    }
+
+    /// Receives one datagram from the connected peer without taking it.
+    ///
+    /// # Errors
+    ///
+    /// Not connected, or the OS failed the receive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// let peer = UdpSocket::bind("127.0.0.1:0")?;
+    /// socket.get_ref().connect(peer.local_addr()?)?;
+    /// peer.send_to(b"hi", socket.get_ref().local_addr()?)?;
+    /// let mut buf = [0; 8];
+    /// assert_eq!(tidepool::block_on(socket.peek(&mut buf))?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_with(|io| io.peek(buf)).await
+    }
+
+    /// Sends one datagram to the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// Not connected, or the OS failed the send.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::UdpSocket;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0))?;
+    /// let peer = UdpSocket::bind("127.0.0.1:0")?;
+    /// socket.get_ref().connect(peer.local_addr()?)?;
+    /// assert_eq!(tidepool::block_on(socket.send(b"hi"))?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.write_with(|io| io.send(buf)).await
+    }
+}
+
+impl Async<UnixListener> {
+    /// A Unix stream listener bound to `path` (which must not exist).
+    ///
+    /// # Errors
+    ///
+    /// The path exists or is not writable, or the reactor failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixListener;
+    /// use tidepool::Async;
+    ///
+    /// let path = std::env::temp_dir().join(format!("tidepool-doc-{}.sock", std::process::id()));
+    /// let listener = Async::<UnixListener>::bind(&path)?;
+    /// # drop(listener);
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<Async<UnixListener>> {
+        Async::new(UnixListener::bind(path)?)
+    }
+
+    /// Waits for the next connection; returns it and the peer's address.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed the accept.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::{UnixListener, UnixStream};
+    /// use tidepool::Async;
+    ///
+    /// let path = std::env::temp_dir().join(format!("tidepool-accept-{}.sock", std::process::id()));
+    /// let listener = Async::<UnixListener>::bind(&path)?;
+    /// let _client = UnixStream::connect(&path)?;
+    /// let (stream, _peer) = tidepool::block_on(listener.accept())?;
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn accept(&self) -> io::Result<(Async<UnixStream>, unix::SocketAddr)> {
+        let (stream, addr) = self.read_with(UnixListener::accept).await?;
+        Ok((Async::new(stream)?, addr))
+    }
+
+    /// The incoming connections as a stream (never ends).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::StreamExt;
+    /// use std::os::unix::net::{UnixListener, UnixStream};
+    /// use tidepool::Async;
+    ///
+    /// let path = std::env::temp_dir().join(format!("tidepool-inc-{}.sock", std::process::id()));
+    /// let listener = Async::<UnixListener>::bind(&path)?;
+    /// let _client = UnixStream::connect(&path)?;
+    /// let stream = tidepool::block_on(listener.incoming().next()).unwrap()?;
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn incoming(
+        &self,
+    ) -> impl Stream<Item = io::Result<Async<UnixStream>>> + Send + Unpin + '_ {
+        // Boxed to be `Unpin`: `incoming().next().await` needs no pinning.
+        Box::pin(futures_lite::stream::unfold(self, |listener| async move {
+            let next = listener.accept().await.map(|(stream, _)| stream);
+            Some((next, listener))
+        }))
+    }
+}
+
+impl Async<UnixStream> {
+    /// Connects to the Unix socket at `path`; the wait holds no thread.
+    ///
+    /// # Errors
+    ///
+    /// Nothing listens there, or the OS failed the connect.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::{UnixListener, UnixStream};
+    /// use tidepool::Async;
+    ///
+    /// let path = std::env::temp_dir().join(format!("tidepool-conn-{}.sock", std::process::id()));
+    /// let _listener = UnixListener::bind(&path)?;
+    /// let stream = tidepool::block_on(Async::<UnixStream>::connect(&path))?;
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn connect<P: AsRef<Path>>(path: P) -> io::Result<Async<UnixStream>> {
+        let addr = socket2::SockAddr::unix(path)?;
+        let socket = start_connect(socket2::Domain::UNIX, &addr)?;
+        let stream = Async::new_nonblocking(UnixStream::from(std::os::fd::OwnedFd::from(socket)))?;
+        stream.writable().await?;
+        if let Some(error) = stream.get_ref().take_error()? {
+            return Err(error);
+        }
+        // Writable is also what a failed connect looks like on Linux.
+        stream.get_ref().peer_addr()?;
+        Ok(stream)
+    }
+
+    /// A connected pair of unnamed Unix stream sockets.
+    ///
+    /// # Errors
+    ///
+    /// The OS refused the sockets, or the reactor failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixStream;
+    /// use tidepool::io::{AsyncReadExt, AsyncWriteExt};
+    /// use tidepool::Async;
+    ///
+    /// let (mut a, mut b) = Async::<UnixStream>::pair()?;
+    /// let mut buf = [0; 2];
+    /// tidepool::block_on(async {
+    ///     a.write_all(b"hi").await?;
+    ///     b.read_exact(&mut buf).await
+    /// })?;
+    /// assert_eq!(&buf, b"hi");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn pair() -> io::Result<(Async<UnixStream>, Async<UnixStream>)> {
+        let (a, b) = UnixStream::pair()?;
+        Ok((Async::new(a)?, Async::new(b)?))
+    }
+}
+
+impl Async<UnixDatagram> {
+    /// A Unix datagram socket bound to `path`.
+    ///
+    /// # Errors
+    ///
+    /// The path exists or is not writable, or the reactor failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixDatagram;
+    /// use tidepool::Async;
+    ///
+    /// let path = std::env::temp_dir().join(format!("tidepool-dgram-{}.sock", std::process::id()));
+    /// let socket = Async::<UnixDatagram>::bind(&path)?;
+    /// # drop(socket);
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<Async<UnixDatagram>> {
+        Async::new(UnixDatagram::bind(path)?)
+    }
+
+    /// A Unix datagram socket bound to no path.
+    ///
+    /// # Errors
+    ///
+    /// The OS refused the socket, or the reactor failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixDatagram;
+    /// use tidepool::Async;
+    ///
+    /// let socket = Async::<UnixDatagram>::unbound()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn unbound() -> io::Result<Async<UnixDatagram>> {
+        Async::new(UnixDatagram::unbound()?)
+    }
+
+    /// A connected pair of unnamed Unix datagram sockets.
+    ///
+    /// # Errors
+    ///
+    /// The OS refused the sockets, or the reactor failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixDatagram;
+    /// use tidepool::Async;
+    ///
+    /// let (a, b) = Async::<UnixDatagram>::pair()?;
+    /// let mut buf = [0; 2];
+    /// let n = tidepool::block_on(async {
+    ///     a.send(b"hi").await?;
+    ///     b.recv(&mut buf).await
+    /// })?;
+    /// assert_eq!(&buf[..n], b"hi");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn pair() -> io::Result<(Async<UnixDatagram>, Async<UnixDatagram>)> {
+        let (a, b) = UnixDatagram::pair()?;
+        Ok((Async::new(a)?, Async::new(b)?))
+    }
+
+    /// Receives one datagram; returns its length and sender.
+    ///
+    /// # Errors
+    ///
+    /// The OS failed the receive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixDatagram;
+    /// use tidepool::Async;
+    ///
+    /// let (a, b) = Async::<UnixDatagram>::pair()?;
+    /// let mut buf = [0; 8];
+    /// let (n, _from) = tidepool::block_on(async {
+    ///     a.send(b"hi").await?;
+    ///     b.recv_from(&mut buf).await
+    /// })?;
+    /// assert_eq!(n, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, unix::SocketAddr)> {
+        self.read_with(|io| io.recv_from(buf)).await
+    }
+
+    /// Sends one datagram to the socket at `path`.
+    ///
+    /// # Errors
+    ///
+    /// Nothing is bound there, or the OS failed the send.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixDatagram;
+    /// use tidepool::Async;
+    ///
+    /// let path = std::env::temp_dir().join(format!("tidepool-send-{}.sock", std::process::id()));
+    /// let to = UnixDatagram::bind(&path)?;
+    /// let socket = Async::<UnixDatagram>::unbound()?;
+    /// assert_eq!(tidepool::block_on(socket.send_to(b"hi", &path))?, 2);
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn send_to<P: AsRef<Path>>(&self, buf: &[u8], path: P) -> io::Result<usize> {
+        let path = path.as_ref();
+        self.write_with(|io| io.send_to(buf, path)).await
+    }
+
+    /// Receives one datagram from the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// Not connected, or the OS failed the receive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixDatagram;
+    /// use tidepool::Async;
+    ///
+    /// let (a, b) = Async::<UnixDatagram>::pair()?;
+    /// let mut buf = [0; 8];
+    /// let n = tidepool::block_on(async {
+    ///     a.send(b"hi").await?;
+    ///     b.recv(&mut buf).await
+    /// })?;
+    /// assert_eq!(n, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_with(|io| io.recv(buf)).await
+    }
+
+    /// Sends one datagram to the connected peer.
+    ///
+    /// # Errors
+    ///
+    /// Not connected, or the OS failed the send.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixDatagram;
+    /// use tidepool::Async;
+    ///
+    /// let (a, _b) = Async::<UnixDatagram>::pair()?;
+    /// assert_eq!(tidepool::block_on(a.send(b"hi"))?, 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.write_with(|io| io.send(buf)).await
+    }
+}
+
+/// `TryFrom` for the standard socket types, as `Async::new`.
+macro_rules! try_from_std {
+    ($($ty:ty),*) => {$(
+        impl TryFrom<$ty> for Async<$ty> {
+            type Error = io::Error;
+
+            fn try_from(io: $ty) -> io::Result<Self> {
+                Async::new(io)
+            }
+        }
+    )*};
+}
+
+try_from_std!(
+    TcpListener,
+    TcpStream,
+    UdpSocket,
+    UnixListener,
+    UnixStream,
+    UnixDatagram
+);

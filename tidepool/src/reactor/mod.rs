@@ -1,0 +1,347 @@
+//! tidepool's own I/O reactor, behind [`Async`]: one per process, shared by
+//! every pool.
+//!
+//! # Design
+//!
+//! * **Registered once, edge-triggered, readiness kept** (`source`). A
+//!   socket is registered for both directions when it is wrapped and never
+//!   re-armed; each event sets a readiness bit that the next read or write
+//!   uses without asking the kernel again. A read is tried first only when
+//!   the bit says it can succeed. async-io (which tidepool used before)
+//!   registers one-shot, re-arms for every wait and tries every read
+//!   first: 15.6 system calls per echo round trip against tokio's 5.2
+//!   (docs/measurements.md, "Where async sockets lose time").
+//! * **Polled by busy workers** (`handoff`). A thread of the reactor's own
+//!   waits for events while the pool is quiet (an idle pool uses no CPU:
+//!   the thread sleeps in `epoll_wait`); while workers are busy and events
+//!   are dense, it steps aside and the workers poll between tasks, running
+//!   the tasks an event wakes on their own deques.
+//! * Built on [mio](https://docs.rs/mio) (epoll on Linux, kqueue on the
+//!   BSDs and macOS) for the registration and the wait.
+//!
+//! Timers ([`Timer`](crate::Timer), [`sleep`](crate::sleep)) stay async-io's.
+//!
+//! # Layout
+//!
+//! * `source`: one descriptor's readiness and its waiting tasks.
+//! * `handoff`: who polls, the thread or the workers.
+//! * `async_fd`: [`Async`], the public type, and its socket helpers.
+
+mod async_fd;
+pub(crate) mod handoff;
+pub(crate) mod source;
+
+pub use async_fd::Async;
+
+use handoff::Handoff;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token};
+use slab::Slab;
+use source::{Source, READ, READ_CLOSED, WRITE, WRITE_CLOSED};
+use std::cell::Cell;
+use std::io;
+use std::os::unix::io::RawFd;
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+/// The process's reactor, made by the first [`Async`].
+static REACTOR: OnceLock<Reactor> = OnceLock::new();
+/// Serialises making the reactor and starting its thread.
+static START: Mutex<()> = Mutex::new(());
+
+/// Events handled per `epoll_wait`.
+const EVENTS: usize = 1024;
+
+/// Events closer than this are dense: the thread would be woken for each.
+const DENSE: Duration = Duration::from_millis(1);
+
+/// While the thread is aside, a worker polls every this many tasks, and
+/// whenever the pool's queues run dry. tokio's workers look at their
+/// driver every 61 tasks; polling whenever this worker's deque ran dry
+/// polled after nearly every task in the lab's `async-io` (its tasks
+/// wait on the lanes, not on deques: `waking_from_poll`), 0.34 polls
+/// per round trip against tokio's 0.03.
+const POLL_EVERY: u32 = 32;
+
+/// The reactor (module docs).
+pub(crate) struct Reactor {
+    /// Registers and deregisters (a clone of the poll's registry, so
+    /// registering never waits for a poll).
+    registry: Registry,
+    /// The wait itself: held by the thread while it sleeps in it, or by the
+    /// one worker polling.
+    poller: Mutex<Poller>,
+    /// Every registered source, by token.
+    sources: Mutex<Slab<Arc<Source>>>,
+    /// Who polls.
+    handoff: Handoff,
+    /// The reactor's thread, to call back from aside.
+    thread: OnceLock<std::thread::Thread>,
+}
+
+/// What one poll needs.
+struct Poller {
+    poll: Poll,
+    events: Events,
+    /// Wakers collected under the sources lock, woken after it.
+    wake: Vec<Waker>,
+}
+
+impl std::fmt::Debug for Reactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reactor")
+            .field("handoff", &self.handoff)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reactor {
+    /// The reactor, made and its thread started on first use. Fails if the
+    /// OS refuses the epoll instance or the thread.
+    pub(crate) fn get() -> io::Result<&'static Reactor> {
+        if let Some(reactor) = REACTOR.get() {
+            if reactor.thread.get().is_some() {
+                return Ok(reactor);
+            }
+        }
+        let _start = lock_std(&START);
+        let reactor = match REACTOR.get() {
+            Some(reactor) => reactor,
+            None => {
+                let poll = Poll::new()?;
+                let registry = poll.registry().try_clone()?;
+                let made = Reactor {
+                    registry,
+                    poller: Mutex::new(Poller {
+                        poll,
+                        events: Events::with_capacity(EVENTS),
+                        wake: Vec::new(),
+                    }),
+                    sources: Mutex::new(Slab::new()),
+                    handoff: Handoff::new(),
+                    thread: OnceLock::new(),
+                };
+                REACTOR.get_or_init(|| made)
+            }
+        };
+        if reactor.thread.get().is_none() {
+            // Started after the reactor is in its static: the thread reads
+            // it from there. A refused thread is retried by the next caller.
+            let thread = std::thread::Builder::new()
+                .name(crate::reactor_pacing::OWN_REACTOR_THREAD.to_owned())
+                .stack_size(128 * 1024)
+                .spawn(|| {
+                    if let Some(reactor) = REACTOR.get() {
+                        reactor.drive();
+                    }
+                })?;
+            let _ = reactor.thread.set(thread.thread().clone());
+        }
+        Ok(reactor)
+    }
+
+    /// The reactor if something made it already (no side effects).
+    fn if_started() -> Option<&'static Reactor> {
+        REACTOR.get()
+    }
+
+    /// Registers `fd` for both directions, edge-triggered; returns its
+    /// source and the key to [`deregister`](Self::deregister) it with.
+    pub(crate) fn register(&self, fd: RawFd) -> io::Result<(usize, Arc<Source>)> {
+        let source = Arc::new(Source::new());
+        let key = lock_std(&self.sources).insert(Arc::clone(&source));
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if let Err(e) = self
+            .registry
+            .register(&mut SourceFd(&fd), Token(key), interest)
+        {
+            lock_std(&self.sources).remove(key);
+            return Err(e);
+        }
+        Ok((key, source))
+    }
+
+    /// Deregisters `fd` (registered under `key`). Events for it still in a
+    /// poll's hands find the key gone, or reused by a new source: a
+    /// spurious readiness, which the new source's first attempt clears.
+    pub(crate) fn deregister(&self, key: usize, fd: RawFd) -> io::Result<()> {
+        let result = self.registry.deregister(&mut SourceFd(&fd));
+        lock_std(&self.sources).try_remove(key);
+        result
+    }
+
+    /// The reactor's thread: waits in the reactor, or stands aside while
+    /// workers poll (`handoff`).
+    fn drive(&self) {
+        let mut last_turn: Option<Instant> = None;
+        loop {
+            let woke = {
+                let mut poller = lock_std(&self.poller);
+                self.poll_and_wake(&mut poller, None)
+            };
+            let now = Instant::now();
+            let dense = last_turn.is_some_and(|at| now.duration_since(at) < DENSE);
+            last_turn = Some(now);
+            // Workers busy: a task we woke was queued behind them.
+            let behind = crate::reactor_pacing::take_queued_behind_busy();
+            if woke == 0 || !dense || !behind || !self.handoff.step_aside() {
+                continue;
+            }
+            loop {
+                let polls = self.handoff.polls();
+                std::thread::park_timeout(handoff::CHECK);
+                if !self.handoff.stay_aside(polls) {
+                    break;
+                }
+            }
+            last_turn = None;
+        }
+    }
+
+    /// One wait (`timeout`: `None` waits for an event, zero does not wait),
+    /// then the woken tasks. Returns how many wakers it called.
+    fn poll_and_wake(&self, poller: &mut Poller, timeout: Option<Duration>) -> usize {
+        let Poller { poll, events, wake } = poller;
+        match poll.poll(events, timeout) {
+            Ok(()) => {}
+            // A signal, or a transient failure: the caller comes back.
+            Err(_) => return 0,
+        }
+        {
+            let sources = lock_std(&self.sources);
+            for event in events.iter() {
+                let mut bits = 0;
+                if event.is_readable() {
+                    bits |= READ;
+                }
+                if event.is_writable() {
+                    bits |= WRITE;
+                }
+                // Closed or in error: every later attempt ends at once
+                // (with the end or the error), so these bits stay.
+                if event.is_read_closed() || event.is_error() {
+                    bits |= READ | READ_CLOSED;
+                }
+                if event.is_write_closed() || event.is_error() {
+                    bits |= WRITE | WRITE_CLOSED;
+                }
+                if let Some(source) = sources.get(event.token().0) {
+                    source.set_ready(bits, wake);
+                }
+            }
+        }
+        let woke = wake.len();
+        WAKING_FROM_POLL.with(|flag| flag.set(true));
+        for waker in wake.drain(..) {
+            waker.wake();
+        }
+        WAKING_FROM_POLL.with(|flag| flag.set(false));
+        woke
+    }
+}
+
+thread_local! {
+    /// Set while this thread wakes the tasks a poll found ready.
+    static WAKING_FROM_POLL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread is waking tasks a reactor poll found ready.
+/// The scheduler queues those at the back of their lane, not on the
+/// worker's LIFO deque: a worker that polls between tasks would otherwise
+/// push each poll's tasks on top of the last poll's, and under a steady
+/// stream of events the oldest would wait until the stream paused (p99
+/// round trip 16 ms against tokio's 1.9 in the lab's `async-io`, 200
+/// connections, before this).
+pub(crate) fn waking_from_poll() -> bool {
+    WAKING_FROM_POLL.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Locks a std mutex ignoring poisoning (the reactor's own locks: not a
+/// protocol a loom model checks, see `source` for the one that is).
+fn lock_std<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A worker's part in polling (`handoff`): whether it counts as awake, and
+/// how many tasks since it last polled. One per worker thread; dropped (or
+/// [`sleep`](Self::sleep)) as it parks or exits.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerPolls {
+    counted: Cell<bool>,
+    since_poll: Cell<u32>,
+}
+
+impl WorkerPolls {
+    /// Between two tasks: counts the worker awake if the reactor exists,
+    /// and polls if the thread is aside and either nothing is queued
+    /// (`nothing_queued`) or the worker ran [`POLL_EVERY`] tasks since its
+    /// last poll. Costs a worker that never used sockets one load.
+    #[inline]
+    pub(crate) fn between_tasks(&self, nothing_queued: impl FnOnce() -> bool) {
+        let Some(reactor) = Reactor::if_started() else {
+            return;
+        };
+        self.between_tasks_cold(reactor, nothing_queued);
+    }
+
+    fn between_tasks_cold(&self, reactor: &Reactor, nothing_queued: impl FnOnce() -> bool) {
+        if !self.counted.replace(true) {
+            reactor.handoff.worker_awake();
+        }
+        if !reactor.handoff.is_aside() {
+            return;
+        }
+        let since = self.since_poll.get() + 1;
+        if since < POLL_EVERY && !nothing_queued() {
+            self.since_poll.set(since);
+            return;
+        }
+        self.since_poll.set(0);
+        poll_now(reactor);
+    }
+
+    /// Before parking: polls once if the thread is aside. Returns true if
+    /// that woke tasks (the caller looks for work again instead).
+    pub(crate) fn before_idle(&self) -> bool {
+        match Reactor::if_started() {
+            Some(reactor) if reactor.handoff.is_aside() => poll_now(reactor) > 0,
+            _ => false,
+        }
+    }
+
+    /// The worker parks (or exits): uncounts it, and calls the thread back
+    /// if it was the last awake while the thread was aside.
+    pub(crate) fn sleep(&self) {
+        if !self.counted.replace(false) {
+            return;
+        }
+        if let Some(reactor) = Reactor::if_started() {
+            if reactor.handoff.worker_sleeps() {
+                if let Some(thread) = reactor.thread.get() {
+                    thread.unpark();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for WorkerPolls {
+    fn drop(&mut self) {
+        self.sleep();
+    }
+}
+
+/// Polls without waiting, unless another worker is polling (then it does
+/// nothing: that one serves the events). Returns how many wakers it called.
+fn poll_now(reactor: &Reactor) -> usize {
+    let mut poller = match reactor.poller.try_lock() {
+        Ok(poller) => poller,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return 0,
+    };
+    reactor.handoff.polled();
+    reactor.poll_and_wake(&mut poller, Some(Duration::ZERO))
+}

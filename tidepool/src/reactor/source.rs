@@ -1,0 +1,284 @@
+//! One registered file descriptor: the readiness the reactor last saw for
+//! it, and the tasks waiting for more.
+//!
+//! # The protocol
+//!
+//! Readiness is kept, not asked for again: the descriptor is registered
+//! once, edge-triggered, for both directions, and each event *sets* a
+//! direction's bit ([`Source::set_ready`]). A task that wants to read looks
+//! at the bit first ([`Source::poll_ready`]); while it is set, it tries the
+//! read at once (no system call to re-arm, no wait). Only when the read says
+//! `WouldBlock` does the task clear the bit ([`Source::clear_ready`]) and
+//! wait for the next edge.
+//!
+//! Two races, and why neither loses an event:
+//!
+//! * **An event between the check and the wait.** The waiter registers its
+//!   waker under the `waiters` lock and then looks at the bit again, still
+//!   under the lock; the reactor sets the bit *before* it takes the lock to
+//!   collect wakers. If the reactor's critical section comes first, the
+//!   waiter's second look sees the bit; if the waiter's comes first, the
+//!   reactor finds its waker.
+//! * **An event between the failed read and the clear.** Every event moves a
+//!   counter (the *tick*) kept in the same word as the bits. A task clears
+//!   only the tick it read before its attempt: if an edge arrived since, the
+//!   tick moved, the clear does nothing, and the task tries again.
+//!
+//! The loom model `loom_models/reactor.rs` runs these functions against
+//! each other.
+
+use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
+use std::task::{Context, Poll, Waker};
+
+/// Which way a task waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// Readable (or closed, or in error: a read will say which).
+    Read,
+    /// Writable (or closed, or in error).
+    Write,
+}
+
+impl Direction {
+    /// The direction's readiness bit in [`Source::state`]: cleared when an
+    /// attempt would block.
+    const fn bit(self) -> usize {
+        match self {
+            Direction::Read => READ,
+            Direction::Write => WRITE,
+        }
+    }
+
+    /// The direction's closed bit: never cleared.
+    const fn closed_bit(self) -> usize {
+        match self {
+            Direction::Read => READ_CLOSED,
+            Direction::Write => WRITE_CLOSED,
+        }
+    }
+}
+
+/// The readable bit of [`Source::state`].
+pub(crate) const READ: usize = 0b0001;
+/// The writable bit of [`Source::state`].
+pub(crate) const WRITE: usize = 0b0010;
+/// The peer closed its side, or the socket is in error: reads end at once
+/// (they return the end or the error), for good. Kept apart from [`READ`]
+/// and never cleared: the hang-up often comes in the same event as the
+/// last data, and a short read of that data clears [`READ`] (see
+/// `Async`'s `stream_socket`); no later edge would come to end the wait.
+pub(crate) const READ_CLOSED: usize = 0b0100;
+/// As [`READ_CLOSED`], for writes.
+pub(crate) const WRITE_CLOSED: usize = 0b1000;
+/// Every readiness bit.
+const BITS: usize = READ | WRITE | READ_CLOSED | WRITE_CLOSED;
+/// The tick lives above the bits.
+const TICK_SHIFT: u32 = 4;
+
+/// A registered descriptor's readiness and waiters (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Source {
+    /// The readiness bits ([`READ`], [`WRITE`]) and above them the tick,
+    /// which every event moves on (it wraps; only equality matters).
+    state: AtomicUsize,
+    /// Tasks waiting for each direction.
+    waiters: Mutex<Waiters>,
+}
+
+/// The wakers of the tasks waiting on one source.
+#[derive(Debug, Default)]
+struct Waiters {
+    readers: Vec<Waker>,
+    writers: Vec<Waker>,
+}
+
+impl Waiters {
+    fn of(&mut self, direction: Direction) -> &mut Vec<Waker> {
+        match direction {
+            Direction::Read => &mut self.readers,
+            Direction::Write => &mut self.writers,
+        }
+    }
+}
+
+/// What [`Source::poll_ready`] saw: the tick to pass to
+/// [`Source::clear_ready`] if the attempt it allows would block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ready {
+    tick: usize,
+}
+
+impl Source {
+    /// A source not yet seen ready: a fresh edge-triggered registration
+    /// reports the descriptor's current readiness as its first event.
+    pub(crate) fn new() -> Self {
+        Source {
+            state: AtomicUsize::new(0),
+            waiters: Mutex::new(Waiters::default()),
+        }
+    }
+
+    /// Ready if the last event said `direction` may proceed and no attempt
+    /// since found otherwise; else registers `cx`'s waker for the next
+    /// event in that direction and returns `Pending`. Many tasks may wait
+    /// on one direction (each is woken).
+    pub(crate) fn poll_ready(&self, direction: Direction, cx: &mut Context<'_>) -> Poll<Ready> {
+        if let Some(ready) = self.ready(direction) {
+            return Poll::Ready(ready);
+        }
+        let mut waiters = lock(&self.waiters);
+        let list = waiters.of(direction);
+        if !list.iter().any(|w| w.will_wake(cx.waker())) {
+            list.push(cx.waker().clone());
+        }
+        // Under the lock: an event that set the bit before we pushed the
+        // waker is seen here (the reactor sets bits before it locks).
+        match self.ready(direction) {
+            Some(ready) => Poll::Ready(ready),
+            None => Poll::Pending,
+        }
+    }
+
+    /// The tick if `direction`'s bit is set.
+    fn ready(&self, direction: Direction) -> Option<Ready> {
+        let state = self.state.load(Ordering::Acquire);
+        let bits = direction.bit() | direction.closed_bit();
+        (state & bits != 0).then_some(Ready {
+            tick: state >> TICK_SHIFT,
+        })
+    }
+
+    /// An attempt allowed by `ready` would have blocked: clears
+    /// `direction`'s bit unless an event came since (then the caller just
+    /// tries again).
+    pub(crate) fn clear_ready(&self, direction: Direction, ready: Ready) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
+                (state >> TICK_SHIFT == ready.tick).then_some(state & !direction.bit())
+            });
+    }
+
+    /// The reactor saw an event: sets `bits` ([`READ`], [`WRITE`], and the
+    /// closed bits),
+    /// moves the tick on, and appends the wakers of the tasks waiting on
+    /// those directions to `wake` (woken by the caller, outside any lock).
+    pub(crate) fn set_ready(&self, bits: usize, wake: &mut Vec<Waker>) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
+                let tick = (state >> TICK_SHIFT).wrapping_add(1);
+                Some((tick << TICK_SHIFT) | (state & BITS) | bits)
+            });
+        let mut waiters = lock(&self.waiters);
+        if bits & (READ | READ_CLOSED) != 0 {
+            wake.append(&mut waiters.readers);
+        }
+        if bits & (WRITE | WRITE_CLOSED) != 0 {
+            wake.append(&mut waiters.writers);
+        }
+    }
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize as Count;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Counter(Count);
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn waker() -> (Arc<Counter>, Waker) {
+        let counter = Arc::new(Counter(Count::new(0)));
+        (counter.clone(), Waker::from(counter))
+    }
+
+    #[test]
+    fn a_waiter_is_woken_by_an_event_in_its_direction_only() {
+        let source = Source::new();
+        let (reads, read_waker) = waker();
+        let mut cx = Context::from_waker(&read_waker);
+        assert!(source.poll_ready(Direction::Read, &mut cx).is_pending());
+        let mut wake = Vec::new();
+        source.set_ready(WRITE, &mut wake);
+        assert!(wake.is_empty(), "a write event wakes no reader");
+        source.set_ready(READ, &mut wake);
+        assert_eq!(wake.len(), 1);
+        wake.drain(..).for_each(Waker::wake);
+        assert_eq!(reads.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(source.poll_ready(Direction::Read, &mut cx).is_ready());
+    }
+
+    #[test]
+    fn readiness_stays_until_an_attempt_blocks() {
+        let source = Source::new();
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        source.set_ready(READ | WRITE, &mut Vec::new());
+        let Poll::Ready(ready) = source.poll_ready(Direction::Read, &mut cx) else {
+            panic!("set")
+        };
+        assert!(
+            source.poll_ready(Direction::Read, &mut cx).is_ready(),
+            "kept"
+        );
+        source.clear_ready(Direction::Read, ready);
+        assert!(source.poll_ready(Direction::Read, &mut cx).is_pending());
+        assert!(
+            source.poll_ready(Direction::Write, &mut cx).is_ready(),
+            "the other direction is untouched"
+        );
+    }
+
+    #[test]
+    fn a_clear_after_a_newer_event_keeps_the_bit() {
+        let source = Source::new();
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        source.set_ready(READ, &mut Vec::new());
+        let Poll::Ready(stale) = source.poll_ready(Direction::Read, &mut cx) else {
+            panic!("set")
+        };
+        // An edge arrives between the attempt and the clear.
+        source.set_ready(READ, &mut Vec::new());
+        source.clear_ready(Direction::Read, stale);
+        assert!(source.poll_ready(Direction::Read, &mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_hang_up_stays_after_the_readiness_is_cleared() {
+        let source = Source::new();
+        let (_, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        // The last data and the hang-up in one event.
+        source.set_ready(READ | READ_CLOSED, &mut Vec::new());
+        let Poll::Ready(ready) = source.poll_ready(Direction::Read, &mut cx) else {
+            panic!("set")
+        };
+        source.clear_ready(Direction::Read, ready);
+        assert!(
+            source.poll_ready(Direction::Read, &mut cx).is_ready(),
+            "the end of the stream is still to be read"
+        );
+        assert!(source.poll_ready(Direction::Write, &mut cx).is_pending());
+    }
+
+    #[test]
+    fn one_task_polled_twice_is_woken_once() {
+        let source = Source::new();
+        let (count, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        assert!(source.poll_ready(Direction::Write, &mut cx).is_pending());
+        assert!(source.poll_ready(Direction::Write, &mut cx).is_pending());
+        let mut wake = Vec::new();
+        source.set_ready(WRITE, &mut wake);
+        wake.drain(..).for_each(Waker::wake);
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}

@@ -1,0 +1,267 @@
+//! tidepool's own reactor behind `Async`: sockets under load (the workers
+//! poll it between tasks while its thread stands aside), readiness that is
+//! kept but never reported for a drained socket, end-of-file, failed
+//! connects, and deregistration.
+#![cfg(unix)]
+
+mod common;
+
+use common::{within, HANG};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::task::{Context, Poll, Waker};
+use tidepool::io::{AsyncReadExt, AsyncWriteExt};
+use tidepool::{Async, Pool};
+
+/// Many connections making round trips at once on a two-worker pool: the
+/// events come densely into busy workers, which is when the reactor's
+/// thread steps aside and the workers poll. Every echo must come back
+/// intact, and every client must finish.
+#[test]
+fn many_connections_echo_intact_on_busy_workers() {
+    within(HANG, || {
+        const CONNECTIONS: usize = 100;
+        const ROUND_TRIPS: usize = 200;
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
+        let addr = listener.get_ref().local_addr().unwrap();
+        let server = pool.spawn(async move {
+            for _ in 0..CONNECTIONS {
+                let (stream, _) = listener.accept().await.unwrap();
+                drop(tidepool::spawn(async move {
+                    let mut buf = [0u8; 256];
+                    loop {
+                        match (&stream).read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => (&stream).write_all(&buf[..n]).await.unwrap(),
+                        }
+                    }
+                }));
+            }
+        });
+        let clients: Vec<_> = (0..CONNECTIONS)
+            .map(|client| {
+                pool.spawn(async move {
+                    let mut stream = Async::<TcpStream>::connect(addr).await.unwrap();
+                    stream.get_ref().set_nodelay(true).unwrap();
+                    for trip in 0..ROUND_TRIPS {
+                        let message = format!("{client:04}:{trip:04};");
+                        stream.write_all(message.as_bytes()).await.unwrap();
+                        let mut back = vec![0u8; message.len()];
+                        stream.read_exact(&mut back).await.unwrap();
+                        assert_eq!(back, message.as_bytes(), "client {client} trip {trip}");
+                    }
+                    ROUND_TRIPS
+                })
+            })
+            .collect();
+        let trips: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+        assert_eq!(trips, CONNECTIONS * ROUND_TRIPS);
+        server.join().unwrap();
+    });
+}
+
+/// A `Waker` that does nothing, for polling by hand.
+fn noop_waker() -> Waker {
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+    Waker::from(std::sync::Arc::new(Noop))
+}
+
+/// Readiness the reactor saw is kept, but `readable` is for callers who
+/// read on their own: once they drained the socket it must wait for new
+/// data, not report the old event again (a caller's loop would spin).
+#[test]
+fn readable_waits_again_once_the_caller_drained_the_socket() {
+    within(HANG, || {
+        let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0)).unwrap();
+        let addr = socket.get_ref().local_addr().unwrap();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.send_to(b"one", addr).unwrap();
+        tidepool::block_on(socket.readable()).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(socket.get_ref().recv(&mut buf).unwrap(), 3);
+
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(
+            socket.poll_readable(&mut cx).is_pending(),
+            "drained: not readable"
+        );
+        sender.send_to(b"two", addr).unwrap();
+        tidepool::block_on(socket.readable()).unwrap();
+        assert_eq!(socket.get_ref().recv(&mut buf).unwrap(), 3);
+        assert_eq!(&buf[..3], b"two");
+    });
+}
+
+/// A stream socket's short reads clear the readiness they used; the zero
+/// of end-of-file must not, or a second read after it would wait forever.
+#[test]
+fn end_of_file_is_returned_to_every_read() {
+    within(HANG, || {
+        let (mut ours, theirs) = UnixStream::pair().unwrap();
+        let mut ours_async = Async::new(ours.try_clone().unwrap()).unwrap();
+        drop(ours);
+        let mut theirs = theirs;
+        theirs.write_all(b"last words").unwrap();
+        theirs.shutdown(Shutdown::Write).unwrap();
+        let mut text = String::new();
+        tidepool::block_on(ours_async.read_to_string(&mut text)).unwrap();
+        assert_eq!(text, "last words");
+        let mut buf = [0u8; 4];
+        for _ in 0..3 {
+            assert_eq!(tidepool::block_on(ours_async.read(&mut buf)).unwrap(), 0);
+        }
+        drop(theirs);
+        ours = ours_async.into_inner().unwrap();
+        assert_eq!(
+            ours.read(&mut buf).unwrap(),
+            0,
+            "into_inner keeps the socket"
+        );
+    });
+}
+
+/// Data written in pieces smaller than the reader's buffer, each read
+/// short: every piece still arrives (a short read clears readiness, and
+/// the next piece's edge sets it again).
+#[test]
+fn a_stream_written_in_small_pieces_arrives_whole() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let (a, b) = Async::<UnixStream>::pair().unwrap();
+        let writer = std::thread::spawn(move || {
+            let mut b = b.into_inner().unwrap();
+            b.set_nonblocking(false).unwrap();
+            for i in 0..1000u32 {
+                b.write_all(&i.to_le_bytes()).unwrap();
+                if i % 100 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let total = pool
+            .spawn(async move {
+                let mut a = a;
+                let mut all = Vec::new();
+                let mut buf = [0u8; 1024];
+                loop {
+                    match a.read(&mut buf).await.unwrap() {
+                        0 => return all,
+                        n => all.extend_from_slice(&buf[..n]),
+                    }
+                }
+            })
+            .join()
+            .unwrap();
+        writer.join().unwrap();
+        let expected: Vec<u8> = (0..1000u32).flat_map(u32::to_le_bytes).collect();
+        assert_eq!(total, expected);
+    });
+}
+
+#[test]
+fn a_refused_connect_reports_the_error() {
+    within(HANG, || {
+        // A port that was free a moment ago: nothing listens there.
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let error = tidepool::block_on(Async::<TcpStream>::connect(addr)).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+    });
+}
+
+/// Sockets made and dropped in a loop reuse descriptor numbers: each must
+/// be deregistered before its number comes back, and the new socket must
+/// get its own events.
+#[test]
+fn dropped_sockets_leave_no_registration_behind() {
+    within(HANG, || {
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for i in 0..500u32 {
+            let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0)).unwrap();
+            sender
+                .send_to(&i.to_le_bytes(), socket.get_ref().local_addr().unwrap())
+                .unwrap();
+            let mut buf = [0u8; 4];
+            let (n, from) = tidepool::block_on(socket.recv_from(&mut buf)).unwrap();
+            assert_eq!((n, u32::from_le_bytes(buf)), (4, i));
+            assert_eq!(from, sender.local_addr().unwrap());
+        }
+    });
+}
+
+/// A reader and a writer on one socket, each in its own task, through
+/// `&Async`: both directions wait independently.
+#[test]
+fn one_task_reads_while_another_writes_the_same_socket() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let (ours, theirs) = Async::<UnixStream>::pair().unwrap();
+        let ours = std::sync::Arc::new(ours);
+        let reader = {
+            let ours = ours.clone();
+            pool.spawn(async move {
+                let mut got = vec![0u8; 100_000];
+                (&*ours).read_exact(&mut got).await.unwrap();
+                got
+            })
+        };
+        let writer = {
+            let ours = ours.clone();
+            pool.spawn(async move {
+                // Larger than the socket buffer: waits for writability.
+                (&*ours).write_all(&[7u8; 300_000]).await.unwrap();
+            })
+        };
+        let echo = pool.spawn(async move {
+            let mut theirs = theirs;
+            let mut seen = 0;
+            let mut buf = [0u8; 4096];
+            while seen < 300_000 {
+                let n = theirs.read(&mut buf).await.unwrap();
+                seen += n;
+            }
+            theirs.write_all(&[9u8; 100_000]).await.unwrap();
+            seen
+        });
+        assert_eq!(echo.join().unwrap(), 300_000);
+        writer.join().unwrap();
+        assert!(reader.join().unwrap().iter().all(|&b| b == 9));
+    });
+}
+
+/// `poll_writable` on a socket whose send buffer is full is pending, and
+/// becomes ready once the peer reads.
+#[test]
+fn writable_waits_for_room_in_the_send_buffer() {
+    within(HANG, || {
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let ours = Async::new(ours).unwrap();
+        // Fill the send buffer.
+        let chunk = [1u8; 65536];
+        let mut written = 0usize;
+        loop {
+            match ours.get_ref().write(&chunk) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(ours.poll_writable(&mut cx), Poll::Pending), "full");
+        let mut drained = 0usize;
+        let mut buf = vec![0u8; 65536];
+        while drained < written {
+            drained += theirs.read(&mut buf).unwrap();
+        }
+        tidepool::block_on(ours.writable()).unwrap();
+    });
+}
