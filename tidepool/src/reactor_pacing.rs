@@ -1,7 +1,8 @@
 //! When the threads that drive I/O reactors pause: async-io's own thread
-//! (which wakes tidepool's [`Async`](crate::Async) and [`Timer`](crate::Timer)
-//! tasks) and the shared tokio runtime's thread (the `tokio` feature,
-//! `interop`).
+//! (which wakes tasks waiting on a [`Timer`](crate::Timer); tidepool's
+//! [`Async`](crate::Async) has its own reactor, whose thread steps aside
+//! instead, `reactor::handoff`, asking [`take_queued_behind_busy`] when)
+//! and the shared tokio runtime's thread (the `tokio` feature, `interop`).
 //!
 //! # Why pause
 //!
