@@ -265,3 +265,17 @@ fn writable_waits_for_room_in_the_send_buffer() {
         tidepool::block_on(ours.writable()).unwrap();
     });
 }
+
+/// A regular file cannot wait in epoll: the error says so and what to do
+/// instead, rather than the OS's bare "Operation not permitted".
+#[test]
+fn a_regular_file_is_refused_with_an_explanation() {
+    let path = std::env::temp_dir().join(format!("tidepool-reactor-file-{}", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
+    let error = Async::new(file).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(error.kind(), std::io::ErrorKind::Unsupported);
+    let message = error.to_string();
+    assert!(message.contains("regular files"), "{message}");
+    assert!(message.contains("spawn_fn"), "{message}");
+}

@@ -157,7 +157,7 @@ impl Reactor {
             .register(&mut SourceFd(&fd), Token(key), interest)
         {
             lock_std(&self.sources).remove(key);
-            return Err(e);
+            return Err(explain_refused(fd, e));
         }
         Ok((key, source))
     }
@@ -255,6 +255,23 @@ thread_local! {
 /// connections, before this).
 pub(crate) fn waking_from_poll() -> bool {
     WAKING_FROM_POLL.try_with(Cell::get).unwrap_or(false)
+}
+
+/// The OS's refusal to register `fd`, with what to do when the cause is
+/// the kind of descriptor (epoll takes no regular file or directory: they
+/// are always ready, and reading them blocks the thread either way).
+fn explain_refused(fd: RawFd, error: io::Error) -> io::Error {
+    if error.raw_os_error() != Some(libc::EPERM) {
+        return error;
+    }
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "descriptor {fd} cannot wait in the reactor ({error}): regular files and \
+             directories are always ready; read them with blocking calls inside \
+             `spawn_fn` (tidepool detects the block) instead of wrapping them in `Async`"
+        ),
+    )
 }
 
 /// Locks a std mutex ignoring poisoning (the reactor's own locks: not a
