@@ -109,19 +109,7 @@ impl Reactor {
         let reactor = match REACTOR.get() {
             Some(reactor) => reactor,
             None => {
-                let poll = Poll::new()?;
-                let registry = poll.registry().try_clone()?;
-                let made = Reactor {
-                    registry,
-                    poller: Mutex::new(Poller {
-                        poll,
-                        events: Events::with_capacity(EVENTS),
-                        wake: Vec::new(),
-                    }),
-                    sources: Mutex::new(Slab::new()),
-                    handoff: Handoff::new(),
-                    thread: OnceLock::new(),
-                };
+                let made = Reactor::new()?;
                 REACTOR.get_or_init(|| made)
             }
         };
@@ -139,6 +127,23 @@ impl Reactor {
             let _ = reactor.thread.set(thread.thread().clone());
         }
         Ok(reactor)
+    }
+
+    /// A reactor without its thread (which [`get`](Self::get) starts).
+    fn new() -> io::Result<Reactor> {
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        Ok(Reactor {
+            registry,
+            poller: Mutex::new(Poller {
+                poll,
+                events: Events::with_capacity(EVENTS),
+                wake: Vec::new(),
+            }),
+            sources: Mutex::new(Slab::new()),
+            handoff: Handoff::new(),
+            thread: OnceLock::new(),
+        })
     }
 
     /// The reactor if something made it already (no side effects).
@@ -361,4 +366,110 @@ fn poll_now(reactor: &Reactor) -> usize {
     };
     reactor.handoff.polled();
     reactor.poll_and_wake(&mut poller, Some(Duration::ZERO))
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::task::Context;
+
+    /// A reactor of the test's own, without a thread (so nothing else
+    /// polls it), with one socket of a pair registered and not yet ready.
+    fn reactor_with_a_socket() -> (Reactor, Arc<Source>, UnixStream, UnixStream) {
+        let reactor = Reactor::new().unwrap();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let (_key, source) = reactor.register(ours.as_raw_fd()).unwrap();
+        // The registration's first event (writable), taken here and not
+        // counted as a worker's poll.
+        reactor.poll_and_wake(&mut lock_std(&reactor.poller), Some(Duration::ZERO));
+        (reactor, source, ours, theirs)
+    }
+
+    fn readable(source: &Source) -> bool {
+        let waker = Waker::from(Arc::new(NoWake));
+        source
+            .poll_ready(source::Direction::Read, &mut Context::from_waker(&waker))
+            .is_ready()
+    }
+
+    struct NoWake;
+    impl std::task::Wake for NoWake {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    #[test]
+    fn a_worker_polls_between_tasks_while_the_thread_is_aside() {
+        let (reactor, source, _ours, mut theirs) = reactor_with_a_socket();
+        let worker = WorkerPolls::default();
+        theirs.write_all(b"x").unwrap();
+        // The thread steps aside while this worker is awake.
+        worker.between_tasks_cold(&reactor, || true);
+        assert!(reactor.handoff.step_aside());
+        assert!(!readable(&source), "nobody polled yet");
+        // Nothing queued: the worker's next boundary polls.
+        worker.between_tasks_cold(&reactor, || true);
+        assert_eq!(reactor.handoff.polls(), 1);
+        assert!(readable(&source), "the worker's poll saw the event");
+        // Parking, the last awake worker takes the thread's place back.
+        assert!(reactor.handoff.worker_sleeps());
+        worker.counted.set(false);
+    }
+
+    #[test]
+    fn a_busy_worker_polls_only_every_so_many_tasks() {
+        let (reactor, source, _ours, mut theirs) = reactor_with_a_socket();
+        let worker = WorkerPolls::default();
+        worker.between_tasks_cold(&reactor, || false);
+        assert!(reactor.handoff.step_aside());
+        theirs.write_all(b"x").unwrap();
+        // Work queued: the first POLL_EVERY - 1 boundaries do not poll.
+        for _ in 0..POLL_EVERY - 1 {
+            worker.between_tasks_cold(&reactor, || false);
+        }
+        assert_eq!(reactor.handoff.polls(), 0);
+        assert!(!readable(&source));
+        worker.between_tasks_cold(&reactor, || false);
+        assert_eq!(reactor.handoff.polls(), 1);
+        assert!(readable(&source));
+        assert!(reactor.handoff.worker_sleeps());
+        worker.counted.set(false);
+    }
+
+    #[test]
+    fn with_the_thread_in_the_reactor_workers_do_not_poll() {
+        let (reactor, _source, _ours, _theirs) = reactor_with_a_socket();
+        let worker = WorkerPolls::default();
+        for _ in 0..2 * POLL_EVERY {
+            worker.between_tasks_cold(&reactor, || true);
+        }
+        assert_eq!(reactor.handoff.polls(), 0);
+        assert!(!reactor.handoff.worker_sleeps(), "not aside: no call-back");
+        worker.counted.set(false);
+    }
+
+    /// Records whether the scheduler would see `waking_from_poll` when
+    /// the task is woken.
+    struct SeesFlag(std::sync::Mutex<Option<bool>>);
+    impl std::task::Wake for SeesFlag {
+        fn wake(self: Arc<Self>) {
+            *self.0.lock().unwrap() = Some(waking_from_poll());
+        }
+    }
+
+    #[test]
+    fn tasks_a_poll_wakes_are_marked_for_the_back_of_their_lane() {
+        let (reactor, source, _ours, mut theirs) = reactor_with_a_socket();
+        let seen = Arc::new(SeesFlag(std::sync::Mutex::new(None)));
+        let waker = Waker::from(Arc::clone(&seen));
+        let pending = source.poll_ready(source::Direction::Read, &mut Context::from_waker(&waker));
+        assert!(pending.is_pending());
+        theirs.write_all(b"x").unwrap();
+        assert_eq!(poll_now(&reactor), 1);
+        assert_eq!(*seen.0.lock().unwrap(), Some(true), "marked while woken");
+        assert!(!waking_from_poll(), "and only then");
+    }
 }
