@@ -6,9 +6,9 @@
 //! asleep wakes it, and the kernel does that inside the sender's system
 //! call, on a core the workers need; then the thread wakes the task, which
 //! crosses to a worker. While the workers are busy anyway, they can look
-//! for events themselves between tasks (a `epoll_wait` that does not wait)
-//! and run the tasks those events wake on their own deque: no sleeping
-//! thread to wake, no hop. So while workers are busy and events are dense,
+//! for events themselves between tasks (an `epoll_wait` that does not
+//! wait) and queue the tasks those events wake for themselves and the
+//! other workers: no sleeping thread to wake, no hop. So while workers are busy and events are dense,
 //! the thread *steps aside* (sleeps away from the reactor) and the workers
 //! poll.
 //!

@@ -14,8 +14,9 @@
 //! * **Polled by busy workers** (`handoff`). A thread of the reactor's own
 //!   waits for events while the pool is quiet (an idle pool uses no CPU:
 //!   the thread sleeps in `epoll_wait`); while workers are busy and events
-//!   are dense, it steps aside and the workers poll between tasks, running
-//!   the tasks an event wakes on their own deques.
+//!   are dense, it steps aside and the workers poll between tasks; the
+//!   tasks an event wakes queue at the back of their lanes
+//!   ([`waking_from_poll`]).
 //! * Built on [mio](https://docs.rs/mio) (epoll on Linux, kqueue on the
 //!   BSDs and macOS) for the registration and the wait.
 //!
