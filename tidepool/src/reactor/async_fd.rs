@@ -367,17 +367,9 @@ fn poll_io<R>(
     source: &Source,
     direction: Direction,
     cx: &mut Context<'_>,
-    mut op: impl FnMut() -> io::Result<R>,
+    op: impl FnMut() -> io::Result<R>,
 ) -> Poll<io::Result<R>> {
-    loop {
-        let ready: Ready = ready!(source.poll_ready(direction, cx));
-        match op() {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                source.clear_ready(direction, ready);
-            }
-            result => return Poll::Ready(result),
-        }
-    }
+    poll_until_blocked(source, direction, cx, op, |_| false)
 }
 
 /// [`poll_io`] for a read or write of `len` bytes: on a stream socket
@@ -390,19 +382,35 @@ fn poll_bytes(
     stream_socket: bool,
     len: usize,
     cx: &mut Context<'_>,
-    mut op: impl FnMut() -> io::Result<usize>,
+    op: impl FnMut() -> io::Result<usize>,
 ) -> Poll<io::Result<usize>> {
+    poll_until_blocked(source, direction, cx, op, |&n| {
+        stream_socket && n > 0 && n < len
+    })
+}
+
+/// The loop of [`poll_io`] and [`poll_bytes`]: `drained` says whether a
+/// successful result also used up the readiness.
+fn poll_until_blocked<R>(
+    source: &Source,
+    direction: Direction,
+    cx: &mut Context<'_>,
+    mut op: impl FnMut() -> io::Result<R>,
+    drained: impl Fn(&R) -> bool,
+) -> Poll<io::Result<R>> {
     loop {
         let ready: Ready = ready!(source.poll_ready(direction, cx));
         match op() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 source.clear_ready(direction, ready);
             }
-            Ok(n) if stream_socket && n > 0 && n < len => {
-                source.clear_ready(direction, ready);
-                return Poll::Ready(Ok(n));
+            Ok(done) => {
+                if drained(&done) {
+                    source.clear_ready(direction, ready);
+                }
+                return Poll::Ready(Ok(done));
             }
-            result => return Poll::Ready(result),
+            Err(e) => return Poll::Ready(Err(e)),
         }
     }
 }
