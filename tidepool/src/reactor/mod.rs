@@ -59,10 +59,11 @@ const DENSE: Duration = Duration::from_millis(1);
 
 /// While the thread is aside, a worker polls every this many tasks, and
 /// whenever the pool's queues run dry. tokio's workers look at their
-/// driver every 61 tasks; polling whenever this worker's deque ran dry
-/// polled after nearly every task in the lab's `async-io` (its tasks
-/// wait on the lanes, not on deques: `waking_from_poll`), 0.34 polls
-/// per round trip against tokio's 0.03.
+/// driver every 61 tasks. A first rule, polling whenever this worker's
+/// deque ran dry, polled after nearly every task in the lab's `async-io`
+/// (its tasks wait on the lanes, not on deques: `waking_from_poll`);
+/// with this one, `epoll_wait` calls per round trip are near tokio's
+/// (docs/measurements.md, "tidepool's own reactor").
 const POLL_EVERY: u32 = 32;
 
 /// The reactor (module docs).
@@ -256,9 +257,10 @@ thread_local! {
 /// The scheduler queues those at the back of their lane, not on the
 /// worker's LIFO deque: a worker that polls between tasks would otherwise
 /// push each poll's tasks on top of the last poll's, and under a steady
-/// stream of events the oldest would wait until the stream paused (p99
-/// round trip 16 ms against tokio's 1.9 in the lab's `async-io`, 200
-/// connections, before this).
+/// stream of events the oldest would wait until the stream paused (a
+/// first version did this, and its p99 round trip in the lab's
+/// `async-io` was several times tokio's; a check of three repetitions,
+/// not a measured figure).
 pub(crate) fn waking_from_poll() -> bool {
     WAKING_FROM_POLL.try_with(Cell::get).unwrap_or(false)
 }
