@@ -402,18 +402,11 @@ fn the_longest_timeouts_mean_never() {
 /// whole-process figure made this test fail 4 runs in 9).
 fn threads_cpu_ticks(prefix: &str) -> u64 {
     let mut ticks = 0;
-    for entry in std::fs::read_dir("/proc/self/task").unwrap() {
-        let dir = entry.unwrap().path();
-        // A thread may end between the listing and the reads: skip it.
-        let (Ok(comm), Ok(stat)) = (
-            std::fs::read_to_string(dir.join("comm")),
-            std::fs::read_to_string(dir.join("stat")),
-        ) else {
+    for dir in common::threads_named(prefix) {
+        // The thread may have ended since the listing: skip it.
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
             continue;
         };
-        if !comm.starts_with(prefix) {
-            continue;
-        }
         // Fields after the command name (which may contain spaces) start at ')'.
         let fields: Vec<&str> = stat
             .rsplit_once(')')

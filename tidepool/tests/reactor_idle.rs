@@ -13,21 +13,14 @@ use std::time::Duration;
 use tidepool::io::{AsyncReadExt, AsyncWriteExt};
 use tidepool::{Async, Pool};
 
-/// Voluntary context switches of this process's threads named `name`
-/// (each wake-up from a sleep is one).
-fn wakeups_of(name: &str) -> u64 {
+/// Voluntary context switches of this process's threads whose name starts
+/// with `prefix` (each wake-up from a sleep is one).
+fn wakeups_of(prefix: &str) -> u64 {
     let mut total = 0;
-    for entry in std::fs::read_dir("/proc/self/task").unwrap() {
-        let dir = entry.unwrap().path();
-        let (Ok(comm), Ok(status)) = (
-            std::fs::read_to_string(dir.join("comm")),
-            std::fs::read_to_string(dir.join("status")),
-        ) else {
+    for dir in common::threads_named(prefix) {
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
             continue;
         };
-        if comm.trim_end() != name {
-            continue;
-        }
         for line in status.lines() {
             if let Some(count) = line.strip_prefix("voluntary_ctxt_switches:") {
                 total += count.trim().parse::<u64>().unwrap();

@@ -39,6 +39,23 @@ pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool 
     condition()
 }
 
+/// The `/proc/self/task` folders of this process's threads whose name
+/// (`comm`, cut to 15 bytes) starts with `prefix`, for tests that read a
+/// pool's own threads rather than the whole test binary, whose other
+/// tests run in parallel. A thread may end between the listing and the
+/// caller's reads: callers skip files they cannot read.
+#[cfg(target_os = "linux")]
+pub fn threads_named(prefix: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|entry| {
+            let dir = entry.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            comm.starts_with(prefix).then_some(dir)
+        })
+        .collect()
+}
+
 /// Asserts that a pool's task counters add up.
 pub fn assert_counters_add_up(m: &tidepool::Metrics) {
     assert_eq!(
