@@ -7,9 +7,11 @@
 //! wake or drop a task after these locals are gone, and a panic there would
 //! abort the process (it would happen in a destructor).
 
+use super::presumed::PresumedRun;
 use super::task::Runnable;
 use super::work::Work;
 use super::Shared;
+use crate::metrics::Outcome;
 use crate::sync::Arc;
 use crossbeam_deque::Worker;
 use std::cell::RefCell;
@@ -36,6 +38,22 @@ pub(crate) struct WorkerContext {
     /// seen to on a loaded machine). Taken (left empty) by the task it is
     /// handed.
     pub(crate) run_delay_at_park: std::cell::Cell<Option<std::time::Duration>>,
+    /// The task presumed blocking that this worker runs now, if any: its
+    /// end ([`count_task_end`]) records the verdict on its kind before its
+    /// output reaches its handle. Set aside while the task helps the pool
+    /// (`worker::help_until`), so a task it runs meanwhile is not taken
+    /// for it.
+    pub(crate) presumed_run: std::cell::Cell<Option<PresumedRun>>,
+}
+
+impl WorkerContext {
+    /// Judges the presumed task this worker runs, if it has not been
+    /// judged yet (see [`PresumedRun::end`]).
+    pub(crate) fn end_presumed_run(&self) {
+        if let Some(run) = self.presumed_run.take() {
+            run.end(&self.shared, &self.probe);
+        }
+    }
 }
 
 thread_local! {
@@ -175,6 +193,25 @@ pub(crate) fn draining<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
     let result = f();
     let _ = DRAINING.try_with(|d| *d.borrow_mut() = previous);
     result
+}
+
+/// Counts a task's end in the pool it belongs to (see [`with_task_pool`]).
+/// A task that finished on a worker running it presumed blocking is judged
+/// first ([`WorkerContext::end_presumed_run`]): whoever sees the output
+/// then sees the verdict too. Not a cancelled task: one dropped here while
+/// the presumed task runs (its handle cancelled by the presumed task) is
+/// not the one presumed.
+pub(crate) fn count_task_end(outcome: Outcome) {
+    let draining = DRAINING.try_with(|d| d.borrow().clone()).ok().flatten();
+    if let Some(shared) = draining {
+        return shared.task_ended(current_index(&shared), outcome);
+    }
+    if let Some(ctx) = current() {
+        if outcome != Outcome::Cancelled {
+            ctx.end_presumed_run();
+        }
+        ctx.shared.task_ended(Some(ctx.index), outcome);
+    }
 }
 
 /// Records a task's queue-to-first-poll latency, in `sys::ticks`: in the

@@ -21,6 +21,7 @@ pub(crate) mod context;
 pub(crate) mod kinds;
 mod lifecycle;
 pub(crate) mod park;
+pub(crate) mod presumed;
 mod queues;
 pub(crate) mod task;
 mod threads;

@@ -346,7 +346,7 @@ impl<G: MaybeGate> EndGuard<G> {
         if let Some(gate) = self.gate.get() {
             gate.ended(outcome);
         }
-        super::context::with_task_pool(|shared, index| shared.task_ended(index, outcome));
+        super::context::count_task_end(outcome);
     }
 }
 

@@ -149,6 +149,9 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
         return false;
     }
     let status = &entry.status;
+    // A presumed task waiting here is judged by its own end, not by the
+    // end of a task it helps with meanwhile.
+    let presumed = ctx.presumed_run.take();
     // Suspend the waiting task: the monitor must not take the wait for a
     // blocked task. `false`: its slot was given away already.
     let mut holding = status.end_task();
@@ -187,6 +190,7 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     // record is the waiting task's again (before the status that makes it
     // look).
     entry.kind.store(waiting_kind, Ordering::Relaxed);
+    ctx.presumed_run.set(presumed);
     if holding {
         status.begin_task();
     } else {

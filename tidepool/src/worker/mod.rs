@@ -48,12 +48,12 @@ pub(crate) use schedule::{
     wake_or_start, Declared,
 };
 
-use crate::control::policy::BUSY_CPU_SHARE;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
-use crate::runtime::kinds::{Kind, Presumed};
+use crate::runtime::kinds::Kind;
 use crate::runtime::park::{self, Idle, Wake};
+use crate::runtime::presumed::PresumedRun;
 use crate::runtime::retry_until_settled;
 use crate::runtime::task::Runnable;
 use crate::runtime::{Priority, Shared, Work};
@@ -113,6 +113,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         probe,
         // A thread just started has not waited for a core yet.
         run_delay_at_park: std::cell::Cell::new(Some(std::time::Duration::ZERO)),
+        presumed_run: std::cell::Cell::new(None),
     });
     context::enter(Rc::clone(&ctx));
 
@@ -698,12 +699,6 @@ fn could_presume(shared: &Shared, task: &Runnable) -> bool {
     task.metadata().claim.is_closure() && shared.compensates_blocking()
 }
 
-/// A presumed task that ends within this share of a monitor interval
-/// (125 µs at the default 1 ms) counts against its kind's credit
-/// (`runtime::kinds`): the items of a lock convoy take microseconds, while
-/// blocking worth a thread of its own takes a good part of an interval.
-const SHORT_SHARE: u32 = 8;
-
 /// How many queued tasks presumed blocking a worker that starts one hands
 /// a thread each (`fan_out`) before its own. Two: a queue of such tasks
 /// then starts as a tree, doubling the threads starting at once each
@@ -792,73 +787,20 @@ fn run_presumed_blocking(
     if shared.lanes.has_work(Priority::Normal) || !ctx.local.is_empty() {
         fan_out(ctx);
     }
-    // Every way here took a presumption for the task (it is ended below,
-    // with what the task did); the task itself is gone after the run.
+    // Every way here took a presumption for the task (it is ended with
+    // the verdict on what the task did); the task itself is gone after the
+    // run.
     let held = task.metadata().presumption.let_go();
-    // Read here, not when the thread parked or started: what it did since
-    // (its start hook, the hand-offs above) is not the task's CPU. A start
-    // hook's 20 ms, charged to a 5 ms sleep, marked a kind that blocks as
-    // one that computes, never presumed again.
-    let cpu_before = ctx.probe.cpu_time();
-    let started = Instant::now();
+    ctx.presumed_run.set(Some(PresumedRun::start(
+        kind,
+        held,
+        &ctx.probe,
+        run_delay_before,
+    )));
     run_task(task);
-    let wall = started.elapsed();
-    let cpu = match (cpu_before, ctx.probe.cpu_time()) {
-        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
-        _ => None,
-    };
-    let interval = shared.config.monitor_interval;
-    // The time it waited runnable for a core, read only when the CPU time
-    // alone leaves it open (a file read). Counted from when the thread
-    // parked or started (a read before the task would put a file read on
-    // its start), so a wait for a core before the task counts too: that
-    // only lowers the bar for a task that used a whole interval of CPU.
-    let waited_for_core = || match (run_delay_before, ctx.probe.run_delay()) {
-        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
-        _ => None,
-    };
-    let what = match cpu {
-        Some(cpu) if computed(cpu, wall, interval, waited_for_core) => {
-            ThreadCounters::bump(&shared.threads.counters.presumptions_failed);
-            Some(Presumed::Computed)
-        }
-        // Far shorter than anything the monitor would have caught: a
-        // thread spent on a task that hardly waited (a convoy's item).
-        _ if wall < interval / SHORT_SHARE => Some(Presumed::Short),
-        // Long enough that the monitor would have caught it blocked.
-        _ if wall >= interval => Some(Presumed::Waited),
-        // In between (a wait of a few hundred microseconds): no evidence
-        // either way.
-        _ => None,
-    };
-    if held {
-        kind.presumption_over(what);
-    }
-}
-
-/// Whether a presumed task that ran for `wall` and used `cpu` of it
-/// computed: at least a monitor interval of CPU, and a CPU share a blocked
-/// task never reaches ([`BUSY_CPU_SHARE`]) of the time it could run: its
-/// wall time less what `waited_for_core` says it spent runnable waiting for
-/// a core (asked only when the share of the whole wall time falls short).
-/// Without that discount, on a loaded machine a computing task got less
-/// than the share of its wall time, was taken for blocking, and was
-/// presumed again: more CPU-bound threads where the cores were already
-/// short (`tests/control_presumed.rs` failed 1 run in 20 on it).
-fn computed(
-    cpu: Duration,
-    wall: Duration,
-    interval: Duration,
-    waited_for_core: impl FnOnce() -> Option<Duration>,
-) -> bool {
-    let busy_share_of = |time: Duration| cpu.as_secs_f64() >= time.as_secs_f64() * BUSY_CPU_SHARE;
-    if cpu < interval {
-        return false;
-    }
-    if busy_share_of(wall) {
-        return true;
-    }
-    waited_for_core().is_some_and(|waited| busy_share_of(wall.saturating_sub(waited)))
+    // The task's end judged it (`context::count_task_end`), unless it was
+    // dropped unrun (its handle cancelled it first): judged here, short.
+    ctx.end_presumed_run();
 }
 
 /// Runs one task (between its status's begin and end).
@@ -897,44 +839,4 @@ fn try_retire(shared: &Shared) -> bool {
         shared.config.min_threads
     };
     shared.threads.count_retire(floor)
-}
-
-#[cfg(all(test, not(tidepool_loom)))]
-mod tests {
-    use super::*;
-
-    const INTERVAL: Duration = Duration::from_millis(1);
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    #[test]
-    fn a_task_that_used_a_quarter_of_its_wall_time_computed() {
-        let unasked = || -> Option<Duration> { panic!("the CPU share decided") };
-        assert!(computed(ms(5), ms(20), INTERVAL, unasked));
-        assert!(computed(ms(20), ms(20), INTERVAL, unasked));
-    }
-
-    #[test]
-    fn a_task_under_a_monitor_interval_of_cpu_did_not() {
-        let unasked = || -> Option<Duration> { panic!("too little CPU decided") };
-        assert!(!computed(
-            Duration::from_micros(900),
-            ms(1),
-            INTERVAL,
-            unasked
-        ));
-    }
-
-    #[test]
-    fn time_spent_waiting_for_a_core_is_not_held_against_a_computing_task() {
-        // 3 ms of CPU in 20 ms, 16 of them runnable on a loaded machine:
-        // it computed whenever it could.
-        assert!(computed(ms(3), ms(20), INTERVAL, || Some(ms(16))));
-        // The same, asleep for 16 ms instead: it blocked.
-        assert!(!computed(ms(3), ms(20), INTERVAL, || Some(Duration::ZERO)));
-        // Nothing to read the run delay from: judged by the wall time.
-        assert!(!computed(ms(3), ms(20), INTERVAL, || None));
-    }
 }
