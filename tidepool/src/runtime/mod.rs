@@ -32,7 +32,7 @@ pub(crate) use lifecycle::{Exits, Latch};
 pub use queues::Priority;
 pub(crate) use queues::{retry_until_settled, Lanes};
 pub use task::PanicPayload;
-pub(crate) use threads::{Entry, StartFailure, Threads};
+pub(crate) use threads::{Entry, OwnQueues, StartFailure, Threads};
 pub(crate) use work::{Job, JobRef, Work};
 
 use crate::control::signal::MonitorSignal;
@@ -199,7 +199,8 @@ impl Shared {
                 .threads
                 .used()
                 .iter()
-                .any(|entry| entry.stealer().is_some_and(|s| !s.is_empty()))
+                .flat_map(Entry::stealers)
+                .any(|s| !s.is_empty())
     }
 
     /// Tasks waiting in queues now.
@@ -209,7 +210,7 @@ impl Shared {
                 .threads
                 .used()
                 .iter()
-                .filter_map(Entry::stealer)
+                .flat_map(Entry::stealers)
                 .map(|s| s.len())
                 .sum::<usize>()
     }
@@ -218,7 +219,7 @@ impl Shared {
     pub(crate) fn drain_queues(self: &Arc<Self>) {
         context::draining(self, || {
             self.lanes.drain(drop);
-            for stealer in self.threads.used().iter().filter_map(Entry::stealer) {
+            for stealer in self.threads.used().iter().flat_map(Entry::stealers) {
                 while let Some(task) = retry_until_settled(|| stealer.steal()) {
                     drop(task);
                 }
