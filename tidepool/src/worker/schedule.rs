@@ -73,17 +73,19 @@ fn waking_from_poll() -> bool {
 }
 
 /// How many tasks a worker's polled queue keeps (`runtime::OwnQueues::polled`);
-/// a poll's tasks beyond them go to their lane. Measured with
-/// `tidepool-lab async-io --only tidepool-async,tokio --repeat 5` (1,000
-/// connections, two workers), throughput as a ratio to tokio's in the same
-/// run: no polled queue (every woken task on the lane) 0.90, 0.90, 0.91;
-/// 16: 0.87, 0.91, 1.00; 32: 0.97, 0.95, 1.00; 64: 0.98, 0.99, 1.02,
-/// 0.97, 0.99 with a p99 below tokio's in each; 128: 0.99, 1.16, 1.01
-/// with a p99 above tokio's in two of three. A few dozen connections per
-/// worker then stay in cache and take turns quickly, while the rest wait
-/// on the lane, which every worker serves at least once in
-/// `FAIRNESS_INTERVAL` picks: the more kept, the longer the wait there.
-pub(crate) const POLLED_KEPT: usize = 64;
+/// a poll's tasks beyond them go to their lane. A few dozen connections per
+/// worker then take turns quickly and stay in cache, while the rest wait on
+/// the lane, which every worker serves at least once per
+/// `FAIRNESS_INTERVAL` picks: the more kept, the faster the kept ones and
+/// the longer the wait of the rest. Measured with `tidepool-lab async-io
+/// --only tidepool-async,tokio --repeat 5` (1,000 connections, two
+/// workers; each figure a run's median of 5, as a ratio to tokio's in the
+/// same run), alternating binaries: 32 kept, round trips/s 0.98, 0.97,
+/// 0.98, p99 0.78, 0.62, 0.59 of tokio's; 64 kept, round trips/s 1.00,
+/// 1.00, 0.96, p99 0.95, 0.83, 1.01. None kept (every woken task on the
+/// lane), in runs beside 64 kept: round trips/s 0.90, 0.98, 0.96, 0.88,
+/// 0.94, 0.92, p99 a third of tokio's.
+pub(crate) const POLLED_KEPT: usize = 32;
 
 /// Schedules a runnable task (spawned or woken): through its gate if it has
 /// one (then to its lane's admitted FIFO), else onto the worker's deque or
