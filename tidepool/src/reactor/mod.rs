@@ -254,25 +254,15 @@ thread_local! {
 }
 
 /// Whether the calling thread is waking tasks a reactor poll found ready.
-/// The scheduler queues those on the polling worker's polled queue (FIFO,
-/// bounded: `runtime::OwnQueues::polled`), not on its LIFO deque: a worker
-/// that polls between tasks would otherwise push each poll's tasks on top
-/// of the last poll's, and under a steady stream of events the oldest
-/// would wait until the stream paused (a first version did this, and its
-/// p99 round trip in the lab's `async-io` was several times tokio's; a
-/// check of three repetitions, not a measured figure).
+/// The scheduler queues those at the back of their lane, not on the
+/// worker's LIFO deque: a worker that polls between tasks would otherwise
+/// push each poll's tasks on top of the last poll's, and under a steady
+/// stream of events the oldest would wait until the stream paused (a
+/// first version did this, and its p99 round trip in the lab's
+/// `async-io` was several times tokio's; a check of three repetitions,
+/// not a measured figure).
 pub(crate) fn waking_from_poll() -> bool {
     WAKING_FROM_POLL.try_with(Cell::get).unwrap_or(false)
-}
-
-/// Runs `f` as if this thread were waking the tasks a poll found ready,
-/// for tests of what the scheduler does with them.
-#[cfg(all(test, not(tidepool_loom)))]
-pub(crate) fn as_if_polled<R>(f: impl FnOnce() -> R) -> R {
-    WAKING_FROM_POLL.with(|flag| flag.set(true));
-    let result = f();
-    WAKING_FROM_POLL.with(|flag| flag.set(false));
-    result
 }
 
 /// The OS's refusal to register `fd`, with what to do when the cause is
@@ -474,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn tasks_a_poll_wakes_are_marked_for_the_polled_queue() {
+    fn tasks_a_poll_wakes_are_marked_for_the_back_of_their_lane() {
         let (reactor, source, _ours, mut theirs) = reactor_with_a_socket();
         let seen = Arc::new(SeesFlag(std::sync::Mutex::new(None)));
         let waker = Waker::from(Arc::clone(&seen));

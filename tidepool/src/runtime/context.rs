@@ -24,11 +24,8 @@ pub(crate) struct WorkerContext {
     pub(crate) shared: Arc<Shared>,
     /// The worker's entry index.
     pub(crate) index: usize,
-    /// The owning end of the worker's deque (LIFO).
+    /// The owning end of the worker's deque.
     pub(crate) local: Worker<Work>,
-    /// The owning end of the worker's queue of tasks its reactor polls
-    /// woke (FIFO; see `runtime::OwnQueues::polled`).
-    pub(crate) polled: Worker<Work>,
     /// The worker's probe (the same the monitor reads through the entry),
     /// kept here so the worker reads its own CPU clock without the entry's
     /// lock.
@@ -50,11 +47,6 @@ pub(crate) struct WorkerContext {
 }
 
 impl WorkerContext {
-    /// True if neither of this worker's own queues holds anything.
-    pub(crate) fn nothing_queued_here(&self) -> bool {
-        self.local.is_empty() && self.polled.is_empty()
-    }
-
     /// Judges the presumed task this worker runs, if it has not been
     /// judged yet (see [`PresumedRun::end`]).
     pub(crate) fn end_presumed_run(&self) {
@@ -166,27 +158,6 @@ pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Run
             if Arc::ptr_eq(&ctx.shared, shared) {
                 if let Some(runnable) = runnable.take() {
                     ctx.local.push(Work::Task(runnable));
-                }
-            }
-        }
-    });
-    runnable
-}
-
-/// Pushes `runnable` on the current thread's polled queue if it is a
-/// worker of `shared` and that queue holds fewer than `kept` tasks; gives
-/// it back otherwise (like [`push_local`]).
-pub(crate) fn push_polled(
-    shared: &Arc<Shared>,
-    runnable: Runnable,
-    kept: usize,
-) -> Option<Runnable> {
-    let mut runnable = Some(runnable);
-    let _ = CURRENT.try_with(|current| {
-        if let Some(ctx) = &*current.borrow() {
-            if Arc::ptr_eq(&ctx.shared, shared) && ctx.polled.len() < kept {
-                if let Some(runnable) = runnable.take() {
-                    ctx.polled.push(Work::Task(runnable));
                 }
             }
         }

@@ -32,7 +32,7 @@ pub(crate) use lifecycle::{Exits, Latch};
 pub use queues::Priority;
 pub(crate) use queues::{retry_until_settled, Lanes};
 pub use task::PanicPayload;
-pub(crate) use threads::{Entry, OwnQueues, StartFailure, Threads};
+pub(crate) use threads::{Entry, StartFailure, Threads};
 pub(crate) use work::{Job, JobRef, Work};
 
 use crate::control::signal::MonitorSignal;
@@ -199,8 +199,7 @@ impl Shared {
                 .threads
                 .used()
                 .iter()
-                .flat_map(Entry::stealers)
-                .any(|s| !s.is_empty())
+                .any(|entry| entry.stealer().is_some_and(|s| !s.is_empty()))
     }
 
     /// Tasks waiting in queues now.
@@ -210,7 +209,7 @@ impl Shared {
                 .threads
                 .used()
                 .iter()
-                .flat_map(Entry::stealers)
+                .filter_map(Entry::stealer)
                 .map(|s| s.len())
                 .sum::<usize>()
     }
@@ -219,7 +218,7 @@ impl Shared {
     pub(crate) fn drain_queues(self: &Arc<Self>) {
         context::draining(self, || {
             self.lanes.drain(drop);
-            for stealer in self.threads.used().iter().flat_map(Entry::stealers) {
+            for stealer in self.threads.used().iter().filter_map(Entry::stealer) {
                 while let Some(task) = retry_until_settled(|| stealer.steal()) {
                     drop(task);
                 }

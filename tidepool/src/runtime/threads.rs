@@ -25,12 +25,11 @@ use std::time::Duration;
 pub(crate) struct Entry {
     /// Phase and task tick, read by the monitor.
     pub(crate) status: TaskStatus,
-    /// The stealing ends of this entry's queues, created with the first
-    /// worker.
-    stealers: OnceLock<Stealers>,
-    /// The owning ends, held by the thread while it runs; kept here between
+    /// The stealing end of this entry's deque, created with the first worker.
+    stealer: OnceLock<Stealer<Work>>,
+    /// The owning end, held by the thread while it runs; kept here between
     /// threads so tasks left behind stay stealable.
-    queues: Mutex<Option<OwnQueues>>,
+    deque: Mutex<Option<Worker<Work>>>,
     /// This worker's shard of the task counters.
     pub(crate) counters: CachePadded<TaskCounters>,
     /// Start latencies of the tasks this worker started.
@@ -51,47 +50,24 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// The stealing end of this entry's deque (not its polled queue), if
-    /// it ever had one.
+    /// The stealing end of this entry's deque, if it ever had one.
     pub(crate) fn stealer(&self) -> Option<&Stealer<Work>> {
-        self.stealers.get().map(|s| &s.deque)
+        self.stealer.get()
     }
 
-    /// The stealing end of this entry's polled queue, if it ever had one.
-    pub(crate) fn polled_stealer(&self) -> Option<&Stealer<Work>> {
-        self.stealers.get().map(|s| &s.polled)
-    }
-
-    /// The stealing ends of both of this entry's queues (none if it never
-    /// had a worker): its deque first.
-    pub(crate) fn stealers(&self) -> impl Iterator<Item = &Stealer<Work>> {
-        self.stealers
-            .get()
-            .into_iter()
-            .flat_map(|s| [&s.deque, &s.polled])
-    }
-
-    /// For the thread taking this entry: the owning ends of its queues.
-    pub(crate) fn take_queues(&self) -> OwnQueues {
-        let mut slot = lock(&self.queues);
+    /// For the thread taking this entry: the owning end of its deque.
+    pub(crate) fn take_deque(&self) -> Worker<Work> {
+        let mut slot = lock(&self.deque);
         match slot.take() {
-            Some(queues) => queues,
+            Some(deque) => deque,
             None => {
-                let queues = OwnQueues {
-                    // LIFO for the owner (the newest task first: a
-                    // fork-join's stack discipline, and cache-warm), FIFO
-                    // for thieves (the oldest, usually the biggest piece of
-                    // a split). See `worker` for what bounds the wait of
-                    // the oldest.
-                    deque: Worker::new_lifo(),
-                    // FIFO for everyone: see `OwnQueues::polled`.
-                    polled: Worker::new_fifo(),
-                };
-                let _ = self.stealers.set(Stealers {
-                    deque: queues.deque.stealer(),
-                    polled: queues.polled.stealer(),
-                });
-                queues
+                // LIFO for the owner (the newest task first: a fork-join's
+                // stack discipline, and cache-warm), FIFO for thieves (the
+                // oldest, usually the biggest piece of a split). See
+                // `worker` for what bounds the wait of the oldest.
+                let deque = Worker::new_lifo();
+                let _ = self.stealer.set(deque.stealer());
+                deque
             }
         }
     }
@@ -104,39 +80,10 @@ impl Entry {
         }
     }
 
-    /// For the thread leaving this entry: puts its queues back.
-    pub(crate) fn return_queues(&self, queues: OwnQueues) {
-        *lock(&self.queues) = Some(queues);
+    /// For the thread leaving this entry: puts the deque back.
+    pub(crate) fn return_deque(&self, deque: Worker<Work>) {
+        *lock(&self.deque) = Some(deque);
     }
-}
-
-/// The owning ends of a worker's two queues.
-#[derive(Debug)]
-pub(crate) struct OwnQueues {
-    /// Tasks spawned or woken by the worker's tasks, and fork-join jobs:
-    /// LIFO for the owner, FIFO for thieves.
-    pub(crate) deque: Worker<Work>,
-    /// Tasks a reactor poll on this worker woke (`reactor`), FIFO for the
-    /// owner as for thieves, up to `worker::schedule::POLLED_KEPT` (the
-    /// rest go to their lane). On the LIFO deque each poll's tasks buried
-    /// the last poll's; on the shared lane every woken task went behind all
-    /// the others, so a thousand connections took turns in one rotation
-    /// and none stayed in cache.
-    pub(crate) polled: Worker<Work>,
-}
-
-impl OwnQueues {
-    /// True if neither queue holds anything.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.deque.is_empty() && self.polled.is_empty()
-    }
-}
-
-/// The stealing ends of a worker's two queues.
-#[derive(Debug)]
-struct Stealers {
-    deque: Stealer<Work>,
-    polled: Stealer<Work>,
 }
 
 /// Why the OS refused the last worker thread a pool tried to start.

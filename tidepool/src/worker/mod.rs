@@ -12,12 +12,9 @@
 //!    local work);
 //! 2. its own deque, newest first: a fork-join's stack discipline (the task
 //!    a join waits for is usually on top) and the warmest cache;
-//! 3. its polled queue, oldest first: tasks its reactor polls woke
-//!    (`runtime::OwnQueues::polled`);
-//! 4. as a *searcher*: the normal lane (taking a batch), the other workers'
-//!    deques and polled queues (stealing a batch, oldest first), the normal
-//!    lane's admitted tasks (one), the low lane, then its admitted tasks
-//!    (one).
+//! 3. as a *searcher*: the normal lane (taking a batch), the other workers'
+//!    deques (stealing a batch, oldest first), the normal lane's admitted
+//!    tasks (one), the low lane, then its admitted tasks (one).
 //!
 //! So a lane's plain tasks go before its admitted ones: an urgent plain task
 //! spawned after a throttled flood waits for the flood's running items only,
@@ -28,14 +25,12 @@
 //! Four rules keep everything moving: every [`FAIRNESS_INTERVAL`]-th pick
 //! starts, in turn, with the normal global lane (work from outside the pool
 //! is never starved by local work), with the low lane (plain, then
-//! admitted), with the *oldest* task of the worker's own deque or of its
-//! polled queue, alternately (so LIFO never starves the bottom of the
-//! deque, nor the deque the polled queue, even with no thief), or with the
+//! admitted), with the *oldest* task of the worker's own deque (so LIFO
+//! never starves the bottom of the deque, even with no thief), or with the
 //! admitted tasks (so a stream of plain tasks never starves a group: this
 //! turn looks at each lane's admitted FIFO first in a round of its own).
 //! With every queue busy, each of the four gets at least one pick in four
-//! [`FAIRNESS_INTERVAL`]s per worker (the deque's oldest and the polled
-//! queue's one in eight each), and each lane's admitted FIFO one in
+//! [`FAIRNESS_INTERVAL`]s per worker, and each lane's admitted FIFO one in
 //! twelve.
 //!
 //! The run loop does not know about policies: it publishes its task status
@@ -61,7 +56,7 @@ use crate::runtime::park::{self, Idle, Wake};
 use crate::runtime::presumed::PresumedRun;
 use crate::runtime::retry_until_settled;
 use crate::runtime::task::Runnable;
-use crate::runtime::{OwnQueues, Priority, Shared, Work};
+use crate::runtime::{Priority, Shared, Work};
 use crate::sync::{lock, Arc, Ordering};
 use crate::sys::ThreadProbe;
 use crate::trace;
@@ -111,10 +106,8 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     let probe = Arc::new(probe);
     *lock(&entry.probe) = Some(Arc::clone(&probe));
     *lock(&entry.thread) = Some(std::thread::current());
-    let queues = entry.take_queues();
     let ctx = Rc::new(WorkerContext {
-        local: queues.deque,
-        polled: queues.polled,
+        local: entry.take_deque(),
         shared: Arc::clone(&shared),
         index,
         probe,
@@ -140,12 +133,8 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
 
     context::leave();
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
-    let queues = OwnQueues {
-        deque: ctx.local,
-        polled: ctx.polled,
-    };
-    let leftover = !queues.is_empty();
-    entry.return_queues(queues);
+    let leftover = !ctx.local.is_empty();
+    entry.return_deque(ctx.local);
     *lock(&entry.probe) = None;
     *lock(&entry.thread) = None;
     if leftover && !shared.is_stopped() {
@@ -383,7 +372,7 @@ impl RunLoop<'_> {
     fn run_task(&mut self, work: Work) -> bool {
         let kept = run_work(self.ctx, work);
         self.reactor
-            .between_tasks(|| self.ctx.nothing_queued_here() && !self.ctx.shared.lanes.any_work());
+            .between_tasks(|| self.ctx.local.is_empty() && !self.ctx.shared.lanes.any_work());
         self.tick = self
             .ctx
             .shared
@@ -552,10 +541,7 @@ fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Work> {
             1 => lanes
                 .pop(Priority::Low, local)
                 .or_else(|| lanes.pop_admitted(Priority::Low)),
-            // The deque's oldest and the polled queue's, alternately: a
-            // stream of one never starves the other.
-            2 if (turn / FAIRNESS_TURNS) % 2 == 0 => oldest_local(ctx).or_else(|| ctx.polled.pop()),
-            2 => ctx.polled.pop().or_else(|| oldest_local(ctx)),
+            2 => oldest_local(ctx),
             _ => lanes.pop_any_admitted(admitted_turn_start(turn)),
         };
         if found.is_some() {
@@ -573,12 +559,6 @@ fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Work> {
         }
     }
     if let Some(task) = local.pop() {
-        return Some(task);
-    }
-    // After the deque: a task's own spawns and wakes (a fork-join's
-    // children) first, then the sockets this worker's polls found ready,
-    // oldest first.
-    if let Some(task) = ctx.polled.pop() {
         return Some(task);
     }
     if !searching {
@@ -635,28 +615,18 @@ fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
             if victim == ctx.index {
                 continue;
             }
-            // Its deque first, then its polled queue, each into ours of
-            // the same order.
-            let entry = &entries[victim];
-            let queues = [
-                (entry.stealer(), &ctx.local),
-                (entry.polled_stealer(), &ctx.polled),
-            ];
-            for (stealer, into) in queues {
-                // `is_empty` first: it reads two indices, where a steal
-                // pins crossbeam's epoch, and every 128th pin walks the
-                // list of all threads that ever pinned. With hundreds of
-                // threads (a burst of blocking items) searches over their
-                // empty deques took a quarter of the CPU that thread
-                // starts needed.
-                let Some(stealer) = stealer.filter(|s| !s.is_empty()) else {
-                    continue;
-                };
-                match stealer.steal_batch_and_pop(into) {
-                    Steal::Success(task) => return Some(task),
-                    Steal::Retry => retry = true,
-                    Steal::Empty => {}
-                }
+            // `is_empty` first: it reads two indices, where a steal pins
+            // crossbeam's epoch, and every 128th pin walks the list of all
+            // threads that ever pinned. With hundreds of threads (a burst
+            // of blocking items) searches over their empty deques took a
+            // quarter of the CPU that thread starts needed.
+            let Some(stealer) = entries[victim].stealer().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            match stealer.steal_batch_and_pop(&ctx.local) {
+                Steal::Success(task) => return Some(task),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
             }
         }
     }
@@ -779,8 +749,7 @@ fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
     (0..count)
         .map(|offset| (start + offset) % count)
         .filter(|&victim| victim != ctx.index)
-        .flat_map(|victim| entries[victim].stealers())
-        .filter(|s| !s.is_empty())
+        .filter_map(|victim| entries[victim].stealer().filter(|s| !s.is_empty()))
         .find_map(|stealer| retry_until_settled(|| stealer.steal()))
 }
 

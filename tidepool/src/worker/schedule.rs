@@ -72,21 +72,6 @@ fn waking_from_poll() -> bool {
     false
 }
 
-/// How many tasks a worker's polled queue keeps (`runtime::OwnQueues::polled`);
-/// a poll's tasks beyond them go to their lane. A few dozen connections per
-/// worker then take turns quickly and stay in cache, while the rest wait on
-/// the lane, which every worker serves at least once per
-/// `FAIRNESS_INTERVAL` picks: the more kept, the faster the kept ones and
-/// the longer the wait of the rest. Measured with `tidepool-lab async-io
-/// --only tidepool-async,tokio --repeat 5` (1,000 connections, two
-/// workers; each figure a run's median of 5, as a ratio to tokio's in the
-/// same run), alternating binaries: 32 kept, round trips/s 0.98, 0.97,
-/// 0.98, p99 0.78, 0.62, 0.59 of tokio's; 64 kept, round trips/s 1.00,
-/// 1.00, 0.96, p99 0.95, 0.83, 1.01. None kept (every woken task on the
-/// lane), in runs beside 64 kept: round trips/s 0.90, 0.98, 0.96, 0.88,
-/// 0.94, 0.92, p99 a third of tokio's.
-pub(crate) const POLLED_KEPT: usize = 32;
-
 /// Schedules a runnable task (spawned or woken): through its gate if it has
 /// one (then to its lane's admitted FIFO), else onto the worker's deque or
 /// its lane. `yielded` says the task was woken during its own poll (it
@@ -112,16 +97,13 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
     }
     let lane = runnable.metadata().priority;
     // A normal task spawned or woken on one of this pool's workers goes on
-    // that worker's own deque (cache-warm, no contention), or on its polled
-    // queue if the worker's reactor poll woke it (FIFO, up to
-    // `POLLED_KEPT`: see `runtime::OwnQueues::polled`); everything else on
-    // its lane.
-    let runnable = match (lane, yielded) {
-        (Priority::Normal, false) if waking_from_poll() => {
-            context::push_polled(shared, runnable, POLLED_KEPT)
-        }
-        (Priority::Normal, false) => context::push_local(shared, runnable),
-        _ => Some(runnable),
+    // that worker's own deque (cache-warm, no contention); everything else
+    // on its lane, and so do tasks a reactor poll woke (FIFO: see
+    // `reactor::waking_from_poll`).
+    let runnable = if lane == Priority::Normal && !yielded && !waking_from_poll() {
+        context::push_local(shared, runnable)
+    } else {
+        Some(runnable)
     };
     let on_lane = runnable.is_some();
     if let Some(runnable) = runnable {
@@ -535,11 +517,8 @@ pub(crate) fn declare_blocking(by: Declared) {
 mod tests {
     use crate::sys::{current_tid, scheduler_slice};
     use crate::{Pool, Priority};
-    use std::future::Future;
-    use std::pin::Pin;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
-    use std::task::{Context, Poll, Waker};
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     const HANG: Duration = Duration::from_secs(30);
@@ -598,119 +577,5 @@ mod tests {
         );
         let m = pool.metrics();
         assert!(m.reserve_slot_lends >= 1, "{m:?}");
-    }
-
-    /// Wakers of [`WaitOnce`] tasks, by id, and the ids in the order the
-    /// tasks finished.
-    #[derive(Default)]
-    struct Waiting {
-        wakers: Mutex<Vec<(usize, Waker)>>,
-        finished: Mutex<Vec<usize>>,
-    }
-
-    /// A task that waits once (leaves its waker in `Waiting`), then ends.
-    struct WaitOnce {
-        id: usize,
-        waiting: Arc<Waiting>,
-        waited: bool,
-    }
-
-    impl Future for WaitOnce {
-        type Output = ();
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            if self.waited {
-                self.waiting.finished.lock().unwrap().push(self.id);
-                return Poll::Ready(());
-            }
-            self.waited = true;
-            let entry = (self.id, cx.waker().clone());
-            self.waiting.wakers.lock().unwrap().push(entry);
-            Poll::Pending
-        }
-    }
-
-    /// Spawns `n` [`WaitOnce`] tasks on `pool` and waits until each waits.
-    fn spawn_waiting(pool: &Pool, n: usize) -> (Arc<Waiting>, Vec<crate::JoinHandle<()>>) {
-        let waiting = Arc::new(Waiting::default());
-        let tasks = (0..n)
-            .map(|id| {
-                let waiting = Arc::clone(&waiting);
-                pool.spawn(WaitOnce {
-                    id,
-                    waiting,
-                    waited: false,
-                })
-            })
-            .collect();
-        assert!(eventually(|| waiting.wakers.lock().unwrap().len() == n));
-        (waiting, tasks)
-    }
-
-    /// Wakes every waiting task, in id order, as a reactor poll would.
-    #[cfg(unix)]
-    fn wake_as_if_polled(waiting: &Waiting) {
-        let mut wakers = std::mem::take(&mut *waiting.wakers.lock().unwrap());
-        wakers.sort_by_key(|(id, _)| *id);
-        crate::reactor::as_if_polled(|| wakers.into_iter().for_each(|(_, w)| w.wake()));
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn tasks_a_poll_wakes_run_oldest_first_and_the_overflow_goes_to_the_lane() {
-        let pool = Pool::builder()
-            .concurrency(1)
-            .max_threads(1)
-            .build()
-            .unwrap();
-        let n = super::POLLED_KEPT + 10;
-        let (waiting, tasks) = spawn_waiting(&pool, n);
-        // Woken on the pool's only worker, by a task (so none of them can
-        // run before it ends): the first POLLED_KEPT on its polled queue.
-        let queued = {
-            let waiting = Arc::clone(&waiting);
-            pool.spawn_fn(move || {
-                wake_as_if_polled(&waiting);
-                let ctx = crate::runtime::context::current().unwrap();
-                (ctx.polled.len(), ctx.local.len(), ctx.shared.lanes.len())
-            })
-        };
-        assert_eq!(queued.join().unwrap(), (super::POLLED_KEPT, 0, 10));
-        for task in tasks {
-            task.join().unwrap();
-        }
-        // Oldest first (a LIFO would run them newest first).
-        let finished = waiting.finished.lock().unwrap().clone();
-        let kept: Vec<usize> = finished
-            .into_iter()
-            .filter(|&id| id < super::POLLED_KEPT)
-            .collect();
-        assert_eq!(kept, (0..super::POLLED_KEPT).collect::<Vec<_>>());
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn another_worker_takes_tasks_from_a_busy_workers_polled_queue() {
-        let pool = Pool::builder().concurrency(2).build().unwrap();
-        let (waiting, tasks) = spawn_waiting(&pool, 1);
-        // The worker that wakes the task stays busy until it ran: only a
-        // thief can run it, from that worker's polled queue.
-        let ran_while_busy = {
-            let waiting = Arc::clone(&waiting);
-            pool.spawn_fn(move || {
-                wake_as_if_polled(&waiting);
-                let deadline = Instant::now() + HANG;
-                while waiting.finished.lock().unwrap().is_empty() {
-                    if Instant::now() > deadline {
-                        return false;
-                    }
-                    std::hint::spin_loop();
-                }
-                true
-            })
-        };
-        assert!(ran_while_busy.join().unwrap(), "nobody stole it");
-        for task in tasks {
-            task.join().unwrap();
-        }
     }
 }
