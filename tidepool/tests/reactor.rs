@@ -74,6 +74,54 @@ fn noop_waker() -> Waker {
 /// Readiness the reactor saw is kept, but `readable` is for callers who
 /// read on their own: once they drained the socket it must wait for new
 /// data, not report the old event again (a caller's loop would spin).
+/// A wait given up on a quiet socket (a request with a timeout, say)
+/// must not leave the waiting task behind: the socket would keep one task
+/// per timed-out request until data came, which may be never.
+#[test]
+fn a_cancelled_wait_on_a_quiet_socket_keeps_no_reference_to_its_task() {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Task;
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    within(HANG, || {
+        let socket = Async::<UdpSocket>::bind(([127, 0, 0, 1], 0)).unwrap();
+        let task = Arc::new(Task);
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut buf = [0u8; 16];
+        for _ in 0..100 {
+            let mut recv = Box::pin(socket.recv_from(&mut buf));
+            assert!(recv.as_mut().poll(&mut cx).is_pending(), "nothing was sent");
+            let mut ready = Box::pin(socket.readable());
+            assert!(ready.as_mut().poll(&mut cx).is_pending());
+            // Both waits given up.
+        }
+        assert_eq!(
+            Arc::strong_count(&task),
+            2,
+            "the socket keeps no waker of the waits given up"
+        );
+        // And a wait still pending is woken when data comes.
+        let mut recv = Box::pin(socket.recv_from(&mut buf));
+        let noop = noop_waker();
+        assert!(recv
+            .as_mut()
+            .poll(&mut Context::from_waker(&noop))
+            .is_pending());
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender
+            .send_to(b"hi", socket.get_ref().local_addr().unwrap())
+            .unwrap();
+        let (n, _) = tidepool::block_on(recv).unwrap();
+        assert_eq!(&buf[..n], b"hi");
+    });
+}
+
 #[test]
 fn readable_waits_again_once_the_caller_drained_the_socket() {
     within(HANG, || {

@@ -2,8 +2,10 @@
 //!
 //! * `reactor::source`: a task that finds a socket not ready registers its
 //!   waker and looks again; the reactor sets readiness and then collects
-//!   wakers. No event is lost between the two, nor between a failed attempt
-//!   and the clear of the readiness it used.
+//!   wakers. No event is lost between the two (through the poll functions'
+//!   entries or a future's own `Waiter`), nor between a failed attempt and
+//!   the clear of the readiness it used; a `Waiter` dropped as the event
+//!   comes leaves no waker behind.
 //! * `reactor::handoff`: the reactor's thread steps aside only while some
 //!   worker is awake, and the last worker to park calls it back, so the
 //!   reactor is never left with nobody to poll it.
@@ -51,6 +53,56 @@ fn an_event_during_a_tasks_first_look_is_never_lost() {
         assert!(
             ready || woken.0.load(Ordering::SeqCst),
             "pending, and never woken"
+        );
+    });
+}
+
+#[test]
+fn an_event_during_a_waiters_first_look_is_never_lost() {
+    // The same race through a future's own `Waiter` (its keyed entry).
+    loom::model(|| {
+        let source = Arc::new(Source::new());
+        let reactor = {
+            let source = source.clone();
+            loom::thread::spawn(move || reactor_event(&source))
+        };
+        let (woken, waker) = flag();
+        let mut waiter = source.waiter(Direction::Read);
+        let ready = waiter
+            .poll_ready(&mut Context::from_waker(&waker))
+            .is_ready();
+        reactor.join().unwrap();
+        assert!(
+            ready || woken.0.load(Ordering::SeqCst),
+            "pending, and never woken"
+        );
+    });
+}
+
+#[test]
+fn a_waiter_dropped_as_the_event_comes_leaves_no_waker_behind() {
+    // The waiter gives up as the event comes: either the reactor takes its
+    // entry (and wakes it) or the drop does; either way the source keeps
+    // no clone of its waker.
+    loom::model(|| {
+        let source = Arc::new(Source::new());
+        let (woken, waker) = flag();
+        let mut waiter = source.waiter(Direction::Read);
+        let pending = waiter
+            .poll_ready(&mut Context::from_waker(&waker))
+            .is_pending();
+        assert!(pending, "no event yet");
+        let reactor = {
+            let source = source.clone();
+            loom::thread::spawn(move || reactor_event(&source))
+        };
+        drop(waiter);
+        reactor.join().unwrap();
+        drop(waker);
+        assert_eq!(
+            std::sync::Arc::strong_count(&woken),
+            1,
+            "the source keeps no waker"
         );
     });
 }

@@ -2,7 +2,7 @@
 //! thread, on tidepool's reactor. The method names are async-io's, so code
 //! written for `async_io::Async` compiles unchanged.
 
-use super::source::{Direction, Ready, Source};
+use super::source::{Direction, Ready, Source, Waiter};
 use super::Reactor;
 use futures_lite::io::{AsyncRead, AsyncWrite};
 use futures_lite::{future, ready, Stream};
@@ -170,7 +170,8 @@ impl<T: AsFd> Async<T> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub async fn readable(&self) -> io::Result<()> {
-        future::poll_fn(|cx| self.poll_readable(cx)).await
+        let mut waiter = self.source.waiter(Direction::Read);
+        future::poll_fn(|cx| self.poll_ready_now(&mut waiter, libc::POLLIN, cx)).await
     }
 
     /// Waits until the descriptor is writable (or closed, or in error).
@@ -191,12 +192,18 @@ impl<T: AsFd> Async<T> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub async fn writable(&self) -> io::Result<()> {
-        future::poll_fn(|cx| self.poll_writable(cx)).await
+        let mut waiter = self.source.waiter(Direction::Write);
+        future::poll_fn(|cx| self.poll_ready_now(&mut waiter, libc::POLLOUT, cx)).await
     }
 
     /// [`readable`](Async::readable) as a poll function, for hand-written
     /// futures: `Ready` once the descriptor is readable; otherwise
     /// `Pending`, and `cx`'s task is woken when it may be.
+    ///
+    /// The socket keeps `cx`'s waker (one per task) until the next event
+    /// in this direction, even if the task stops waiting; the futures
+    /// ([`readable`](Async::readable), [`read_with`](Async::read_with))
+    /// take their waker back when they are dropped.
     ///
     /// # Errors
     ///
@@ -215,7 +222,11 @@ impl<T: AsFd> Async<T> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_ready_now(Direction::Read, libc::POLLIN, cx)
+        self.poll_ready_now(
+            &mut PolledWait(&self.source, Direction::Read),
+            libc::POLLIN,
+            cx,
+        )
     }
 
     /// [`writable`](Async::writable) as a poll function (see
@@ -236,7 +247,11 @@ impl<T: AsFd> Async<T> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_ready_now(Direction::Write, libc::POLLOUT, cx)
+        self.poll_ready_now(
+            &mut PolledWait(&self.source, Direction::Write),
+            libc::POLLOUT,
+            cx,
+        )
     }
 
     /// Ready when the kept readiness says so *and* the descriptor is ready
@@ -245,16 +260,16 @@ impl<T: AsFd> Async<T> {
     /// would be told "readable" again at once, forever.
     fn poll_ready_now(
         &self,
-        direction: Direction,
+        wait: &mut impl WaitReady,
         events: libc::c_short,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
         loop {
-            let ready = ready!(self.source.poll_ready(direction, cx));
+            let ready = ready!(wait.poll_ready(cx));
             if crate::sys::ready_now(self.get_ref().as_fd(), events)? {
                 return Poll::Ready(Ok(()));
             }
-            self.source.clear_ready(direction, ready);
+            wait.clear_ready(ready);
         }
     }
 }
@@ -332,7 +347,8 @@ impl<T> Async<T> {
     /// ```
     pub async fn read_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
         let io = self.get_ref();
-        future::poll_fn(|cx| poll_io(&self.source, Direction::Read, cx, || op(io))).await
+        let mut waiter = self.source.waiter(Direction::Read);
+        future::poll_fn(|cx| poll_until_blocked(&mut waiter, cx, || op(io), |_| false)).await
     }
 
     /// As [`read_with`](Async::read_with), waiting for writability: the way
@@ -357,19 +373,55 @@ impl<T> Async<T> {
     /// ```
     pub async fn write_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
         let io = self.get_ref();
-        future::poll_fn(|cx| poll_io(&self.source, Direction::Write, cx, || op(io))).await
+        let mut waiter = self.source.waiter(Direction::Write);
+        future::poll_fn(|cx| poll_until_blocked(&mut waiter, cx, || op(io), |_| false)).await
+    }
+}
+
+/// How an operation waits for a direction's readiness: as a poll
+/// function ([`PolledWait`]: one entry per task, kept until the next
+/// event) or as a future with a [`Waiter`] of its own (its entry leaves
+/// with it, so a cancelled wait leaves nothing behind).
+trait WaitReady {
+    /// `Source::poll_ready`, through this kind of wait.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Ready>;
+    /// `Source::clear_ready` of the waited direction.
+    fn clear_ready(&self, ready: Ready);
+}
+
+/// The wait of the poll functions (`poll_readable`, `AsyncRead`, ...):
+/// they have no value that lives as long as the wait.
+struct PolledWait<'a>(&'a Source, Direction);
+
+impl WaitReady for PolledWait<'_> {
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Ready> {
+        self.0.poll_ready(self.1, cx)
+    }
+
+    fn clear_ready(&self, ready: Ready) {
+        self.0.clear_ready(self.1, ready);
+    }
+}
+
+impl WaitReady for Waiter<'_> {
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Ready> {
+        Waiter::poll_ready(self, cx)
+    }
+
+    fn clear_ready(&self, ready: Ready) {
+        Waiter::clear_ready(self, ready);
     }
 }
 
 /// Tries `op` while the kept readiness allows, clearing it when `op` says
-/// `WouldBlock` (`source`, "The protocol").
+/// `WouldBlock` (`source`, "The protocol"). For the poll functions.
 fn poll_io<R>(
     source: &Source,
     direction: Direction,
     cx: &mut Context<'_>,
     op: impl FnMut() -> io::Result<R>,
 ) -> Poll<io::Result<R>> {
-    poll_until_blocked(source, direction, cx, op, |_| false)
+    poll_until_blocked(&mut PolledWait(source, direction), cx, op, |_| false)
 }
 
 /// [`poll_io`] for a read or write of `len` bytes: on a stream socket
@@ -384,7 +436,7 @@ fn poll_bytes(
     cx: &mut Context<'_>,
     op: impl FnMut() -> io::Result<usize>,
 ) -> Poll<io::Result<usize>> {
-    poll_until_blocked(source, direction, cx, op, |&n| {
+    poll_until_blocked(&mut PolledWait(source, direction), cx, op, |&n| {
         stream_socket && n > 0 && n < len
     })
 }
@@ -392,21 +444,20 @@ fn poll_bytes(
 /// The loop of [`poll_io`] and [`poll_bytes`]: `drained` says whether a
 /// successful result also used up the readiness.
 fn poll_until_blocked<R>(
-    source: &Source,
-    direction: Direction,
+    wait: &mut impl WaitReady,
     cx: &mut Context<'_>,
     mut op: impl FnMut() -> io::Result<R>,
     drained: impl Fn(&R) -> bool,
 ) -> Poll<io::Result<R>> {
     loop {
-        let ready: Ready = ready!(source.poll_ready(direction, cx));
+        let ready: Ready = ready!(wait.poll_ready(cx));
         match op() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                source.clear_ready(direction, ready);
+                wait.clear_ready(ready);
             }
             Ok(done) => {
                 if drained(&done) {
-                    source.clear_ready(direction, ready);
+                    wait.clear_ready(ready);
                 }
                 return Poll::Ready(Ok(done));
             }

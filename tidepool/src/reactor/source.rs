@@ -24,6 +24,15 @@
 //!   only the tick it read before its attempt: if an edge arrived since, the
 //!   tick moved, the clear does nothing, and the task tries again.
 //!
+//! # Who waits
+//!
+//! A future (`read_with`, `readable` and the socket methods built on
+//! them) waits through a [`Waiter`] of its own, whose entry leaves the
+//! list when the future is dropped: a wait given up on a quiet socket (a
+//! timeout, a cancelled task) keeps nothing. The poll functions
+//! (`poll_readable`, `AsyncRead`, ...) have no value that lives as long as
+//! the wait, so they keep one entry per task until the next event.
+//!
 //! The loom model `loom_models/reactor.rs` runs these functions against
 //! each other.
 
@@ -88,15 +97,108 @@ pub(crate) struct Source {
 /// The wakers of the tasks waiting on one source.
 #[derive(Debug, Default)]
 struct Waiters {
-    readers: Vec<Waker>,
-    writers: Vec<Waker>,
+    readers: WaiterList,
+    writers: WaiterList,
+    /// The key the next [`Waiter`] to register gets. Never reused (64
+    /// bits do not wrap), so a waiter whose entry an event took out
+    /// cannot remove another's.
+    next_key: u64,
+}
+
+/// The tasks waiting on one direction of a source.
+#[derive(Debug, Default)]
+struct WaiterList {
+    /// Wakers registered through the poll functions (`poll_readable`,
+    /// `AsyncRead`, ...), one per task: nothing tells when their wait
+    /// ends, so they stay until the next event.
+    polled: Vec<Waker>,
+    /// Wakers of [`Waiter`]s (the futures: `read_with`, `readable`, and
+    /// the socket methods built on them), by key: a waiter dropped before
+    /// its event (cancelled, timed out) takes its entry out, so a quiet
+    /// socket does not keep the tasks that gave up on it.
+    keyed: Vec<(u64, Waker)>,
 }
 
 impl Waiters {
-    fn of(&mut self, direction: Direction) -> &mut Vec<Waker> {
+    fn of(&mut self, direction: Direction) -> &mut WaiterList {
         match direction {
             Direction::Read => &mut self.readers,
             Direction::Write => &mut self.writers,
+        }
+    }
+}
+
+impl WaiterList {
+    /// Moves every waker to `wake`.
+    fn take_all(&mut self, wake: &mut Vec<Waker>) {
+        wake.append(&mut self.polled);
+        wake.extend(self.keyed.drain(..).map(|(_, waker)| waker));
+    }
+}
+
+/// One future's wait on one direction of a [`Source`]: its waker is kept
+/// under a key of its own, which its drop takes out again (see
+/// [`WaiterList`]). Made by [`Source::waiter`].
+#[derive(Debug)]
+pub(crate) struct Waiter<'a> {
+    source: &'a Source,
+    direction: Direction,
+    key: Option<u64>,
+}
+
+impl Waiter<'_> {
+    /// [`Source::poll_ready`] for this waiter: registers (or updates) its
+    /// own entry when the direction is not ready.
+    pub(crate) fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Ready> {
+        if let Some(ready) = self.source.ready(self.direction) {
+            return Poll::Ready(ready);
+        }
+        let mut waiters = lock(&self.source.waiters);
+        let key = match self.key {
+            Some(key) => key,
+            None => {
+                let key = waiters.next_key;
+                waiters.next_key += 1;
+                self.key = Some(key);
+                key
+            }
+        };
+        let list = &mut waiters.of(self.direction).keyed;
+        match list.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, waker)) => {
+                if !waker.will_wake(cx.waker()) {
+                    waker.clone_from(cx.waker());
+                }
+            }
+            // First wait, or an event took the entry out since.
+            None => list.push((key, cx.waker().clone())),
+        }
+        // Under the lock, as in `Source::poll_ready`.
+        match self.source.ready(self.direction) {
+            Some(ready) => Poll::Ready(ready),
+            None => Poll::Pending,
+        }
+    }
+
+    /// [`Source::clear_ready`] for this waiter's direction.
+    pub(crate) fn clear_ready(&self, ready: Ready) {
+        self.source.clear_ready(self.direction, ready);
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            let removed = {
+                let mut waiters = lock(&self.source.waiters);
+                let list = &mut waiters.of(self.direction).keyed;
+                list.iter()
+                    .position(|(k, _)| *k == key)
+                    .map(|at| list.swap_remove(at).1)
+            };
+            // Dropped outside the lock: the last reference to a task may
+            // free it, and that runs user destructors.
+            drop(removed);
         }
     }
 }
@@ -127,7 +229,7 @@ impl Source {
             return Poll::Ready(ready);
         }
         let mut waiters = lock(&self.waiters);
-        let list = waiters.of(direction);
+        let list = &mut waiters.of(direction).polled;
         if !list.iter().any(|w| w.will_wake(cx.waker())) {
             list.push(cx.waker().clone());
         }
@@ -137,6 +239,23 @@ impl Source {
             Some(ready) => Poll::Ready(ready),
             None => Poll::Pending,
         }
+    }
+
+    /// A waiter for one future's wait on `direction` (see [`Waiter`]).
+    pub(crate) fn waiter(&self, direction: Direction) -> Waiter<'_> {
+        Waiter {
+            source: self,
+            direction,
+            key: None,
+        }
+    }
+
+    /// How many wakers wait on `direction` (for tests).
+    #[cfg(all(test, not(tidepool_loom)))]
+    pub(crate) fn waiting(&self, direction: Direction) -> usize {
+        let mut waiters = lock(&self.waiters);
+        let list = waiters.of(direction);
+        list.polled.len() + list.keyed.len()
     }
 
     /// The tick if `direction`'s bit is set.
@@ -172,10 +291,10 @@ impl Source {
             });
         let mut waiters = lock(&self.waiters);
         if bits & (READ | READ_CLOSED) != 0 {
-            wake.append(&mut waiters.readers);
+            waiters.readers.take_all(wake);
         }
         if bits & (WRITE | WRITE_CLOSED) != 0 {
-            wake.append(&mut waiters.writers);
+            waiters.writers.take_all(wake);
         }
     }
 }
@@ -267,6 +386,72 @@ mod tests {
             "the end of the stream is still to be read"
         );
         assert!(source.poll_ready(Direction::Write, &mut cx).is_pending());
+    }
+
+    #[test]
+    fn a_dropped_waiter_leaves_no_waker_behind() {
+        let source = Source::new();
+        let counters: Vec<_> = (0..100).map(|_| waker()).collect();
+        for (_, w) in &counters {
+            let mut waiter = source.waiter(Direction::Read);
+            assert!(waiter.poll_ready(&mut Context::from_waker(w)).is_pending());
+            assert_eq!(
+                source.waiting(Direction::Read),
+                1,
+                "its entry, while it waits"
+            );
+            // Dropped unwoken: a cancelled or timed-out wait.
+        }
+        assert_eq!(source.waiting(Direction::Read), 0);
+        for (counter, _) in &counters {
+            assert_eq!(Arc::strong_count(counter), 2, "no clone kept");
+        }
+    }
+
+    #[test]
+    fn a_waiter_woken_by_an_event_waits_again_under_its_key() {
+        let source = Source::new();
+        let (count, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        let mut waiter = source.waiter(Direction::Write);
+        assert!(waiter.poll_ready(&mut cx).is_pending());
+        assert!(waiter.poll_ready(&mut cx).is_pending(), "polled again");
+        assert_eq!(source.waiting(Direction::Write), 1, "one entry per waiter");
+        let mut wake = Vec::new();
+        source.set_ready(WRITE, &mut wake);
+        wake.drain(..).for_each(Waker::wake);
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let Poll::Ready(ready) = waiter.poll_ready(&mut cx) else {
+            panic!("the event set the bit")
+        };
+        // The attempt would block: the waiter waits again.
+        waiter.clear_ready(ready);
+        assert!(waiter.poll_ready(&mut cx).is_pending());
+        assert_eq!(source.waiting(Direction::Write), 1);
+        source.set_ready(WRITE, &mut wake);
+        wake.drain(..).for_each(Waker::wake);
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+        drop(waiter);
+        assert_eq!(source.waiting(Direction::Write), 0);
+    }
+
+    #[test]
+    fn two_waiters_of_one_task_keep_their_own_entries() {
+        let source = Source::new();
+        let (count, w) = waker();
+        let mut cx = Context::from_waker(&w);
+        let mut first = source.waiter(Direction::Read);
+        let mut second = source.waiter(Direction::Read);
+        assert!(first.poll_ready(&mut cx).is_pending());
+        assert!(second.poll_ready(&mut cx).is_pending());
+        // The first gives up; the second must still be woken.
+        drop(first);
+        assert_eq!(source.waiting(Direction::Read), 1);
+        let mut wake = Vec::new();
+        source.set_ready(READ, &mut wake);
+        wake.drain(..).for_each(Waker::wake);
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(second.poll_ready(&mut cx).is_ready());
     }
 
     #[test]
