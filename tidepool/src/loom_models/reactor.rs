@@ -37,19 +37,27 @@ fn reactor_event(source: &Source) {
     wake.into_iter().for_each(Waker::wake);
 }
 
-#[test]
-fn an_event_during_a_tasks_first_look_is_never_lost() {
-    loom::model(|| {
+/// A task's first look at a source that is not ready, racing one
+/// readable event: the task sees it or is woken by it. `look` polls the
+/// source with the task's context, then calls `join_reactor` while its
+/// wait is still registered, and says whether it saw the source ready.
+fn first_look_races_an_event(
+    look: fn(&Source, &mut Context<'_>, join_reactor: &mut dyn FnMut()) -> bool,
+) {
+    loom::model(move || {
         let source = Arc::new(Source::new());
-        let reactor = {
+        let mut reactor = Some({
             let source = source.clone();
             loom::thread::spawn(move || reactor_event(&source))
-        };
+        });
         let (woken, waker) = flag();
-        let ready = source
-            .poll_ready(Direction::Read, &mut Context::from_waker(&waker))
-            .is_ready();
-        reactor.join().unwrap();
+        let mut join_reactor = || {
+            if let Some(reactor) = reactor.take() {
+                reactor.join().unwrap();
+            }
+        };
+        let ready = look(&source, &mut Context::from_waker(&waker), &mut join_reactor);
+        join_reactor();
         assert!(
             ready || woken.0.load(Ordering::SeqCst),
             "pending, and never woken"
@@ -58,24 +66,23 @@ fn an_event_during_a_tasks_first_look_is_never_lost() {
 }
 
 #[test]
+fn an_event_during_a_tasks_first_look_is_never_lost() {
+    first_look_races_an_event(|source, cx, join_reactor| {
+        let ready = source.poll_ready(Direction::Read, cx).is_ready();
+        join_reactor();
+        ready
+    });
+}
+
+#[test]
 fn an_event_during_a_waiters_first_look_is_never_lost() {
-    // The same race through a future's own `Waiter` (its keyed entry).
-    loom::model(|| {
-        let source = Arc::new(Source::new());
-        let reactor = {
-            let source = source.clone();
-            loom::thread::spawn(move || reactor_event(&source))
-        };
-        let (woken, waker) = flag();
+    // The same race through a future's own `Waiter` (its keyed entry),
+    // which must still be waiting when the event comes.
+    first_look_races_an_event(|source, cx, join_reactor| {
         let mut waiter = source.waiter(Direction::Read);
-        let ready = waiter
-            .poll_ready(&mut Context::from_waker(&waker))
-            .is_ready();
-        reactor.join().unwrap();
-        assert!(
-            ready || woken.0.load(Ordering::SeqCst),
-            "pending, and never woken"
-        );
+        let ready = waiter.poll_ready(cx).is_ready();
+        join_reactor();
+        ready
     });
 }
 

@@ -318,6 +318,14 @@ mod tests {
         (counter.clone(), Waker::from(counter))
     }
 
+    /// What the reactor does with one event: sets `bits`, wakes the
+    /// waiters it collected.
+    fn event(source: &Source, bits: usize) {
+        let mut wake = Vec::new();
+        source.set_ready(bits, &mut wake);
+        wake.into_iter().for_each(Waker::wake);
+    }
+
     #[test]
     fn a_waiter_is_woken_by_an_event_in_its_direction_only() {
         let source = Source::new();
@@ -417,9 +425,7 @@ mod tests {
         assert!(waiter.poll_ready(&mut cx).is_pending());
         assert!(waiter.poll_ready(&mut cx).is_pending(), "polled again");
         assert_eq!(source.waiting(Direction::Write), 1, "one entry per waiter");
-        let mut wake = Vec::new();
-        source.set_ready(WRITE, &mut wake);
-        wake.drain(..).for_each(Waker::wake);
+        event(&source, WRITE);
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
         let Poll::Ready(ready) = waiter.poll_ready(&mut cx) else {
             panic!("the event set the bit")
@@ -428,8 +434,7 @@ mod tests {
         waiter.clear_ready(ready);
         assert!(waiter.poll_ready(&mut cx).is_pending());
         assert_eq!(source.waiting(Direction::Write), 1);
-        source.set_ready(WRITE, &mut wake);
-        wake.drain(..).for_each(Waker::wake);
+        event(&source, WRITE);
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 2);
         drop(waiter);
         assert_eq!(source.waiting(Direction::Write), 0);
@@ -447,9 +452,7 @@ mod tests {
         // The first gives up; the second must still be woken.
         drop(first);
         assert_eq!(source.waiting(Direction::Read), 1);
-        let mut wake = Vec::new();
-        source.set_ready(READ, &mut wake);
-        wake.drain(..).for_each(Waker::wake);
+        event(&source, READ);
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert!(second.poll_ready(&mut cx).is_ready());
     }
@@ -461,9 +464,7 @@ mod tests {
         let mut cx = Context::from_waker(&w);
         assert!(source.poll_ready(Direction::Write, &mut cx).is_pending());
         assert!(source.poll_ready(Direction::Write, &mut cx).is_pending());
-        let mut wake = Vec::new();
-        source.set_ready(WRITE, &mut wake);
-        wake.drain(..).for_each(Waker::wake);
+        event(&source, WRITE);
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
