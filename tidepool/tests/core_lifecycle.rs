@@ -194,7 +194,9 @@ fn shutdown_timeout_reports_a_task_that_never_ends() {
             .shutdown_timeout(Duration::from_millis(100))
             .unwrap_err();
         assert_eq!(err, ShutdownError::TimedOut { abandoned: 1 });
-        assert!(err.to_string().contains("1 tasks unfinished"));
+        assert!(err
+            .to_string()
+            .contains("1 task unfinished; it was abandoned"));
         // The abandoned task is dropped, not leaked: its handle says so.
         assert!(!never.cancel() || never.is_finished());
         assert!(never.join().unwrap_err().is_cancelled());

@@ -473,6 +473,10 @@ const NO_THREADS_CHECK: Duration = Duration::from_millis(20);
 ///     "shutdown timed out with 3 tasks unfinished; they were abandoned (queued ones cancelled)"
 /// );
 /// assert!(format!("{err:?}").starts_with("ShutdownError::TimedOut: shutdown timed out with 3 tasks"));
+/// assert_eq!(
+///     ShutdownError::TimedOut { abandoned: 1 }.to_string(),
+///     "shutdown timed out with 1 task unfinished; it was abandoned (queued ones cancelled)"
+/// );
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -500,16 +504,28 @@ impl fmt::Display for ShutdownError {
         match self {
             ShutdownError::TimedOut { abandoned } => write!(
                 f,
-                "shutdown timed out with {abandoned} tasks unfinished; they were abandoned (queued ones cancelled)"
+                "shutdown timed out with {} unfinished; {} abandoned (queued ones cancelled)",
+                tasks(*abandoned),
+                if *abandoned == 1 { "it was" } else { "they were" },
             ),
             ShutdownError::NoThreads { abandoned } => write!(
                 f,
-                "shutdown gave up on {abandoned} unfinished tasks: the pool has no worker thread and the system refused to start one (see Metrics::thread_start_failures); raise the thread limit (ulimit -u, RLIMIT_NPROC) or free threads"
+                "shutdown gave up on {} unfinished: the pool has no worker thread and the system refused to start one (see Metrics::thread_start_failures); raise the thread limit (ulimit -u, RLIMIT_NPROC) or free threads",
+                tasks(*abandoned),
             ),
             ShutdownError::OnWorkerThread => f.write_str(
                 "shutdown called from a task of the same pool: the pool is closed, but cannot wait for itself; call shutdown from outside the pool",
             ),
         }
+    }
+}
+
+/// "1 task", "3 tasks": a count of tasks for an error message.
+fn tasks(count: usize) -> String {
+    if count == 1 {
+        "1 task".to_owned()
+    } else {
+        format!("{count} tasks")
     }
 }
 
