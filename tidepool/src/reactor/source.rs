@@ -164,20 +164,26 @@ impl Waiter<'_> {
             }
         };
         let list = &mut waiters.of(self.direction).keyed;
-        match list.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, waker)) => {
-                if !waker.will_wake(cx.waker()) {
-                    waker.clone_from(cx.waker());
-                }
+        let replaced = match list.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, waker)) if !waker.will_wake(cx.waker()) => {
+                Some(std::mem::replace(waker, cx.waker().clone()))
             }
+            Some(_) => None,
             // First wait, or an event took the entry out since.
-            None => list.push((key, cx.waker().clone())),
-        }
+            None => {
+                list.push((key, cx.waker().clone()));
+                None
+            }
+        };
         // Under the lock, as in `Source::poll_ready`.
-        match self.source.ready(self.direction) {
+        let poll = match self.source.ready(self.direction) {
             Some(ready) => Poll::Ready(ready),
             None => Poll::Pending,
-        }
+        };
+        drop(waiters);
+        // Outside the lock, as in `drop`.
+        drop(replaced);
+        poll
     }
 
     /// [`Source::clear_ready`] for this waiter's direction.
@@ -438,6 +444,26 @@ mod tests {
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 2);
         drop(waiter);
         assert_eq!(source.waiting(Direction::Write), 0);
+    }
+
+    #[test]
+    fn a_waiter_polled_by_another_task_wakes_that_task_only() {
+        let source = Source::new();
+        let (first_count, first) = waker();
+        let (second_count, second) = waker();
+        let mut waiter = source.waiter(Direction::Read);
+        assert!(waiter
+            .poll_ready(&mut Context::from_waker(&first))
+            .is_pending());
+        // The future moved to another task (a `select` in a new task).
+        assert!(waiter
+            .poll_ready(&mut Context::from_waker(&second))
+            .is_pending());
+        assert_eq!(source.waiting(Direction::Read), 1);
+        assert_eq!(Arc::strong_count(&first_count), 2, "the old waker let go");
+        event(&source, READ);
+        assert_eq!(first_count.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert_eq!(second_count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]
