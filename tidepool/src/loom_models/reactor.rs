@@ -4,14 +4,14 @@
 //!   waker and looks again; the reactor sets readiness and then collects
 //!   wakers. No event is lost between the two (through the poll functions'
 //!   entries or a future's own `Waiter`), nor between a failed attempt and
-//!   the clear of the readiness it used; a `Waiter` dropped as the event
-//!   comes leaves no waker behind.
+//!   the clear of the readiness it used; a `Waiter` dropped while the
+//!   reactor collects wakers leaves no waker behind.
 //! * `reactor::handoff`: the reactor's thread steps aside only while some
 //!   worker is awake, and the last worker to park calls it back, so the
 //!   reactor is never left with nobody to poll it.
 
 use crate::reactor::handoff::Handoff;
-use crate::reactor::source::{Direction, Source, READ};
+use crate::reactor::source::{Direction, Source, READ, WRITE};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -87,10 +87,11 @@ fn an_event_during_a_waiters_first_look_is_never_lost() {
 }
 
 #[test]
-fn a_waiter_dropped_as_the_event_comes_leaves_no_waker_behind() {
-    // The waiter gives up as the event comes: either the reactor takes its
-    // entry (and wakes it) or the drop does; either way the source keeps
-    // no clone of its waker.
+fn a_waiter_dropped_while_the_reactor_collects_leaves_no_waker_behind() {
+    // A reader gives up while the reactor collects the wakers of a
+    // write event on the same socket (the same lock). The event does not
+    // take the reader's entry, so only the waiter's own drop can: if it
+    // did not, the source would keep a clone of the waker.
     loom::model(|| {
         let source = Arc::new(Source::new());
         let (woken, waker) = flag();
@@ -101,11 +102,19 @@ fn a_waiter_dropped_as_the_event_comes_leaves_no_waker_behind() {
         assert!(pending, "no event yet");
         let reactor = {
             let source = source.clone();
-            loom::thread::spawn(move || reactor_event(&source))
+            loom::thread::spawn(move || {
+                let mut wake = Vec::new();
+                source.set_ready(WRITE, &mut wake);
+                wake.into_iter().for_each(Waker::wake);
+            })
         };
         drop(waiter);
         reactor.join().unwrap();
         drop(waker);
+        assert!(
+            !woken.0.load(Ordering::SeqCst),
+            "a write event wakes no reader"
+        );
         assert_eq!(
             std::sync::Arc::strong_count(&woken),
             1,
