@@ -428,3 +428,33 @@ impl Latch {
         .await
     }
 }
+
+/// A group's snapshot taken while its tasks end never shows more ended than
+/// spawned (it read `spawned` first, so tasks spawned and ended between the
+/// two reads showed as ended only).
+#[test]
+fn a_live_group_snapshot_never_shows_more_ended_than_spawned() {
+    within(Duration::from_secs(120), || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let group = pool.group().build().unwrap();
+        let driver = {
+            let group = group.clone();
+            std::thread::spawn(move || {
+                for _ in 0..2_000 {
+                    let batch: Vec<_> = (0..64).map(|_| group.spawn_fn(|| ())).collect();
+                    batch.into_iter().for_each(|h| h.join().unwrap());
+                }
+            })
+        };
+        while !driver.is_finished() {
+            let m = group.metrics();
+            assert!(
+                m.completed + m.panicked + m.cancelled <= m.spawned,
+                "more ended than spawned: {m:?}"
+            );
+        }
+        driver.join().unwrap();
+        let m = group.metrics();
+        assert_eq!(m.spawned, m.completed);
+    });
+}

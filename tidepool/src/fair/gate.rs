@@ -12,7 +12,10 @@ use crate::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Counters of one unit, kept beside the arbiter's (which count permits).
-/// Plain statistics: every access is `Relaxed`.
+/// Statistics, with one ordering rule: an end is counted `Release` and read
+/// `Acquire` before `spawned` is read ([`UnitStats::snapshot`]), so a
+/// snapshot that sees a task's end sees its spawn, and never shows more
+/// tasks ended than spawned.
 #[derive(Debug, Default)]
 pub(crate) struct UnitStats {
     pub(crate) spawned: AtomicU64,
@@ -30,7 +33,18 @@ impl UnitStats {
             Outcome::Panicked => &self.panicked,
             Outcome::Cancelled => &self.cancelled,
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        // Release: pairs with the `Acquire` reads in `snapshot`.
+        counter.fetch_add(1, Ordering::Release);
+    }
+
+    /// `(spawned, completed, panicked, cancelled)`, the ends read first
+    /// (see the type docs).
+    pub(crate) fn snapshot(&self) -> (u64, u64, u64, u64) {
+        let completed = self.completed.load(Ordering::Acquire);
+        let panicked = self.panicked.load(Ordering::Acquire);
+        let cancelled = self.cancelled.load(Ordering::Acquire);
+        let spawned = self.spawned.load(Ordering::Relaxed);
+        (spawned, completed, panicked, cancelled)
     }
 }
 

@@ -543,8 +543,8 @@ impl Spawner {
     {
         let shared = self.pool.shared();
         // Relaxed: see `UnitCore::closed`. The pool's own check in
-        // `worker::spawn` is the authoritative one; this one only spares
-        // counting a refused task as spawned and cancelled.
+        // `worker::spawn` is the authoritative one (its refusal is taken
+        // out of `spawned` below); this one spares building the gate.
         if self.is_closed() || shared.is_closed() {
             return Err(SpawnError::ShutDown);
         }
@@ -553,10 +553,15 @@ impl Spawner {
             return Err(SpawnError::no_threads(failure));
         }
         let gate: Arc<dyn Gate> = TaskGate::new(Arc::clone(&self.unit), self.side);
+        // Counted before the task exists, so that no end is seen first.
         self.unit.stats.spawned.fetch_add(1, Ordering::Relaxed);
-        crate::worker::spawn(shared, future, self.unit.priority, gate, false)
-            .map(JoinHandle::new)
-            .ok_or(SpawnError::ShutDown)
+        let Some(cell) = crate::worker::spawn(shared, future, self.unit.priority, gate, false)
+        else {
+            // Refused by a stopping pool: never accepted.
+            self.unit.stats.spawned.fetch_sub(1, Ordering::Relaxed);
+            return Err(SpawnError::ShutDown);
+        };
+        Ok(JoinHandle::new(cell))
     }
 
     pub(crate) fn close(&self) {
@@ -570,11 +575,12 @@ impl Spawner {
     pub(crate) fn metrics(&self) -> GroupMetrics {
         let counts = self.unit.fair.arbiter().counts(self.unit.id);
         let stats = &self.unit.stats;
+        let (spawned, completed, panicked, cancelled) = stats.snapshot();
         GroupMetrics {
-            spawned: stats.spawned.load(Ordering::Relaxed),
-            completed: stats.completed.load(Ordering::Relaxed),
-            panicked: stats.panicked.load(Ordering::Relaxed),
-            cancelled: stats.cancelled.load(Ordering::Relaxed),
+            spawned,
+            completed,
+            panicked,
+            cancelled,
             queued: counts.queued,
             admitted: counts.admitted,
             running: stats.polling.load(Ordering::Relaxed),

@@ -454,11 +454,18 @@ impl Shared {
     pub(crate) fn metrics(&self) -> Metrics {
         let mut m = Metrics::default();
         let mut latency = crate::metrics::new_histogram();
-        m.add_tasks(&self.external);
+        // Every shard's ends before any shard's spawns: see
+        // `TaskCounters::add_ends_to`.
+        let shards = || {
+            let workers = self.threads.used().iter().map(|entry| &*entry.counters);
+            std::iter::once(&*self.external).chain(workers)
+        };
+        shards().for_each(|shard| shard.add_ends_to(&mut m));
+        shards().for_each(|shard| shard.add_spawns_to(&mut m));
+        m.spawned = m.spawned.saturating_sub(m.rejected);
         self.external_latency.add_to(&mut latency);
         let (mut running, mut blocked) = (0, 0);
         for entry in self.threads.used() {
-            m.add_tasks(&entry.counters);
             entry.latency.add_to(&mut latency);
             match entry.status.load().phase() {
                 Phase::InTask => running += 1,
@@ -466,7 +473,8 @@ impl Shared {
                 Phase::Idle => {}
             }
         }
-        // Saturating: shards are read one by one while tasks move between them.
+        // Saturating only for safety: the read order keeps the ends within
+        // the spawns.
         m.in_flight = m
             .spawned
             .saturating_sub(m.completed + m.panicked + m.cancelled);
