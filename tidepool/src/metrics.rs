@@ -99,6 +99,24 @@ impl TaskCounters {
     }
 }
 
+/// Adds the task counters of every shard `shards` yields to `m` (it is
+/// called twice): every shard's ends before any shard's spawns (see
+/// [`TaskCounters::add_ends_to`]), so the snapshot never shows more tasks
+/// ended than spawned; then `in_flight`.
+pub(crate) fn add_task_counters<'a, I>(shards: impl Fn() -> I, m: &mut Metrics)
+where
+    I: Iterator<Item = &'a TaskCounters>,
+{
+    shards().for_each(|shard| shard.add_ends_to(m));
+    shards().for_each(|shard| shard.add_spawns_to(m));
+    m.spawned = m.spawned.saturating_sub(m.rejected);
+    // Saturating only for safety: the read order keeps the ends within the
+    // spawns.
+    m.in_flight = m
+        .spawned
+        .saturating_sub(m.completed + m.panicked + m.cancelled);
+}
+
 /// A new latency histogram: `sys::ticks`, 2 significant figures (1%
 /// resolution: plenty for means and percentiles, and 16x smaller than 3
 /// figures, which keeps snapshots cheap), auto-resizing (small while

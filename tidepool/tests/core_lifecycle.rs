@@ -203,6 +203,78 @@ fn shutdown_timeout_reports_a_task_that_never_ends() {
     });
 }
 
+/// A task waiting for a wake that never comes is in no queue; when a
+/// shutdown times out, the stopped pool still drops it: its handle says
+/// cancelled and what it captured is released (a listening socket, a
+/// connection). Before, it stayed alive, its handle never resolved and
+/// the socket stayed open.
+#[test]
+fn shutdown_timeout_cancels_tasks_that_wait_for_nothing() {
+    struct Released(mpsc::Sender<&'static str>);
+    impl Drop for Released {
+        fn drop(&mut self) {
+            let _ = self.0.send("released");
+        }
+    }
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let (started_tx, started_rx) = mpsc::channel();
+        let waiting: Vec<_> = (0..3)
+            .map(|_| {
+                let held = Released(tx.clone());
+                let started = started_tx.clone();
+                pool.spawn(async move {
+                    let _held = held;
+                    started.send(()).unwrap();
+                    std::future::pending::<()>().await
+                })
+            })
+            .collect();
+        // Each has run (and waits, in no queue).
+        for _ in 0..3 {
+            started_rx.recv_timeout(HANG).unwrap();
+        }
+        let err = pool
+            .shutdown_timeout(Duration::from_millis(50))
+            .unwrap_err();
+        assert_eq!(err, ShutdownError::TimedOut { abandoned: 3 });
+        for handle in waiting {
+            assert!(handle.join().unwrap_err().is_cancelled());
+        }
+        for _ in 0..3 {
+            assert_eq!(rx.recv_timeout(HANG), Ok("released"));
+        }
+        let m = pool.metrics();
+        assert_eq!((m.cancelled, m.in_flight), (3, 0));
+        assert_counters_add_up(&m);
+    });
+}
+
+/// A task that first waits after its pool has stopped (it was running,
+/// abandoned, when the shutdown gave up) is dropped too.
+#[test]
+fn a_task_that_first_waits_after_the_stop_is_cancelled() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let (started_tx, started_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let late = pool.spawn(async move {
+            started_tx.send(()).unwrap();
+            // Blocks its worker past the shutdown's timeout, then waits.
+            let _ = go_rx.recv();
+            std::future::pending::<()>().await
+        });
+        started_rx.recv().unwrap();
+        let err = pool
+            .shutdown_timeout(Duration::from_millis(20))
+            .unwrap_err();
+        assert_eq!(err, ShutdownError::TimedOut { abandoned: 1 });
+        go_tx.send(()).unwrap();
+        assert!(late.join().unwrap_err().is_cancelled());
+    });
+}
+
 #[test]
 fn dropping_the_last_handle_drains_in_the_background() {
     within(HANG, || {

@@ -10,6 +10,8 @@
 //! * `admission`: the admission state machine of groups and pairs.
 //! * `reactor`: readiness and waiters of a socket, and who polls the
 //!   reactor (its thread or the workers).
+//! * `waiting`: the waiting tasks a stopping pool cancels, and a live
+//!   metrics snapshot.
 
 mod admission;
 mod monitor_idle;
@@ -18,3 +20,4 @@ mod park;
 mod reactor;
 mod shutdown;
 mod slots;
+mod waiting;

@@ -380,8 +380,12 @@ impl Pool {
     }
 
     /// Like [`Pool::shutdown`], but gives up after `timeout`: the tasks not
-    /// finished by then are abandoned (queued ones are cancelled; running ones
-    /// are left to finish on their threads, which exit after them). A
+    /// finished by then are abandoned. Those not running are cancelled: queued
+    /// ones, and async tasks waiting for a wake (their futures are dropped,
+    /// releasing what they hold, and their handles say
+    /// [`JoinError::is_cancelled`](crate::JoinError::is_cancelled)); running
+    /// ones are left to finish on their threads, which exit after them, and
+    /// are cancelled at their next wait. A
     /// timeout too long to be a point in time (`Duration::MAX`) waits like
     /// `shutdown`. If every accepted task has ended by the timeout it returns
     /// `Ok`, even if idle worker threads are still exiting (they run nothing
@@ -470,12 +474,12 @@ const NO_THREADS_CHECK: Duration = Duration::from_millis(20);
 /// let err = ShutdownError::TimedOut { abandoned: 3 };
 /// assert_eq!(
 ///     err.to_string(),
-///     "shutdown timed out with 3 tasks unfinished; they were abandoned (queued ones cancelled)"
+///     "shutdown timed out with 3 tasks unfinished; they were abandoned (those not running were cancelled)"
 /// );
 /// assert!(format!("{err:?}").starts_with("ShutdownError::TimedOut: shutdown timed out with 3 tasks"));
 /// assert_eq!(
 ///     ShutdownError::TimedOut { abandoned: 1 }.to_string(),
-///     "shutdown timed out with 1 task unfinished; it was abandoned (queued ones cancelled)"
+///     "shutdown timed out with 1 task unfinished; it was abandoned (those not running were cancelled)"
 /// );
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -491,8 +495,8 @@ pub enum ShutdownError {
     /// and will stop when its tasks end, but the call cannot wait.
     OnWorkerThread,
     /// The pool had no worker thread and the system refused to start one,
-    /// so the work left could never run: it was cancelled (queued tasks) or
-    /// abandoned (tasks awaiting something), and the call returned.
+    /// so the work left could never run: it was cancelled (queued tasks and
+    /// tasks waiting for a wake), and the call returned.
     NoThreads {
         /// Tasks accepted and not finished, abandoned.
         abandoned: usize,
@@ -504,7 +508,7 @@ impl fmt::Display for ShutdownError {
         match self {
             ShutdownError::TimedOut { abandoned } => write!(
                 f,
-                "shutdown timed out with {} unfinished; {} abandoned (queued ones cancelled)",
+                "shutdown timed out with {} unfinished; {} abandoned (those not running were cancelled)",
                 tasks(*abandoned),
                 if *abandoned == 1 { "it was" } else { "they were" },
             ),

@@ -9,6 +9,7 @@
 
 use super::presumed::PresumedRun;
 use super::task::Runnable;
+use super::waiting::{Registered, WaitingKey};
 use super::work::Work;
 use super::Shared;
 use crate::metrics::Outcome;
@@ -16,6 +17,7 @@ use crate::sync::Arc;
 use crossbeam_deque::Worker;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::task::Waker;
 
 /// The worker running on this thread.
 #[derive(Debug)]
@@ -212,6 +214,21 @@ pub(crate) fn count_task_end(outcome: Outcome) {
         }
         ctx.shared.task_ended(Some(ctx.index), outcome);
     }
+}
+
+/// Registers `waker`, of a task that just returned `Pending`, with the
+/// pool it belongs to (`runtime::waiting`); `None` outside any pool.
+pub(crate) fn register_waiting(waker: &Waker) -> Option<Registered> {
+    let mut registered = None;
+    with_task_pool(|shared, index| {
+        registered = Some(shared.waiting.register(index.unwrap_or(0), waker));
+    });
+    registered
+}
+
+/// Removes a task that ended from its pool's waiting tasks.
+pub(crate) fn deregister_waiting(key: WaitingKey) {
+    with_task_pool(|shared, _| shared.waiting.deregister(key));
 }
 
 /// Records a task's queue-to-first-poll latency, in `sys::ticks`: in the

@@ -25,6 +25,7 @@ pub(crate) mod presumed;
 mod queues;
 pub(crate) mod task;
 mod threads;
+pub(crate) mod waiting;
 mod work;
 
 pub(crate) use config::{Config, Hook, NameFn};
@@ -73,6 +74,9 @@ pub(crate) struct Shared {
     external: CachePadded<TaskCounters>,
     /// Start latencies of tasks first polled outside a worker.
     external_latency: LatencyRecorder,
+    /// Async tasks waiting for a wake, cancelled when the pool stops
+    /// (see `waiting`).
+    pub(crate) waiting: waiting::WaitingTasks,
     /// Set when workers may hold more slots than there are (the target was
     /// lowered, or an urgent slot was lent): workers check it at each task
     /// boundary and one gives its slot back. A flag, so the common case
@@ -164,6 +168,8 @@ impl Shared {
             monitor: MonitorSignal::default(),
             external: CachePadded::new(TaskCounters::default()),
             external_latency: LatencyRecorder::default(),
+            // A shard per slot and then some: workers rarely share one.
+            waiting: waiting::WaitingTasks::new((config.concurrency * 2).clamp(1, 64)),
             shrink: CachePadded::new(AtomicBool::new(false)),
             quantum_lent: CachePadded::new(AtomicBool::new(false)),
             quantum_refused: AtomicBool::new(false),
@@ -401,6 +407,9 @@ impl Shared {
         self.sleepers.stop_all();
         self.monitor.stop();
         self.drain_queues();
+        // Tasks waiting for a wake are in no queue: woken, each is
+        // scheduled on the stopped pool and dropped there (cancelled).
+        self.waiting.cancel_all();
         self.exits.signal();
     }
 
@@ -454,15 +463,11 @@ impl Shared {
     pub(crate) fn metrics(&self) -> Metrics {
         let mut m = Metrics::default();
         let mut latency = crate::metrics::new_histogram();
-        // Every shard's ends before any shard's spawns: see
-        // `TaskCounters::add_ends_to`.
         let shards = || {
             let workers = self.threads.used().iter().map(|entry| &*entry.counters);
             std::iter::once(&*self.external).chain(workers)
         };
-        shards().for_each(|shard| shard.add_ends_to(&mut m));
-        shards().for_each(|shard| shard.add_spawns_to(&mut m));
-        m.spawned = m.spawned.saturating_sub(m.rejected);
+        crate::metrics::add_task_counters(shards, &mut m);
         self.external_latency.add_to(&mut latency);
         let (mut running, mut blocked) = (0, 0);
         for entry in self.threads.used() {
@@ -473,11 +478,6 @@ impl Shared {
                 Phase::Idle => {}
             }
         }
-        // Saturating only for safety: the read order keeps the ends within
-        // the spawns.
-        m.in_flight = m
-            .spawned
-            .saturating_sub(m.completed + m.panicked + m.cancelled);
         m.queued = self.queued() as u64;
         m.threads = self.threads.alive();
         m.idle_threads = self.sleepers.parked();

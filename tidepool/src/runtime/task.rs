@@ -19,9 +19,10 @@ use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use super::queues::Priority;
+use super::waiting::{Registered, WaitingKey};
 
 /// The payload of a panic caught in a task, as `std::panic::catch_unwind`
 /// returns it.
@@ -289,7 +290,11 @@ pub(crate) fn wrap<F: Future, G: MaybeGate>(future: F, gate: G) -> Wrapped<F, G>
         future: Some(AssertUnwindSafe(future).catch_unwind()),
         // Created with the cell, so it counts the task as cancelled even if
         // the future is dropped before its first poll.
-        guard: EndGuard { ended: false, gate },
+        guard: EndGuard {
+            ended: false,
+            waiting: 0,
+            gate,
+        },
         queued_at: start_sampler::stamp(),
     }
 }
@@ -317,6 +322,9 @@ impl<F: Future, G: MaybeGate> Future for Wrapped<F, G> {
         if let Some(gate) = gate {
             gate.poll_ended();
         }
+        if poll.is_pending() && this.guard.waiting == 0 {
+            this.guard.wait_registered(cx.waker());
+        }
         poll.map(|output| {
             // Counted before the output is handed to the join side.
             this.guard.end(match output {
@@ -333,13 +341,36 @@ impl<F: Future, G: MaybeGate> Future for Wrapped<F, G> {
 /// or a stopping pool dropping it unrun.
 struct EndGuard<G: MaybeGate> {
     ended: bool,
+    /// The task's entry among its pool's waiting tasks
+    /// (`runtime::waiting`), from its first `Pending` to its end: a
+    /// `WaitingKey` as bits, 0 for none (beside `ended`, in what was
+    /// padding).
+    waiting: u32,
     gate: G,
 }
 
 impl<G: MaybeGate> EndGuard<G> {
+    /// Registers the task, which just returned `Pending` for the first
+    /// time, among its pool's waiting tasks, so a pool that stops can
+    /// cancel it. If the pool has stopped already, wakes it instead: the
+    /// stopped pool then drops it.
+    #[cold]
+    fn wait_registered(&mut self, waker: &Waker) {
+        match super::context::register_waiting(waker) {
+            Some(Registered::Yes(key)) => self.waiting = key.to_bits(),
+            Some(Registered::PoolStopped) => waker.wake_by_ref(),
+            Some(Registered::NoRoom) | None => {}
+        }
+    }
+
     fn end(&mut self, outcome: Outcome) {
         if std::mem::replace(&mut self.ended, true) {
             return;
+        }
+        if let Some(key) = WaitingKey::from_bits(std::mem::take(&mut self.waiting)) {
+            // Before the end is counted: that count may stop the pool,
+            // which would wake the entry for nothing.
+            super::context::deregister_waiting(key);
         }
         // The gate first: it gives the task's permits back before the pool
         // counts the end, which may be the one that lets the pool stop.

@@ -1,0 +1,103 @@
+//! Loom models of the pool's waiting tasks (`runtime::waiting`) and of a
+//! live metrics snapshot (`metrics::add_task_counters`).
+//!
+//! * A task registering its waker as the pool stops is woken exactly once:
+//!   by the stop, or by itself when the stop closed the registry first.
+//! * A task ending as the pool stops leaves no waker behind and is never
+//!   woken twice.
+//! * A snapshot taken while a task spawned on one shard ends on another
+//!   never shows the end without the spawn.
+
+use crate::metrics::{add_task_counters, Metrics, Outcome, TaskCounters};
+use crate::runtime::waiting::{Registered, WaitingTasks};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+
+/// A waker that counts its wake-ups.
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counting_waker() -> (Arc<Count>, Waker) {
+    let count = Arc::new(Count(AtomicUsize::new(0)));
+    (Arc::clone(&count), Waker::from(Arc::clone(&count)))
+}
+
+#[test]
+fn a_task_that_first_waits_as_the_pool_stops_is_woken_exactly_once() {
+    loom::model(|| {
+        let tasks = Arc::new(WaitingTasks::new(2));
+        let (count, waker) = counting_waker();
+        let task = {
+            let tasks = Arc::clone(&tasks);
+            loom::thread::spawn(move || match tasks.register(1, &waker) {
+                Registered::Yes(_) => {}
+                // What the task's wrapper does (`EndGuard::wait_registered`).
+                Registered::PoolStopped => waker.wake_by_ref(),
+                Registered::NoRoom => unreachable!("one entry fits"),
+            })
+        };
+        tasks.cancel_all();
+        task.join().unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "woken exactly once");
+        assert_eq!(tasks.len(), 0, "nothing left registered");
+    });
+}
+
+#[test]
+fn a_task_that_ends_as_the_pool_stops_leaves_no_waker_behind() {
+    loom::model(|| {
+        let tasks = Arc::new(WaitingTasks::new(1));
+        let (count, waker) = counting_waker();
+        let Registered::Yes(key) = tasks.register(0, &waker) else {
+            unreachable!("the pool runs")
+        };
+        drop(waker);
+        let task = {
+            let tasks = Arc::clone(&tasks);
+            loom::thread::spawn(move || tasks.deregister(key))
+        };
+        tasks.cancel_all();
+        task.join().unwrap();
+        assert!(count.0.load(Ordering::SeqCst) <= 1, "woken at most once");
+        assert_eq!(tasks.len(), 0);
+        // Only the model's own reference is left: no waker kept.
+        assert_eq!(Arc::strong_count(&count), 1);
+    });
+}
+
+#[test]
+fn a_live_snapshot_never_shows_an_end_without_its_spawn() {
+    loom::model(|| {
+        // Shard 0: the spawning thread's; shard 1: the worker's.
+        let shards = Arc::new([TaskCounters::default(), TaskCounters::default()]);
+        let handed = Arc::new(AtomicBool::new(false));
+        let spawner = {
+            let (shards, handed) = (Arc::clone(&shards), Arc::clone(&handed));
+            loom::thread::spawn(move || {
+                shards[0].spawned();
+                // The queue the task goes through.
+                handed.store(true, Ordering::Release);
+            })
+        };
+        let worker = {
+            let (shards, handed) = (Arc::clone(&shards), Arc::clone(&handed));
+            loom::thread::spawn(move || {
+                if handed.load(Ordering::Acquire) {
+                    shards[1].ended(Outcome::Completed);
+                }
+            })
+        };
+        let mut m = Metrics::default();
+        add_task_counters(|| shards.iter(), &mut m);
+        assert!(m.completed <= m.spawned, "an end without its spawn: {m:?}");
+        assert_eq!(m.spawned, m.completed + m.in_flight);
+        spawner.join().unwrap();
+        worker.join().unwrap();
+    });
+}

@@ -1,0 +1,242 @@
+//! The async tasks of a pool that are waiting (went `Pending` and have not
+//! ended), so that a pool that stops can cancel them.
+//!
+//! # Why
+//!
+//! A task that waits is held only by whoever holds its waker: a socket, a
+//! timer, a channel, or nobody at all (`std::future::pending`). When a
+//! shutdown times out, queued tasks are dropped from the queues, but a
+//! waiting task is in no queue: without this registry it stayed alive
+//! after the pool stopped, its `JoinHandle` never resolved and what it
+//! captured (a listening socket, a connection) stayed open, until some
+//! event happened to wake it.
+//!
+//! # The protocol
+//!
+//! A task registers a clone of its waker the first time it returns
+//! `Pending` ([`WaitingTasks::register`]) and deregisters when its future
+//! ends or is dropped ([`WaitingTasks::deregister`]). The pool, as it
+//! stops, closes every shard and wakes what was registered
+//! ([`WaitingTasks::cancel_all`]); a woken task is scheduled on a stopped
+//! pool, which drops it (cancelled). The race between a registration and
+//! the stop is settled by each shard's lock and its `closed` flag: a
+//! registration either lands before the close (and is woken by it) or
+//! finds the shard closed and is refused, and the task then wakes itself.
+//! A closed shard takes no new entry, so a key is never reused after the
+//! stop took its entry, and a late deregistration cannot remove someone
+//! else's. The loom model `loom_models/waiting.rs` checks both races.
+//!
+//! # Cost
+//!
+//! Only tasks that wait pay: one waker clone and one lock for the first
+//! wait, one lock at the end. Closures never return `Pending` and never
+//! register. Shards, picked by the registering worker, keep workers from
+//! contending for one lock.
+
+use crate::sync::{lock, Mutex};
+use crossbeam_utils::CachePadded;
+use slab::Slab;
+use std::task::Waker;
+
+/// Where a waiting task's waker is registered, packed in a non-zero `u32`
+/// (the task's wrapper keeps it in a word that was padding, so the cell of
+/// every task, closures included, stays the size it was): the shard in the
+/// low [`SHARD_BITS`] bits, the slot above them, plus one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WaitingKey(std::num::NonZeroU32);
+
+/// Bits of a key that name the shard: at most 64 shards.
+const SHARD_BITS: u32 = 6;
+/// Shards at most.
+pub(crate) const MAX_SHARDS: usize = 1 << SHARD_BITS;
+
+impl WaitingKey {
+    /// `None` if `slot` does not fit (tens of millions of tasks waiting in
+    /// one shard): such a task is not registered, as before the registry.
+    fn new(shard: usize, slot: usize) -> Option<Self> {
+        let packed = u32::try_from(slot).ok()?.checked_shl(SHARD_BITS)?;
+        if packed >> SHARD_BITS != slot as u32 {
+            return None;
+        }
+        let packed = (packed | shard as u32).checked_add(1)?;
+        std::num::NonZeroU32::new(packed).map(WaitingKey)
+    }
+
+    fn shard(self) -> usize {
+        ((self.0.get() - 1) & (MAX_SHARDS as u32 - 1)) as usize
+    }
+
+    fn slot(self) -> usize {
+        ((self.0.get() - 1) >> SHARD_BITS) as usize
+    }
+
+    /// The key as a `u32` (never 0), for a wrapper's compact field.
+    pub(crate) fn to_bits(self) -> u32 {
+        self.0.get()
+    }
+
+    /// The key [`to_bits`](Self::to_bits) gave; `None` for 0.
+    pub(crate) fn from_bits(bits: u32) -> Option<Self> {
+        std::num::NonZeroU32::new(bits).map(WaitingKey)
+    }
+}
+
+/// What [`WaitingTasks::register`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Registered {
+    /// Registered: deregister with this key when the task ends.
+    Yes(WaitingKey),
+    /// The pool has stopped: the caller wakes its task, which the stopped
+    /// pool then drops (cancelled).
+    PoolStopped,
+    /// No room for the key: not registered (the task is not cancelled by
+    /// a stop, as before the registry).
+    NoRoom,
+}
+
+/// One shard: the registered wakers, and whether the pool stopped.
+#[derive(Debug, Default)]
+struct Shard {
+    closed: bool,
+    wakers: Slab<Waker>,
+}
+
+/// The registry of one pool's waiting tasks (module docs).
+#[derive(Debug)]
+pub(crate) struct WaitingTasks {
+    shards: Box<[CachePadded<Mutex<Shard>>]>,
+}
+
+impl WaitingTasks {
+    /// A registry of `shards` shards (at least one, at most [`MAX_SHARDS`]).
+    pub(crate) fn new(shards: usize) -> Self {
+        WaitingTasks {
+            shards: (0..shards.clamp(1, MAX_SHARDS))
+                .map(|_| CachePadded::new(Mutex::new(Shard::default())))
+                .collect(),
+        }
+    }
+
+    /// Registers `waker`, of a task that just returned `Pending`, in the
+    /// shard `hint` picks.
+    pub(crate) fn register(&self, hint: usize, waker: &Waker) -> Registered {
+        let shard = hint % self.shards.len();
+        let mut guard = lock(&self.shards[shard]);
+        if guard.closed {
+            return Registered::PoolStopped;
+        }
+        let entry = guard.wakers.vacant_entry();
+        match WaitingKey::new(shard, entry.key()) {
+            Some(key) => {
+                entry.insert(waker.clone());
+                Registered::Yes(key)
+            }
+            None => Registered::NoRoom,
+        }
+    }
+
+    /// Removes the entry `key` names (its task ended). Nothing if the pool
+    /// stopped meanwhile: the stop took the entry and woke it.
+    pub(crate) fn deregister(&self, key: WaitingKey) {
+        let removed = {
+            let mut guard = lock(&self.shards[key.shard()]);
+            if guard.closed {
+                return;
+            }
+            guard.wakers.try_remove(key.slot())
+        };
+        // Dropped outside the lock: it may be the task's last reference.
+        drop(removed);
+    }
+
+    /// Closes every shard and wakes every task registered, so that the
+    /// stopped pool drops them. Returns how many it woke.
+    pub(crate) fn cancel_all(&self) -> usize {
+        let mut woken = 0;
+        for shard in self.shards.iter() {
+            let wakers = {
+                let mut guard = lock(shard);
+                guard.closed = true;
+                std::mem::take(&mut guard.wakers)
+            };
+            // Woken outside the lock: waking schedules the task, and a
+            // stopped pool drops it there, running its destructors.
+            for (_, waker) in wakers {
+                waker.wake();
+                woken += 1;
+            }
+        }
+        woken
+    }
+
+    /// How many tasks are registered (for tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).wakers.len()).sum()
+    }
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting_waker() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (Arc::clone(&count), Waker::from(Arc::clone(&count)))
+    }
+
+    #[test]
+    fn a_task_that_ended_is_not_woken_by_the_stop() {
+        let tasks = WaitingTasks::new(4);
+        let (ended, ended_waker) = counting_waker();
+        let (waiting, waiting_waker) = counting_waker();
+        let Registered::Yes(key) = tasks.register(0, &ended_waker) else {
+            panic!("registered")
+        };
+        assert!(matches!(
+            tasks.register(5, &waiting_waker),
+            Registered::Yes(_)
+        ));
+        tasks.deregister(key);
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks.cancel_all(), 1);
+        assert_eq!(ended.0.load(Ordering::SeqCst), 0);
+        assert_eq!(waiting.0.load(Ordering::SeqCst), 1);
+        assert_eq!(tasks.len(), 0);
+    }
+
+    #[test]
+    fn a_stopped_registry_refuses_and_ignores_late_ends() {
+        let tasks = WaitingTasks::new(2);
+        let (_, waker) = counting_waker();
+        let Registered::Yes(key) = tasks.register(1, &waker) else {
+            panic!("registered")
+        };
+        tasks.cancel_all();
+        assert_eq!(tasks.register(1, &waker), Registered::PoolStopped);
+        // The stop took the entry: the end finds nothing to remove.
+        tasks.deregister(key);
+        assert_eq!(tasks.len(), 0);
+    }
+
+    #[test]
+    fn keys_pack_shard_and_slot_and_refuse_what_does_not_fit() {
+        for (shard, slot) in [(0, 0), (63, 0), (5, 12_345), (62, (1 << 26) - 1)] {
+            let key = WaitingKey::new(shard, slot).unwrap();
+            assert_eq!((key.shard(), key.slot()), (shard, slot));
+            assert_eq!(WaitingKey::from_bits(key.to_bits()), Some(key));
+        }
+        assert_eq!(WaitingKey::new(0, 1 << 26), None);
+        assert_eq!(WaitingKey::from_bits(0), None);
+    }
+}
