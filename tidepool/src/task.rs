@@ -244,7 +244,8 @@ pub enum JoinError {
     /// it unrun or abandoned it); it did not run to its end.
     Cancelled,
     /// The task was refused: the pool (or its group or pair) was already
-    /// shut down when it was spawned, so it never ran. Spawn on a running
+    /// closed when it was spawned (shut down, or its last handle dropped),
+    /// so it never ran. Spawn on a running
     /// pool; [`Pool::try_spawn`](crate::Pool::try_spawn) reports this as a
     /// [`SpawnError`] instead. [`is_cancelled`](JoinError::is_cancelled) is
     /// true for it too, since the task did not run.
@@ -382,7 +383,7 @@ impl fmt::Display for JoinError {
         match self {
             JoinError::Cancelled => f.write_str("task was cancelled before it finished"),
             JoinError::ShutDown => f.write_str(
-                "task refused: the pool was shut down before this task was spawned; spawn on a running pool",
+                "task refused: the pool was closed (shut down, or its last Pool handle dropped) before this task was spawned; spawn on a running pool, and keep a handle to it while its tasks spawn",
             ),
             JoinError::Panicked(panic) => match panic.message() {
                 Some(message) => write!(f, "task panicked: {message}"),
@@ -406,13 +407,15 @@ impl std::error::Error for JoinError {}
 /// assert_eq!(err, SpawnError::ShutDown);
 /// assert_eq!(
 ///     format!("{err:?}"),
-///     "SpawnError::ShutDown: the pool is shut down and accepts no new tasks; spawn on a pool that is still running"
+///     "SpawnError::ShutDown: the pool is closed (shut down, or its last Pool handle dropped) and accepts no new tasks; spawn on a pool that is still running, and keep a handle to it while its tasks spawn"
 /// );
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SpawnError {
-    /// The pool (or group) was shut down; nothing new is accepted.
+    /// The pool (or group) was closed: shut down, or its last handle was
+    /// dropped (the pool then finishes its tasks in the background);
+    /// nothing new is accepted.
     ShutDown,
     /// No worker thread is alive and the OS refused to start one (the last
     /// attempt was made by this spawn): nothing could run the task. Usually
@@ -441,7 +444,7 @@ impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SpawnError::ShutDown => f.write_str(
-                "the pool is shut down and accepts no new tasks; spawn on a pool that is still running",
+                "the pool is closed (shut down, or its last Pool handle dropped) and accepts no new tasks; spawn on a pool that is still running, and keep a handle to it while its tasks spawn",
             ),
             SpawnError::NoThreads { last_error, os_error } => {
                 f.write_str("the pool has no worker thread and the system refused to start one (")?;

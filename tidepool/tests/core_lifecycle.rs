@@ -166,9 +166,9 @@ fn spawn_after_shutdown_is_refused() {
         let err = pool.spawn_fn(|| 1).join().unwrap_err();
         assert!(matches!(err, JoinError::ShutDown), "{err:?}");
         assert!(err.is_cancelled(), "a refused task did not run");
-        assert!(err
-            .to_string()
-            .contains("shut down before this task was spawned"));
+        assert!(err.to_string().contains(
+            "closed (shut down, or its last Pool handle dropped) before this task was spawned"
+        ));
         assert!(format!("{err:?}").contains("spawn on a running pool"));
         assert!(pool.spawn(async { 1 }).join().unwrap_err().is_cancelled());
         assert_eq!(pool.try_spawn_fn(|| 1).unwrap_err(), SpawnError::ShutDown);
@@ -272,6 +272,33 @@ fn a_task_that_first_waits_after_the_stop_is_cancelled() {
         assert_eq!(err, ShutdownError::TimedOut { abandoned: 1 });
         go_tx.send(()).unwrap();
         assert!(late.join().unwrap_err().is_cancelled());
+    });
+}
+
+/// A task still running when its pool's last handle is dropped: the pool
+/// is closing, so a spawn from the task is refused with an error that says
+/// why (it said "shut down" though nobody called shutdown), while `join`
+/// still runs and the task itself finishes.
+#[test]
+fn a_task_of_a_closing_pool_is_told_why_its_spawn_is_refused() {
+    within(HANG, || {
+        let pool = Pool::builder().build().unwrap();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let (out_tx, out_rx) = mpsc::channel();
+        drop(pool.spawn_fn(move || {
+            go_rx.recv().unwrap();
+            let current = Pool::current().is_some();
+            let refused = tidepool::spawn_fn(|| 1).join().unwrap_err();
+            let joined = tidepool::join(|| 1, || 2);
+            out_tx.send((current, refused, joined)).unwrap();
+        }));
+        drop(pool);
+        go_tx.send(()).unwrap();
+        let (current, refused, joined) = out_rx.recv_timeout(HANG).unwrap();
+        assert!(!current, "a closing pool is no current pool");
+        assert!(matches!(refused, JoinError::ShutDown), "{refused:?}");
+        assert!(refused.to_string().contains("last Pool handle dropped"));
+        assert_eq!(joined, (1, 2));
     });
 }
 

@@ -71,7 +71,11 @@ impl Pool {
     /// pool (or in a pool whose every handle was dropped: it is closing).
     ///
     /// The free functions ([`spawn`](crate::spawn), [`join`](crate::join),
-    /// ...) use this pool when there is one, and the global pool otherwise.
+    /// ...) use the pool whose task runs on this thread, and the global pool
+    /// outside any pool. In a closing pool (every handle dropped) they still
+    /// use that pool, which refuses new tasks ([`JoinError::ShutDown`](crate::JoinError::ShutDown)) but
+    /// still runs `join` and `scope`: a task that spawns keeps its pool's
+    /// handle alive, or holds one of its own.
     ///
     /// ```
     /// use tidepool::Pool;
