@@ -169,18 +169,29 @@ fn pair_sides_are_fifo() {
     });
 }
 
-/// Completions of two flooding groups, in order, until either runs dry.
+/// Completions of two flooding groups, in order, while both have work:
+/// from when both are fully queued until either is 90% done.
 fn race(weights: (u32, u32), per_group: usize) -> (usize, usize) {
     let pool = Pool::builder().concurrency(2).build().unwrap();
     let a = pool.group().name("a").weight(weights.0).build().unwrap();
     let b = pool.group().name("b").weight(weights.1).build().unwrap();
     let log = Arc::new(Mutex::new(Vec::with_capacity(2 * per_group)));
+    // Items that end before both groups are queued are counted apart: only
+    // `a` can have run then, and on a loaded machine (tests of one binary
+    // run side by side) the spawning thread was descheduled long enough
+    // for hundreds of them, which read as unfairness (900 to 469).
+    let all_queued = Arc::new(AtomicBool::new(false));
+    let early = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     let mut handles = Vec::new();
     // All of `a` first, then all of `b`: without fair share `a` would finish
     // before `b` starts.
-    for (name, group) in [('a', &a), ('b', &b)] {
+    for (index, name, group) in [(0, 'a', &a), (1, 'b', &b)] {
         for _ in 0..per_group {
-            let log = Arc::clone(&log);
+            let (log, all_queued, early) = (
+                Arc::clone(&log),
+                Arc::clone(&all_queued),
+                Arc::clone(&early),
+            );
             handles.push(group.spawn_fn(move || {
                 // ~20 µs of CPU, in debug and release alike (a sum of a
                 // range is folded to a formula in release builds, which made
@@ -189,28 +200,37 @@ fn race(weights: (u32, u32), per_group: usize) -> (usize, usize) {
                 while start.elapsed() < Duration::from_micros(20) {
                     std::hint::spin_loop();
                 }
-                log.lock().unwrap().push(name);
+                if all_queued.load(Ordering::SeqCst) {
+                    log.lock().unwrap().push(name);
+                } else {
+                    early[index].fetch_add(1, Ordering::SeqCst);
+                }
             }));
         }
     }
+    all_queued.store(true, Ordering::SeqCst);
     for handle in handles {
         handle.join().unwrap();
     }
     let log = log.lock().unwrap();
-    // The period both have work: up to the first point where one is 90%
-    // done. (Not 100%: one straggling item, its worker descheduled on this
-    // shared machine, once stretched "both have work" over the whole run,
-    // and `a` counted 1,000 to `b`'s 999 with weights 3:1.)
+    // Up to the first point where one is 90% done. (Not 100%: one
+    // straggling item, its worker descheduled on this shared machine, once
+    // stretched "both have work" over the whole run, and `a` counted 1,000
+    // to `b`'s 999 with weights 3:1.)
     let (mut na, mut nb) = (0, 0);
+    let (early_a, early_b) = (
+        early[0].load(Ordering::SeqCst),
+        early[1].load(Ordering::SeqCst),
+    );
     let most = per_group * 9 / 10;
     for &name in log.iter() {
+        if early_a + na >= most || early_b + nb >= most {
+            break;
+        }
         if name == 'a' {
             na += 1;
         } else {
             nb += 1;
-        }
-        if na == most || nb == most {
-            break;
         }
     }
     (na, nb)
