@@ -9,24 +9,10 @@
 //!   never shows the end without the spawn.
 
 use crate::metrics::{add_task_counters, Metrics, Outcome, TaskCounters};
+use crate::runtime::waiting::counting::waker as counting_waker;
 use crate::runtime::waiting::{Registered, WaitingTasks};
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Wake, Waker};
-
-/// A waker that counts its wake-ups.
-struct Count(AtomicUsize);
-
-impl Wake for Count {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn counting_waker() -> (Arc<Count>, Waker) {
-    let count = Arc::new(Count(AtomicUsize::new(0)));
-    (Arc::clone(&count), Waker::from(Arc::clone(&count)))
-}
 
 #[test]
 fn a_task_that_first_waits_as_the_pool_stops_is_woken_exactly_once() {
@@ -44,7 +30,7 @@ fn a_task_that_first_waits_as_the_pool_stops_is_woken_exactly_once() {
         };
         tasks.cancel_all();
         task.join().unwrap();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "woken exactly once");
+        assert_eq!(count.get(), 1, "woken exactly once");
         assert_eq!(tasks.len(), 0, "nothing left registered");
     });
 }
@@ -64,7 +50,7 @@ fn a_task_that_ends_as_the_pool_stops_leaves_no_waker_behind() {
         };
         tasks.cancel_all();
         task.join().unwrap();
-        assert!(count.0.load(Ordering::SeqCst) <= 1, "woken at most once");
+        assert!(count.get() <= 1, "woken at most once");
         assert_eq!(tasks.len(), 0);
         // Only the model's own reference is left: no waker kept.
         assert_eq!(Arc::strong_count(&count), 1);

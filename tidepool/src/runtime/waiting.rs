@@ -176,24 +176,39 @@ impl WaitingTasks {
     }
 }
 
-#[cfg(all(test, not(tidepool_loom)))]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use std::task::Wake;
+/// A waker that counts its wake-ups, on the `sync` facade's atomics, for
+/// the unit tests below and the loom model (`loom_models/waiting.rs`).
+#[cfg(test)]
+pub(crate) mod counting {
+    use crate::sync::{Arc, AtomicUsize, Ordering};
+    use std::task::{Wake, Waker};
 
-    struct Count(AtomicUsize);
+    /// How many times the waker was woken.
+    pub(crate) struct Count(AtomicUsize);
+
+    impl Count {
+        pub(crate) fn get(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
     impl Wake for Count {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
 
-    fn counting_waker() -> (Arc<Count>, Waker) {
+    /// A fresh counter and a waker that bumps it.
+    pub(crate) fn waker() -> (Arc<Count>, Waker) {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         (Arc::clone(&count), Waker::from(Arc::clone(&count)))
     }
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::counting::waker as counting_waker;
+    use super::*;
 
     #[test]
     fn a_task_that_ended_is_not_woken_by_the_stop() {
@@ -210,8 +225,8 @@ mod tests {
         tasks.deregister(key);
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks.cancel_all(), 1);
-        assert_eq!(ended.0.load(Ordering::SeqCst), 0);
-        assert_eq!(waiting.0.load(Ordering::SeqCst), 1);
+        assert_eq!(ended.get(), 0);
+        assert_eq!(waiting.get(), 1);
         assert_eq!(tasks.len(), 0);
     }
 
