@@ -43,7 +43,7 @@
 //! | a closure, blocking or not (file I/O, a sync HTTP call, a lock, CPU work) | [`spawn_fn`] / [`Pool::spawn_fn`] | a worker that blocks is detected and its slot given to another worker |
 //! | a future (async I/O, timers, other tasks) | [`spawn`] / [`Pool::spawn`] | while it awaits it holds no thread |
 //! | a blocking call *inside* a task, known in advance | [`blocking`] | hands the slot over at once instead of after the monitor interval (1 ms) |
-//! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | drives async-io's timers meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
+//! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | timers and sockets are served by the reactor's thread meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
 //! | the result of a task | [`JoinHandle::join`] or `.await` | on a worker, `join` runs queued work (usually the awaited task) while it waits, so a recursion of joins needs no thread per join |
 //! | divide and conquer over borrowed data | [`join`], [`scope`] (and [`Pool::join`], [`Pool::scope`]) | closures borrow the caller's stack; `join` allocates nothing and runs its second half inline unless a thief took it |
 //! | a parallel loop over a slice or a range | [`for_each`], [`for_range`] | split in halves with `join`, balanced by stealing |
@@ -65,7 +65,7 @@
 //! | tokio `spawn_blocking(f)` | `pool.spawn_fn(f)` | no separate blocking pool: a closure that blocks is detected (Linux) and its slot goes to another worker; once its kind (call site) was seen blocking, later ones get a thread as they are spawned, as `spawn_blocking` would give them |
 //! | tokio `block_in_place(f)` | `tidepool::blocking(f)` | declares the block at once instead of waiting for detection |
 //! | tokio `Runtime::block_on(fut)` | `pool.block_on(fut)` / `tidepool::block_on(fut)` | |
-//! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in async-io's reactor; an awaiting task holds no thread |
+//! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in tidepool's reactor (microsecond precision; busy workers fire due ones between tasks); an awaiting task holds no thread |
 //! | tokio `net::TcpStream`, hyper, reqwest, tonic, sqlx in a task | the same code, with the `tokio` cargo feature | see [tokio-based crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx) |
 //! | tokio `net::TcpStream` / `TcpListener` | `tidepool::Async<std::net::TcpStream>` + [`io`] | tidepool's reactor, polled by busy workers; async-io's method names; `examples/echo.rs` |
 //! | tokio `Builder::worker_threads(n)` | `Builder::concurrency(n)` | running slots; threads beyond it only replace blocked workers, up to `max_threads` |
@@ -282,10 +282,9 @@ mod trace;
 mod worker;
 
 #[cfg(not(unix))]
-pub use async_io::Async;
-pub use async_io::Timer;
+pub use async_io::{Async, Timer};
 #[cfg(unix)]
-pub use reactor::Async;
+pub use reactor::{Async, Timer};
 
 /// What you need to read and write on an [`Async`] socket (or any
 /// `futures-io` stream): the traits, their extension methods

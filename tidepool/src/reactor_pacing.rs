@@ -1,8 +1,10 @@
 //! When the threads that drive I/O reactors pause: async-io's own thread
-//! (which wakes tasks waiting on a [`Timer`](crate::Timer); tidepool's
-//! [`Async`](crate::Async) has its own reactor, whose thread steps aside
-//! instead, `reactor::handoff`, asking [`take_queued_behind_busy`] when)
-//! and the shared tokio runtime's thread (the `tokio` feature, `interop`).
+//! (which tidepool starts only off Unix, for its `Timer` and `Async`, or a
+//! program that uses async-io itself; on Unix tidepool's
+//! [`Async`](crate::Async) and [`Timer`](crate::Timer) have its own
+//! reactor, whose thread steps aside instead, `reactor::handoff`, asking
+//! [`take_queued_behind_busy`] when) and the shared tokio runtime's thread
+//! (the `tokio` feature, `interop`).
 //!
 //! # Why pause
 //!

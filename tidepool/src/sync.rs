@@ -69,3 +69,32 @@ pub(crate) fn seqcst_pair() {
     #[cfg(tidepool_loom)]
     fence(Ordering::SeqCst);
 }
+
+/// A waker that counts its wake-ups, on the facade's atomics, for unit
+/// tests and loom models (`runtime::waiting`, `reactor::timers`).
+#[cfg(test)]
+pub(crate) mod counting {
+    use super::{Arc, AtomicUsize, Ordering};
+    use std::task::{Wake, Waker};
+
+    /// How many times the waker was woken.
+    pub(crate) struct Count(AtomicUsize);
+
+    impl Count {
+        pub(crate) fn get(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A fresh counter and a waker that bumps it.
+    pub(crate) fn waker() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (Arc::clone(&count), Waker::from(Arc::clone(&count)))
+    }
+}

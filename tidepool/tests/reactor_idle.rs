@@ -1,7 +1,8 @@
 //! An idle pool uses no CPU, reactor included: after a burst of socket
 //! traffic (during which the reactor's thread stands aside and workers
 //! poll), the last worker to park calls the thread back to `epoll_wait`,
-//! where it sleeps without waking. Its own binary: the reactor is one per
+//! where it sleeps without waking; with a timer pending, it sleeps until
+//! that timer's deadline. Its own binary: the reactor is one per
 //! process, and other tests' sockets would wake it.
 #![cfg(target_os = "linux")]
 
@@ -76,5 +77,32 @@ fn the_reactor_sleeps_without_waking_once_the_pool_is_idle() {
         let woke = wakeups_of("tidepool-reacto") - before;
         // Left aside, it would look every millisecond: about 500 here.
         assert!(woke < 50, "the reactor thread woke {woke} times while idle");
+
+        // Timers too: after a burst of short sleeps and timeouts, with one
+        // long timer still pending, the thread sleeps until that one.
+        let mut long = pool.spawn(tidepool::sleep(Duration::from_secs(3600)));
+        let short: Vec<_> = (0..1_000u64)
+            .map(|i| {
+                pool.spawn(async move {
+                    tidepool::sleep(Duration::from_micros(i * 10)).await;
+                    tidepool::timeout(Duration::from_millis(5), tidepool::yield_now()).await
+                })
+            })
+            .collect();
+        for task in short {
+            assert_eq!(task.join().unwrap(), Ok(()));
+        }
+        assert!(eventually(HANG, || pool.metrics().idle_threads
+            == pool.metrics().threads));
+        // The dropped timeouts' deadlines pass (one spurious turn at most).
+        std::thread::sleep(Duration::from_millis(100));
+        let before = wakeups_of("tidepool-reacto");
+        std::thread::sleep(Duration::from_millis(500));
+        let woke = wakeups_of("tidepool-reacto") - before;
+        assert!(
+            woke < 50,
+            "the reactor thread woke {woke} times with one long timer"
+        );
+        assert!(long.cancel());
     });
 }

@@ -12,6 +12,8 @@
 //!   reactor (its thread or the workers).
 //! * `waiting`: the waiting tasks a stopping pool cancels, and a live
 //!   metrics snapshot.
+//! * `timers`: the reactor's thread never sleeps past a timer registered
+//!   as it goes to sleep.
 
 mod admission;
 mod monitor_idle;
@@ -20,4 +22,6 @@ mod park;
 mod reactor;
 mod shutdown;
 mod slots;
+#[cfg(unix)]
+mod timers;
 mod waiting;

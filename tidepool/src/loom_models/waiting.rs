@@ -9,8 +9,8 @@
 //!   never shows the end without the spawn.
 
 use crate::metrics::{add_task_counters, Metrics, Outcome, TaskCounters};
-use crate::runtime::waiting::counting::waker as counting_waker;
 use crate::runtime::waiting::{Registered, WaitingTasks};
+use crate::sync::counting::waker as counting_waker;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

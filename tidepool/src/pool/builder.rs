@@ -459,15 +459,27 @@ impl Builder {
     }
 }
 
-/// Starts and joins one thread with a stack of `bytes`: workers start on
-/// demand, so a stack the system cannot give (a huge `stack_size`) would
-/// otherwise show up only as tasks that are accepted and never run.
-/// Starts `async-io`'s driver thread (once per process) now, where a refusal
-/// can be an error, rather than at the first timer or `block_on`: there
-/// `async-io` panics, and `block_on`'s cleanup panics again, which aborts.
-/// Registering a timer makes `async-io` build its reactor, which starts the
-/// thread; a refusal panics inside the reactor's initialisation, which is
-/// left uninitialised (a later build tries again).
+/// Starts tidepool's reactor and its thread (once per process; it serves
+/// every pool's timers and sockets) now, where a refusal can be an error,
+/// rather than at the first timer, which could only panic.
+#[cfg(unix)]
+fn start_io_driver() -> Result<(), BuildError> {
+    crate::reactor::Reactor::get()
+        .map(|_| ())
+        .map_err(|error| BuildError::HelperThreadStart {
+            thread: "reactor",
+            error: error.to_string(),
+        })
+}
+
+/// Starts `async-io`'s driver thread (once per process; off Unix it serves
+/// timers and sockets) now, where a refusal can be an error, rather than
+/// at the first timer or `block_on`: there `async-io` panics, and
+/// `block_on`'s cleanup panics again, which aborts. Registering a timer
+/// makes `async-io` build its reactor, which starts the thread; a refusal
+/// panics inside the reactor's initialisation, which is left
+/// uninitialised (a later build tries again).
+#[cfg(not(unix))]
 fn start_io_driver() -> Result<(), BuildError> {
     use std::future::Future;
     use std::sync::OnceLock;
@@ -506,6 +518,9 @@ fn start_io_driver() -> Result<(), BuildError> {
     }
 }
 
+/// Starts and joins one thread with a stack of `bytes`: workers start on
+/// demand, so a stack the system cannot give (a huge `stack_size`) would
+/// otherwise show up only as tasks that are accepted and never run.
 fn try_thread_with_stack(bytes: usize) -> Result<(), BuildError> {
     std::thread::Builder::new()
         .stack_size(bytes)
@@ -589,9 +604,11 @@ pub enum BuildError {
     /// `thread_name("")`: worker threads would be named `-0`, `-1`, ...
     EmptyThreadName,
     /// The system refused to start one of the threads every pool needs: its
-    /// monitor, or the process's `async-io` driver (timers and sockets).
+    /// monitor, or the process's reactor (timers and sockets; off Unix,
+    /// async-io's driver).
     HelperThreadStart {
-        /// Which thread: `"monitor"` or `"async-io driver"`.
+        /// Which thread: `"monitor"`, `"reactor"` (`"async-io driver"` off
+        /// Unix).
         thread: &'static str,
         /// What the system said.
         error: String,

@@ -292,7 +292,14 @@ impl Pool {
         // worker, so the slot goes to another worker meanwhile).
         worker::declare_blocking(worker::Declared::PoolWait);
         let _tokio = self.shared().config.tokio.enter();
-        context::entered(self.shared(), || async_io::block_on(future))
+        // Timers and sockets are served by the reactor's thread meanwhile
+        // (on Unix, tidepool's own; elsewhere async-io's, which this thread
+        // may drive itself).
+        #[cfg(unix)]
+        let wait = || futures_lite::future::block_on(future);
+        #[cfg(not(unix))]
+        let wait = || async_io::block_on(future);
+        context::entered(self.shared(), wait)
     }
 
     /// Publishes [`Pool::metrics`] through the [`metrics`](https://docs.rs/metrics)

@@ -176,39 +176,10 @@ impl WaitingTasks {
     }
 }
 
-/// A waker that counts its wake-ups, on the `sync` facade's atomics, for
-/// the unit tests below and the loom model (`loom_models/waiting.rs`).
-#[cfg(test)]
-pub(crate) mod counting {
-    use crate::sync::{Arc, AtomicUsize, Ordering};
-    use std::task::{Wake, Waker};
-
-    /// How many times the waker was woken.
-    pub(crate) struct Count(AtomicUsize);
-
-    impl Count {
-        pub(crate) fn get(&self) -> usize {
-            self.0.load(Ordering::SeqCst)
-        }
-    }
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// A fresh counter and a waker that bumps it.
-    pub(crate) fn waker() -> (Arc<Count>, Waker) {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        (Arc::clone(&count), Waker::from(Arc::clone(&count)))
-    }
-}
-
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
-    use super::counting::waker as counting_waker;
     use super::*;
+    use crate::sync::counting::waker as counting_waker;
 
     #[test]
     fn a_task_that_ended_is_not_woken_by_the_stop() {
