@@ -103,7 +103,8 @@ impl<T> JoinHandle<T> {
 
     /// Cancels the task unless it has already finished or, for a closure,
     /// already started; returns true if this call cancelled it: the task
-    /// will not run to its end.
+    /// will not run to its end (one exception: a closure whose handle was
+    /// polled before, below).
     ///
     /// A task that has not started never runs. An async task that has
     /// started is dropped at its next `.await`. A closure already running
@@ -112,10 +113,13 @@ impl<T> JoinHandle<T> {
     /// resolves to [`JoinError::Cancelled`]; after an unsuccessful one it
     /// yields the output.
     ///
-    /// (One race is left to the async runtime beneath: an async task whose
+    /// Two cases are left to the async runtime beneath. An async task whose
     /// poll is in progress and returns its output in that very poll is
-    /// counted completed while its handle says `Cancelled`. A handle already
-    /// polled, e.g. in a `select`, cancels a closure the same way.)
+    /// counted completed while its handle says `Cancelled`. And a closure
+    /// whose handle was already polled (e.g. in a `select`) is cancelled as
+    /// an async task is: `cancel` returns true, a closure not yet started
+    /// never runs, but one already running still runs to its end (its
+    /// output is dropped and the handle says `Cancelled`).
     ///
     /// # Panics
     ///
