@@ -44,9 +44,10 @@
 //! # The cost
 //!
 //! The reactor serves every pool in the process: while one pool is
-//! saturated, events for another pool's tasks, timers, and threads in
-//! `block_on` (which cannot take async-io's reactor while its thread
-//! pauses in a waker) may wait up to [`PAUSE`] plus the timer slack.
+//! saturated, events for another pool's tasks (and, off Unix, where
+//! tidepool's timers are async-io's, timers and threads in `block_on`,
+//! which cannot take async-io's reactor while its thread pauses in a
+//! waker) may wait up to [`PAUSE`] plus the timer slack.
 //! Measured gains are in docs/measurements.md, "Pacing the reactor
 //! threads".
 
