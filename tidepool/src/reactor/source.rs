@@ -92,9 +92,9 @@ const TICK_SHIFT: u32 = 4;
 /// a first layout kept, [`poll_ready`](Self::poll_ready) and
 /// [`set_ready`](Self::set_ready) took twice the samples of tokio's
 /// equivalents in a profile of the lab's `async-io`, mostly on the lock's
-/// first touch; in one line, `Async` went from 0.92x to 0.95x of tokio's
-/// round trips per second (docs/measurements.md, "A source in one cache
-/// line").
+/// first touch. In one line, `Async`'s median went from 0.92x to 0.95x of
+/// tokio's round trips per second, within overlapping spreads
+/// (docs/measurements.md, "A source in one cache line").
 #[derive(Debug)]
 #[repr(align(64))]
 pub(crate) struct Source {
