@@ -260,10 +260,13 @@ impl Drop for Waiter<'_> {
         if let Some(key) = self.key {
             let removed = {
                 let mut waiters = lock(&self.source.waiters);
-                let list = &mut waiters.more().of(self.direction).keyed;
-                list.iter()
-                    .position(|(k, _)| *k == key)
-                    .map(|at| list.swap_remove(at).1)
+                // A key was given out under the lock with the box made.
+                waiters.more.as_mut().and_then(|more| {
+                    let list = &mut more.of(self.direction).keyed;
+                    list.iter()
+                        .position(|(k, _)| *k == key)
+                        .map(|at| list.swap_remove(at).1)
+                })
             };
             // Dropped outside the lock: the last reference to a task may
             // free it, and that runs user destructors.
