@@ -2,7 +2,7 @@
 //! [`JoinError`] and [`SpawnError`]. The task cell itself is the runtime's
 //! (`runtime::task`).
 
-use crate::runtime::task::{FallibleCell, TaskCell};
+use crate::runtime::task::{PolledCell, TaskCell};
 use crate::runtime::PanicPayload;
 use std::fmt;
 use std::future::Future;
@@ -27,12 +27,11 @@ pub struct JoinHandle<T> {
     refused: bool,
 }
 
-/// The task cell as the handle holds it: as spawned, so `cancel` can reach
-/// the task's claim (`TaskMeta`), until the first poll needs the fallible
-/// form (`async-task`'s `FallibleTask` hides the metadata).
+/// The task cell as the handle holds it: as spawned, until the first poll
+/// needs the fallible form (which keeps the claim in reach for `cancel`).
 enum Cell<T> {
     Fresh(TaskCell<T>),
-    Polled(FallibleCell<T>),
+    Polled(PolledCell<T>),
 }
 
 impl<T> Cell<T> {
@@ -103,23 +102,19 @@ impl<T> JoinHandle<T> {
 
     /// Cancels the task unless it has already finished or, for a closure,
     /// already started; returns true if this call cancelled it: the task
-    /// will not run to its end (one exception: a closure whose handle was
-    /// polled before, below).
+    /// will not run to its end.
     ///
     /// A task that has not started never runs. An async task that has
     /// started is dropped at its next `.await`. A closure already running
     /// cannot be interrupted: `cancel` returns false and the handle then
-    /// yields the closure's output. After a successful cancel the handle
+    /// yields the closure's output, whether or not the handle was polled
+    /// before (in a `select`, say). After a successful cancel the handle
     /// resolves to [`JoinError::Cancelled`]; after an unsuccessful one it
     /// yields the output.
     ///
-    /// Two cases are left to the async runtime beneath. An async task whose
+    /// One case is left to the async runtime beneath: an async task whose
     /// poll is in progress and returns its output in that very poll is
-    /// counted completed while its handle says `Cancelled`. And a closure
-    /// whose handle was already polled (e.g. in a `select`) is cancelled as
-    /// an async task is: `cancel` returns true, a closure not yet started
-    /// never runs, but one already running still runs to its end (its
-    /// output is dropped and the handle says `Cancelled`).
+    /// counted completed while its handle says `Cancelled`.
     ///
     /// # Panics
     ///
@@ -143,12 +138,14 @@ impl<T> JoinHandle<T> {
             self.task = Some(task);
             return false;
         }
-        if let Cell::Fresh(cell) = &task {
-            if !cell.metadata().claim.cancel() {
-                // A closure a worker has started: it runs to its end.
-                self.task = Some(task);
-                return false;
-            }
+        let claim = match &task {
+            Cell::Fresh(cell) => &cell.metadata().claim,
+            Cell::Polled(cell) => cell.claim(),
+        };
+        if !claim.cancel() {
+            // A closure a worker has started: it runs to its end.
+            self.task = Some(task);
+            return false;
         }
         // Dropping an async-task handle cancels the task; its future is
         // dropped by a worker (or right here if it is not scheduled).
@@ -178,7 +175,7 @@ impl<T> Future for JoinHandle<T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if let Some(Cell::Fresh(_)) = &self.task {
             if let Some(Cell::Fresh(task)) = self.task.take() {
-                self.task = Some(Cell::Polled(task.fallible()));
+                self.task = Some(Cell::Polled(PolledCell::new(task)));
             }
         }
         let refused = self.refused;
@@ -189,7 +186,7 @@ impl<T> Future for JoinHandle<T> {
                 JoinError::Cancelled
             }));
         };
-        let result = match Pin::new(task).poll(cx) {
+        let result = match Pin::new(task.task()).poll(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(None) => Err(JoinError::Cancelled),
             Poll::Ready(Some(output)) => output

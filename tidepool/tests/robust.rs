@@ -254,6 +254,52 @@ fn cancel_says_false_for_a_running_closure_and_the_handle_yields_its_output() {
 }
 
 #[test]
+fn cancel_says_false_for_a_running_closure_whose_handle_was_polled() {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let (started_tx, started) = mpsc::channel();
+        let (go, wait) = mpsc::channel::<()>();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&ran);
+        let mut handle = pool.spawn_fn(move || {
+            started_tx.send(()).unwrap();
+            let _ = wait.recv();
+            counted.fetch_add(1, Ordering::SeqCst);
+            "ran to its end"
+        });
+        started.recv().unwrap();
+        // Polled once, as a `select` would, while the closure runs.
+        let polled = futures_lite::future::block_on(futures_lite::future::poll_once(&mut handle));
+        assert!(polled.is_none(), "the closure is still running");
+        assert!(!handle.cancel(), "the closure is running: it will finish");
+        go.send(()).unwrap();
+        assert_eq!(handle.join().unwrap(), "ran to its end");
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        let m = pool.metrics();
+        assert_eq!((m.completed, m.cancelled), (1, 0), "{m:?}");
+    });
+}
+
+#[test]
+fn cancel_says_true_for_a_queued_closure_whose_handle_was_polled() {
+    within(HANG, || {
+        let (pool, release) = busy_pool();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&ran);
+        let mut handle = pool.spawn_fn(move || counted.fetch_add(1, Ordering::SeqCst));
+        let polled = futures_lite::future::block_on(futures_lite::future::poll_once(&mut handle));
+        assert!(polled.is_none(), "queued behind the busy slot");
+        assert!(handle.cancel());
+        drop(release);
+        assert!(handle.join().unwrap_err().is_cancelled());
+        pool.shutdown().unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        let m = pool.metrics();
+        assert_eq!((m.completed, m.cancelled), (1, 1), "{m:?}");
+    });
+}
+
+#[test]
 fn cancel_says_true_for_a_queued_closure_and_it_never_runs() {
     within(HANG, || {
         let (pool, release) = busy_pool();

@@ -79,6 +79,68 @@ pub(crate) type TaskCell<T> = async_task::Task<TaskOutput<T>, TaskMeta>;
 /// [`TaskCell`] after `fallible()`: resolves to `None` if cancelled.
 pub(crate) type FallibleCell<T> = async_task::FallibleTask<TaskOutput<T>, TaskMeta>;
 
+/// The join side of a task cell once its handle has been polled: a
+/// [`FallibleCell`] (a cancelled [`TaskCell`] panics when polled; this one
+/// resolves to `None`), with the task's [`Claim`] still in reach.
+/// `FallibleTask` hides the metadata, and without the claim a handle that
+/// was polled (in a `select`, say) could not refuse to cancel a closure a
+/// worker has started: `cancel` said true while the closure ran on.
+pub(crate) struct PolledCell<T> {
+    task: FallibleCell<T>,
+    /// The claim in `task`'s metadata (see [`PolledCell::claim`]).
+    claim: std::ptr::NonNull<Claim>,
+}
+
+// SAFETY: `claim` is, in all but name, a shared reference into the cell
+// that `task` keeps alive (see `PolledCell::claim`), and `Claim` is `Sync`
+// (an atomic): sending or sharing a `PolledCell` is sound exactly when
+// sending or sharing its `task` is.
+unsafe impl<T> Send for PolledCell<T> where FallibleCell<T>: Send {}
+// SAFETY: as for `Send` above.
+unsafe impl<T> Sync for PolledCell<T> where FallibleCell<T>: Sync {}
+
+impl<T> PolledCell<T> {
+    /// Makes `task` fallible, keeping a pointer to its claim.
+    pub(crate) fn new(task: TaskCell<T>) -> Self {
+        let claim = std::ptr::NonNull::from(&task.metadata().claim);
+        PolledCell {
+            task: task.fallible(),
+            claim,
+        }
+    }
+
+    /// The task's claim (for `JoinHandle::cancel`).
+    pub(crate) fn claim(&self) -> &Claim {
+        // SAFETY: the pointer is valid for as long as `self` is borrowed:
+        // 1. async-task keeps a task's metadata in the task's one heap
+        //    allocation (its header), at one address from spawn until the
+        //    last reference to the task (runnable, waker or handle) is
+        //    dropped; a `Task` and the `FallibleTask` made of it are
+        //    pointers to that allocation, so `fallible()` moved a pointer,
+        //    not the metadata the claim was taken from.
+        // 2. `self.task` is such a reference and lives as long as `self`,
+        //    so the allocation outlives the borrow returned here.
+        // 3. async-task only ever hands out shared references to the
+        //    metadata, and this is one more: no `&mut` aliases it.
+        unsafe { self.claim.as_ref() }
+    }
+
+    /// The fallible cell, to poll or detach.
+    pub(crate) fn task(&mut self) -> &mut FallibleCell<T> {
+        &mut self.task
+    }
+
+    /// Whether the task has finished (`FallibleTask::is_finished`).
+    pub(crate) fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Detaches the task: it runs on, its output is dropped.
+    pub(crate) fn detach(self) {
+        self.task.detach();
+    }
+}
+
 /// What the scheduler needs to know about a task without polling it.
 #[derive(Debug)]
 pub(crate) struct TaskMeta {
