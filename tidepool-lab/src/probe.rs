@@ -266,19 +266,11 @@ pub fn sustained_peak_runnable(obs: &[ThreadObservation]) -> Option<usize> {
     }
 }
 
-/// The commit the lab was built from, `git rev-parse --short HEAD` in the
-/// current folder, or `unknown` (no git, not a checkout).
+/// The commit the lab was built from (`build.rs`: `git rev-parse --short
+/// HEAD` at build time, with `-dirty` if tracked files differed from it),
+/// or `unknown` if it was built outside a git checkout.
 pub fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+    env!("TIDEPOOL_LAB_COMMIT").to_string()
 }
 
 /// The machine the lab ran on, for the report.
@@ -326,6 +318,24 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_commit_is_the_checkout_s_at_build_time() {
+        let commit = git_commit();
+        let hash = commit.strip_suffix("-dirty").unwrap_or(&commit);
+        let is_hash = hash.len() >= 7 && hash.chars().all(|c| c.is_ascii_hexdigit());
+        assert!(is_hash || commit == "unknown", "{commit:?}");
+        // The tests are built in this repository's checkout.
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        if let Some(head) = head {
+            assert!(head.starts_with(hash), "built from {hash}, HEAD is {head}");
+        }
+    }
 
     const STAT: &str = "4242 (my (odd) prog) S 1 4242 4242 0 -1 4194560 \
         1000 0 0 0 731 52 0 0 20 0 3 0 100 1000000 200 18446744073709551615";
