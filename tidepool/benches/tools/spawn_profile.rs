@@ -21,10 +21,13 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2);
-    let pool = tidepool::Pool::builder()
-        .concurrency(slots)
-        .build()
-        .expect("pool");
+    // `FIXED=1`: `Controller::Fixed` (no spare thread), as the bench's
+    // `tidepool-fixed`.
+    let mut builder = tidepool::Pool::builder().concurrency(slots);
+    if std::env::var_os("FIXED").is_some() {
+        builder = builder.controller(tidepool::Controller::Fixed);
+    }
+    let pool = builder.build().expect("pool");
     for _ in 0..rounds {
         countdown::arm(n);
         let start = Instant::now();

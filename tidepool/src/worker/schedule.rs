@@ -63,7 +63,7 @@ where
     // `shared` and the runnable itself keep everything alive.
     schedule(shared, runnable, false);
     if let Some(waker) = waker {
-        task::local_free::keep(waker);
+        task::local_free::keep(waker, || context::local_len(shared));
     }
     Some(cell)
 }
