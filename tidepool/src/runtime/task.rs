@@ -488,7 +488,7 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// alive anyway, and evicting their wakers early made the other worker free
 /// them. Measured with `spawn_profile inside 1000000 5` (two workers), six
 /// processes of each build in turn, each process's median round: 92.5 ns
-/// per task (90-95) against 106 (99-115) with the fixed length.
+/// per task (90-95) against 104 (99-115) with the fixed length.
 ///
 /// The cost is memory: up to 65,536 finished cells (~100 bytes each: their
 /// closures and outputs are gone) beyond the queued ones, and the ring
