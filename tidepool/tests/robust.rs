@@ -228,9 +228,16 @@ fn a_destructor_run_by_a_worker_does_not_wait_for_itself() {
     });
 }
 
-#[test]
-fn cancel_says_false_for_a_running_closure_and_the_handle_yields_its_output() {
-    within(HANG, || {
+/// Polls `handle` once without waiting, as a `select` would: from then on
+/// the handle holds the task's fallible form. True if it was ready.
+fn poll_once<T>(handle: &mut tidepool::JoinHandle<T>) -> bool {
+    futures_lite::future::block_on(futures_lite::future::poll_once(handle)).is_some()
+}
+
+/// `cancel` on a closure a worker is running: refused, and the handle
+/// yields the output; `polled_first` polls the handle once before.
+fn cancel_of_a_running_closure(polled_first: bool) {
+    within(HANG, move || {
         let pool = Pool::builder().concurrency(1).build().unwrap();
         let (started_tx, started) = mpsc::channel();
         let (go, wait) = mpsc::channel::<()>();
@@ -243,6 +250,9 @@ fn cancel_says_false_for_a_running_closure_and_the_handle_yields_its_output() {
             "ran to its end"
         });
         started.recv().unwrap();
+        if polled_first {
+            assert!(!poll_once(&mut handle), "the closure is still running");
+        }
         assert!(!handle.cancel(), "the closure is running: it will finish");
         assert!(!handle.cancel());
         go.send(()).unwrap();
@@ -254,41 +264,26 @@ fn cancel_says_false_for_a_running_closure_and_the_handle_yields_its_output() {
 }
 
 #[test]
-fn cancel_says_false_for_a_running_closure_whose_handle_was_polled() {
-    within(HANG, || {
-        let pool = Pool::builder().concurrency(1).build().unwrap();
-        let (started_tx, started) = mpsc::channel();
-        let (go, wait) = mpsc::channel::<()>();
-        let ran = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&ran);
-        let mut handle = pool.spawn_fn(move || {
-            started_tx.send(()).unwrap();
-            let _ = wait.recv();
-            counted.fetch_add(1, Ordering::SeqCst);
-            "ran to its end"
-        });
-        started.recv().unwrap();
-        // Polled once, as a `select` would, while the closure runs.
-        let polled = futures_lite::future::block_on(futures_lite::future::poll_once(&mut handle));
-        assert!(polled.is_none(), "the closure is still running");
-        assert!(!handle.cancel(), "the closure is running: it will finish");
-        go.send(()).unwrap();
-        assert_eq!(handle.join().unwrap(), "ran to its end");
-        assert_eq!(ran.load(Ordering::SeqCst), 1);
-        let m = pool.metrics();
-        assert_eq!((m.completed, m.cancelled), (1, 0), "{m:?}");
-    });
+fn cancel_says_false_for_a_running_closure_and_the_handle_yields_its_output() {
+    cancel_of_a_running_closure(false);
 }
 
 #[test]
-fn cancel_says_true_for_a_queued_closure_whose_handle_was_polled() {
-    within(HANG, || {
+fn cancel_says_false_for_a_running_closure_whose_handle_was_polled() {
+    cancel_of_a_running_closure(true);
+}
+
+/// `cancel` on a closure still queued: it never runs; `polled_first`
+/// polls the handle once before.
+fn cancel_of_a_queued_closure(polled_first: bool) {
+    within(HANG, move || {
         let (pool, release) = busy_pool();
         let ran = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&ran);
         let mut handle = pool.spawn_fn(move || counted.fetch_add(1, Ordering::SeqCst));
-        let polled = futures_lite::future::block_on(futures_lite::future::poll_once(&mut handle));
-        assert!(polled.is_none(), "queued behind the busy slot");
+        if polled_first {
+            assert!(!poll_once(&mut handle), "queued behind the busy slot");
+        }
         assert!(handle.cancel());
         drop(release);
         assert!(handle.join().unwrap_err().is_cancelled());
@@ -301,17 +296,10 @@ fn cancel_says_true_for_a_queued_closure_whose_handle_was_polled() {
 
 #[test]
 fn cancel_says_true_for_a_queued_closure_and_it_never_runs() {
-    within(HANG, || {
-        let (pool, release) = busy_pool();
-        let ran = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&ran);
-        let mut handle = pool.spawn_fn(move || counted.fetch_add(1, Ordering::SeqCst));
-        assert!(handle.cancel());
-        drop(release);
-        assert!(handle.join().unwrap_err().is_cancelled());
-        pool.shutdown().unwrap();
-        assert_eq!(ran.load(Ordering::SeqCst), 0);
-        let m = pool.metrics();
-        assert_eq!((m.completed, m.cancelled), (1, 1), "{m:?}");
-    });
+    cancel_of_a_queued_closure(false);
+}
+
+#[test]
+fn cancel_says_true_for_a_queued_closure_whose_handle_was_polled() {
+    cancel_of_a_queued_closure(true);
 }
