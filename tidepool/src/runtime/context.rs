@@ -167,17 +167,6 @@ pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Run
     runnable
 }
 
-/// How many items are queued on this thread's own deque, if it is a worker
-/// of `shared`; 0 otherwise.
-pub(crate) fn local_len(shared: &Arc<Shared>) -> usize {
-    CURRENT
-        .try_with(|current| match &*current.borrow() {
-            Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => ctx.local.len(),
-            _ => 0,
-        })
-        .unwrap_or(0)
-}
-
 /// Runs `f` with the pool a task belongs to, when that task's future is being
 /// polled or dropped on this thread: the pool draining its queues here, or
 /// else the pool whose worker this is (a runnable only ever runs on its own

@@ -202,6 +202,13 @@ impl Claim {
         }))
     }
 
+    /// True while no worker has started the closure and no handle has
+    /// cancelled it (false for an async task).
+    pub(crate) fn is_open(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.0.load(Ordering::Relaxed) == OPEN
+    }
+
     /// True for a work item's closure (it runs to its end in one poll),
     /// false for an async task.
     pub(crate) fn is_closure(&self) -> bool {
@@ -480,28 +487,32 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// three runs each): a ring of 256: 1.23, 1.06, 1.77; 16,384: 0.79, 0.79,
 /// 1.25; 65,536: 0.82, 0.68, 0.73.
 ///
-/// A worker that spawns (a task fanning out) pushes onto its own deque,
-/// which only one other worker drains while it spawns, so its backlog grows
-/// past any fixed length: one spawning a million items held ~55,000 still
-/// queued near the end. On a worker the ring is therefore longer by the
-/// items queued on its deque (read once every 64 spawns): those cells are
-/// alive anyway, and evicting their wakers early made the other worker free
-/// them. Measured with `spawn_profile inside 1000000 5` (two workers), six
-/// processes of each build in turn, each process's median round: 92.5 ns
-/// per task (90-95) against 104 (99-115) with the fixed length.
+/// The ring never evicts the waker of an item no worker has started: that
+/// would leave the cell's last reference, and so its free, to the worker.
+/// Such a waker goes to the back of the ring and is looked at again later
+/// (each item's claim says whether it started), so the ring also covers a
+/// backlog longer than its length: a worker that fans out pushes onto its
+/// own deque, which one other worker drains while it spawns, and one
+/// spawning a million items held ~55,000 still queued near the end.
+/// Measured with `spawn_profile inside 1000000 5` (two workers), six
+/// processes of each build in turn, each process's median round: see
+/// docs/measurements.md, "Checks of the changes 076df8d..".
 ///
 /// The cost is memory: up to 65,536 finished cells (~100 bytes each: their
 /// closures and outputs are gone) beyond the queued ones, and the ring
-/// itself, about 8 MiB per thread that spawned a large burst, until it
-/// spawns again (the ring then shrinks) or exits (the ring is freed).
-/// glibc would keep most of that memory in its free lists anyway.
+/// itself (24 bytes a waker), about 8 MiB per thread that spawned a large
+/// burst, until it spawns again (the ring then shrinks) or exits (the ring
+/// is freed). glibc would keep most of that memory in its free lists
+/// anyway. An item that never starts (dropped unrun by a stopped pool)
+/// stays until the ring holds [`KEPT_AT_MOST`](local_free::KEPT_AT_MOST).
 pub(crate) mod local_free {
+    use super::{Claim, Runnable};
     use std::cell::RefCell;
     use std::collections::VecDeque;
+    use std::ptr::NonNull;
     use std::task::Waker;
 
-    /// Wakers kept while this thread spawns in a burst, beyond the items
-    /// still queued on its own deque.
+    /// Wakers kept while this thread spawns in a burst.
     pub(crate) const KEPT_IN_BURST: usize = 65_536;
     /// Wakers kept while its spawns are spread out: ~25 KiB of cells, long
     /// enough that the item has usually run by the time it is evicted.
@@ -510,32 +521,55 @@ pub(crate) mod local_free {
     /// length (a burst ended): a few microseconds of frees per spawn at the
     /// most, and a full ring shrinks within ~2,000 spawns.
     pub(crate) const TRIM_STEP: usize = 32;
-    /// How many spawns reuse one reading of the backlog: it changes by
-    /// about one per spawn, and reading it touches the deque's far end,
-    /// which the thieves write.
-    const BACKLOG_READ_EVERY: u32 = 64;
+    /// Past this many, the oldest is evicted whether its item started or
+    /// not (an item dropped unrun by a stopped pool never starts): the
+    /// ring's own memory stays under ~24 MiB.
+    pub(crate) const KEPT_AT_MOST: usize = 1 << 20;
 
-    struct Ring {
-        wakers: VecDeque<Waker>,
-        /// Items still queued on this worker's deque, as last read.
-        backlog: usize,
-        /// Spawns until the backlog is read again.
-        until_read: u32,
+    /// A kept waker, with the claim of its item so the ring can tell
+    /// whether a worker has started it.
+    pub(crate) struct Kept {
+        /// Held, never woken: the reference that keeps the cell alive.
+        _reference: Waker,
+        /// The claim in the metadata of the task `_reference` references.
+        claim: NonNull<Claim>,
+    }
+
+    impl Kept {
+        /// A waker of `runnable`'s task and a pointer to its claim.
+        pub(crate) fn of(runnable: &Runnable) -> Kept {
+            Kept {
+                _reference: runnable.waker(),
+                claim: NonNull::from(&runnable.metadata().claim),
+            }
+        }
+
+        /// Whether the item may have run: a worker started it, or its
+        /// handle cancelled it (it never will). Evicting the waker of an
+        /// item still queued would leave its last reference, and so the
+        /// free, to the worker that runs it.
+        fn started(&self) -> bool {
+            // SAFETY: the pointer is valid while `self` lives:
+            // 1. `self._reference` is a reference to the task, so the task's
+            //    one heap allocation stays alive until it is dropped,
+            //    which happens only with `self`;
+            // 2. async-task keeps the metadata (and the claim in it) in
+            //    that allocation, at one address from spawn until the
+            //    last reference is gone (see `PolledCell::claim`);
+            // 3. only shared references to the metadata are ever made.
+            !unsafe { self.claim.as_ref() }.is_open()
+        }
     }
 
     thread_local! {
-        static RING: RefCell<Ring> = const {
-            RefCell::new(Ring { wakers: VecDeque::new(), backlog: 0, until_read: 0 })
-        };
+        static RING: RefCell<VecDeque<Kept>> = const { RefCell::new(VecDeque::new()) };
     }
 
-    /// Keeps `waker` (of a work item just spawned) and drops the oldest
-    /// kept beyond the ring's length (see the type docs). `backlog` says
-    /// how many items are still queued on this thread's own deque (0 on a
-    /// thread that is not a worker); it is called only when the ring is
-    /// over its base length, once every few dozen spawns.
-    pub(crate) fn keep(waker: Waker, backlog: impl FnOnce() -> usize) {
-        let base = if super::start_sampler::in_burst() {
+    /// Keeps `kept` (of a work item just spawned) and evicts the oldest
+    /// kept beyond the ring's length whose items have started (see the
+    /// module docs); an item not started yet goes to the back instead.
+    pub(crate) fn keep(kept: Kept) {
+        let length = if super::start_sampler::in_burst() {
             KEPT_IN_BURST
         } else {
             KEPT_IN_TRICKLE
@@ -543,22 +577,27 @@ pub(crate) mod local_free {
         let _ = RING.try_with(|ring| {
             let over = {
                 let mut ring = ring.borrow_mut();
-                ring.wakers.push_back(waker);
-                if ring.wakers.len() > base {
-                    if ring.until_read == 0 {
-                        ring.backlog = backlog();
-                        ring.until_read = BACKLOG_READ_EVERY;
-                    }
-                    ring.until_read -= 1;
-                }
-                let length = base + ring.backlog;
-                ring.wakers.len().saturating_sub(length).min(TRIM_STEP + 1)
+                ring.push_back(kept);
+                ring.len().saturating_sub(length).min(TRIM_STEP + 1)
             };
             // Dropped outside the borrow, one at a time: freeing a cell
             // runs no user code for a finished task, but a task's last
             // reference may run its destructor, which may spawn.
             for _ in 0..over {
-                let evicted = ring.borrow_mut().wakers.pop_front();
+                let evicted = {
+                    let mut ring = ring.borrow_mut();
+                    let Some(oldest) = ring.pop_front() else {
+                        break;
+                    };
+                    if oldest.started() || ring.len() >= KEPT_AT_MOST {
+                        Some(oldest)
+                    } else {
+                        // Still queued: kept, and looked at again after
+                        // the rest.
+                        ring.push_back(oldest);
+                        None
+                    }
+                };
                 drop(evicted);
             }
         });
@@ -567,8 +606,19 @@ pub(crate) mod local_free {
     /// How many wakers this thread keeps (for tests).
     #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) fn kept() -> usize {
-        RING.try_with(|ring| ring.borrow().wakers.len())
-            .unwrap_or(0)
+        RING.try_with(|ring| ring.borrow().len()).unwrap_or(0)
+    }
+
+    /// Whether this thread keeps a waker of the item whose claim this is
+    /// (for tests).
+    #[cfg(all(test, not(tidepool_loom)))]
+    pub(crate) fn holds(claim: &Claim) -> bool {
+        RING.try_with(|ring| {
+            ring.borrow()
+                .iter()
+                .any(|kept| std::ptr::eq(kept.claim.as_ptr(), claim))
+        })
+        .unwrap_or(false)
     }
 }
 
@@ -693,31 +743,46 @@ pub(crate) mod start_sampler {
 
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
-    use super::{local_free, start_sampler};
-    use std::sync::Arc;
-    use std::task::{Wake, Waker};
+    use super::{local_free, start_sampler, Claim, Runnable, TaskMeta};
+    use crate::runtime::kinds::Kind;
+    use crate::runtime::Priority;
 
-    struct Nothing;
-    impl Wake for Nothing {
-        fn wake(self: Arc<Self>) {}
+    /// A closure's runnable as `worker::spawn` makes it (its scheduler
+    /// drops what it is given: these are never scheduled), with its handle.
+    fn item() -> (Runnable, async_task::Task<(), TaskMeta>) {
+        let meta = TaskMeta {
+            kind: Kind::of::<()>(),
+            priority: Priority::Normal,
+            gate: None,
+            claim: Claim::new(true),
+            presumption: Default::default(),
+        };
+        async_task::Builder::new()
+            .metadata(meta)
+            .spawn(|_| async {}, |runnable: Runnable| drop(runnable))
+    }
+
+    /// Keeps `n` items whose workers have started them.
+    fn keep_started(n: usize) {
+        for _ in 0..n {
+            let (runnable, task) = item();
+            assert!(runnable.metadata().claim.start());
+            local_free::keep(local_free::Kept::of(&runnable));
+            task.detach();
+        }
     }
 
     #[test]
     fn the_free_ring_grows_in_a_burst_and_shrinks_in_a_trickle() {
-        let waker = Waker::from(Arc::new(Nothing));
         // The sampler's state is set, not timed: how close the spawns of
         // a test come depends on the machine's load (a timed version
         // failed in CI with 991 of 1,024 kept).
         start_sampler::set_in_burst(true);
         let burst = 4 * local_free::KEPT_IN_TRICKLE;
-        for _ in 0..burst {
-            local_free::keep(waker.clone(), || 0);
-        }
+        keep_started(burst);
         assert_eq!(local_free::kept(), burst, "a burst keeps every waker");
         start_sampler::set_in_burst(false);
-        for _ in 0..200 {
-            local_free::keep(waker.clone(), || 0);
-        }
+        keep_started(200);
         assert_eq!(
             local_free::kept(),
             local_free::KEPT_IN_TRICKLE,
@@ -726,19 +791,22 @@ mod tests {
     }
 
     #[test]
-    fn the_free_ring_also_keeps_the_wakers_of_items_still_queued() {
-        let waker = Waker::from(Arc::new(Nothing));
+    fn the_free_ring_keeps_the_waker_of_an_item_not_started_yet() {
         start_sampler::set_in_burst(false);
-        let queued = 1_000;
-        let spawns = local_free::KEPT_IN_TRICKLE + queued;
-        for _ in 0..spawns {
-            local_free::keep(waker.clone(), || queued);
-        }
-        assert_eq!(local_free::kept(), spawns, "none of the queued evicted");
-        // The backlog drained: trimmed back within a few dozen spawns.
-        for _ in 0..200 {
-            local_free::keep(waker.clone(), || 0);
-        }
+        let (queued, queued_task) = item();
+        local_free::keep(local_free::Kept::of(&queued));
+        // Far more than the ring's length after it, all started.
+        keep_started(4 * local_free::KEPT_IN_TRICKLE);
+        assert_eq!(local_free::kept(), local_free::KEPT_IN_TRICKLE + 1);
+        assert!(
+            local_free::holds(&queued.metadata().claim),
+            "the queued item's waker is kept"
+        );
+        // Once started, it goes like the rest.
+        assert!(queued.metadata().claim.start());
+        keep_started(4 * local_free::KEPT_IN_TRICKLE);
+        assert!(!local_free::holds(&queued.metadata().claim));
         assert_eq!(local_free::kept(), local_free::KEPT_IN_TRICKLE);
+        drop((queued, queued_task));
     }
 }

@@ -55,15 +55,15 @@ where
     );
     // Kept after scheduling: an evicted cell's free must not delay the
     // task's start.
-    let waker = closure.then(|| runnable.waker());
+    let kept = closure.then(|| task::local_free::Kept::of(&runnable));
     // Our scheduler called directly, not through `Runnable::schedule`:
     // that goes through the cell's vtable, and because the scheduler
     // captures the pool it guards the call with a temporary waker, two
     // atomic updates of the cell's state per spawn. Here the caller's
     // `shared` and the runnable itself keep everything alive.
     schedule(shared, runnable, false);
-    if let Some(waker) = waker {
-        task::local_free::keep(waker, || context::local_len(shared));
+    if let Some(kept) = kept {
+        task::local_free::keep(kept);
     }
     Some(cell)
 }
