@@ -487,11 +487,11 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// three runs each): a ring of 256: 1.23, 1.06, 1.77; 16,384: 0.79, 0.79,
 /// 1.25; 65,536: 0.82, 0.68, 0.73.
 ///
-/// The ring never evicts the waker of an item no worker has started: that
-/// would leave the cell's last reference, and so its free, to the worker.
-/// Such a waker goes to the back of the ring and is looked at again later
-/// (each item's claim says whether it started), so the ring also covers a
-/// backlog longer than its length: a worker that fans out pushes onto its
+/// The ring never evicts the waker of an item no worker has started (each
+/// item's claim says whether it has): that would leave the cell's last
+/// reference, and so its free, to the worker. Eviction stops at the oldest
+/// such item until it starts, so the ring also covers a backlog longer than
+/// its length: a worker that fans out pushes onto its
 /// own deque, which one other worker drains while it spawns, and one
 /// spawning a million items held ~55,000 still queued near the end.
 /// Measured with `spawn_profile inside 1000000 5` (two workers), six
@@ -522,9 +522,10 @@ pub(crate) mod local_free {
     /// most, and a full ring shrinks within ~2,000 spawns.
     pub(crate) const TRIM_STEP: usize = 32;
     /// Past this many, the oldest is evicted whether its item started or
-    /// not (an item dropped unrun by a stopped pool never starts): the
-    /// ring's own memory stays under ~24 MiB.
-    pub(crate) const KEPT_AT_MOST: usize = 1 << 20;
+    /// not: an item dropped unrun by a stopped pool never starts, and
+    /// would hold the ring's front (and the finished cells behind it,
+    /// ~26 MiB at this length) until then.
+    pub(crate) const KEPT_AT_MOST: usize = 262_144;
 
     /// A kept waker, with the claim of its item so the ring can tell
     /// whether a worker has started it.
@@ -566,8 +567,8 @@ pub(crate) mod local_free {
     }
 
     /// Keeps `kept` (of a work item just spawned) and evicts the oldest
-    /// kept beyond the ring's length whose items have started (see the
-    /// module docs); an item not started yet goes to the back instead.
+    /// kept beyond the ring's length, up to the first whose item has not
+    /// started yet (see the module docs).
     pub(crate) fn keep(kept: Kept) {
         let length = if super::start_sampler::in_burst() {
             KEPT_IN_BURST
@@ -590,12 +591,13 @@ pub(crate) mod local_free {
                         break;
                     };
                     if oldest.started() || ring.len() >= KEPT_AT_MOST {
-                        Some(oldest)
+                        oldest
                     } else {
-                        // Still queued: kept, and looked at again after
-                        // the rest.
-                        ring.push_back(oldest);
-                        None
+                        // Still queued, and so (mostly) are the ones after
+                        // it: stop here. Looking further would touch a cold
+                        // cell per look on every spawn of a long backlog.
+                        ring.push_front(oldest);
+                        break;
                     }
                 };
                 drop(evicted);
@@ -795,9 +797,10 @@ mod tests {
         start_sampler::set_in_burst(false);
         let (queued, queued_task) = item();
         local_free::keep(local_free::Kept::of(&queued));
-        // Far more than the ring's length after it, all started.
+        // Far more than the ring's length after it, all started: none
+        // evicted while the oldest has not started.
         keep_started(4 * local_free::KEPT_IN_TRICKLE);
-        assert_eq!(local_free::kept(), local_free::KEPT_IN_TRICKLE + 1);
+        assert_eq!(local_free::kept(), 4 * local_free::KEPT_IN_TRICKLE + 1);
         assert!(
             local_free::holds(&queued.metadata().claim),
             "the queued item's waker is kept"
