@@ -528,6 +528,50 @@ fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
     assert!(m.quantum_lends >= 1, "{m:?}");
 }
 
+/// More CPU-bound tasks than slots: those queued are of a kind seen
+/// computing, so the lent slot refuses them, and must look past them for
+/// the items queued behind. The items are spawned well after the first lend
+/// (already refused: only computing tasks were queued then), so a refused
+/// lend must be offered again. Before both fixes the items waited for the
+/// CPU tasks to end (20 s here).
+#[test]
+fn work_queued_behind_more_computing_tasks_than_slots_starts_after_the_quantum() {
+    let (ended_by_items, m) = within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let items_done = Arc::new(AtomicUsize::new(0));
+        let hogs: Vec<_> = (0..5)
+            .map(|_| {
+                let items_done = items_done.clone();
+                pool.spawn_fn(move || {
+                    compute_until(Duration::from_secs(20), || {
+                        items_done.load(Ordering::SeqCst) == 3
+                    })
+                })
+            })
+            .collect();
+        // Several quanta: the first lend is offered and refused meanwhile.
+        std::thread::sleep(Duration::from_millis(100));
+        let items: Vec<_> = (0..3)
+            .map(|_| {
+                let items_done = items_done.clone();
+                pool.spawn_fn(move || {
+                    items_done.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        for item in items {
+            item.join().unwrap();
+        }
+        // Two hogs ran and ended by the items; the three queued ones start
+        // after them and see the items done at once.
+        let ended: Vec<bool> = hogs.into_iter().map(|h| h.join().unwrap()).collect();
+        (ended.iter().all(|e| *e), pool.metrics())
+    });
+    assert!(ended_by_items, "the items waited for the CPU tasks: {m:?}");
+    assert!(m.quantum_lends >= 2, "offered again after a refusal: {m:?}");
+    assert_eq!(m.completed, 8, "{m:?}");
+}
+
 /// With the quantum on (the default), CPU-bound jobs of one kind still run
 /// `concurrency` at a time: the lent slot is refused for a kind seen
 /// computing for a quantum.

@@ -248,9 +248,13 @@ pub(crate) struct Burst {
     factor: usize,
     /// Slots above `concurrency` the burst has raised the target by.
     raised: usize,
-    /// False after a lent slot went to computing work too, until a worker is
-    /// found blocked again: lending would only add a CPU-bound thread.
-    may_lend: bool,
+    /// After a lend was refused (the lent worker found only computing work
+    /// queued) or its slot computed too: no new lend before this
+    /// `Sample::now`, a quantum later, unless a worker is found blocked
+    /// first. Lending at once would only add a CPU-bound thread; never
+    /// lending again would leave work queued after the refusal waiting as
+    /// long as the computing tasks run.
+    no_lend_until: Option<Duration>,
     /// `Sample::ended` and `Sample::now` at the previous tick, to tell a
     /// flowing queue (module docs).
     last: Option<(u64, Duration)>,
@@ -263,7 +267,7 @@ impl Default for Burst {
         Burst {
             factor: 1,
             raised: 0,
-            may_lend: true,
+            no_lend_until: None,
             last: None,
             last_presumed: 0,
         }
@@ -385,16 +389,17 @@ impl Burst {
     /// The quantum rule (`Builder::quantum`): when every slot has been held
     /// by the same computing task for longer than the quantum and work is
     /// queued, lend one slot; end the lend when the queue drains, or when
-    /// the lent slot computes too (then lend no more until a worker blocks).
+    /// the lent slot computes too (then lend again only a quantum later, or
+    /// once a worker blocks).
     fn quantum(&mut self, limits: &Limits, sample: &Sample, decision: &mut Decision) {
-        if !decision.mark_blocked.is_empty() {
-            self.may_lend = true;
-        } else if sample.lend_refused {
-            self.may_lend = false;
-        }
         let Some(quantum) = limits.quantum else {
             return;
         };
+        if !decision.mark_blocked.is_empty() {
+            self.no_lend_until = None;
+        } else if sample.lend_refused {
+            self.no_lend_until = Some(sample.now + quantum);
+        }
         let long_computing = sample
             .in_task
             .iter()
@@ -404,12 +409,12 @@ impl Burst {
             let lent_slot_computes = long_computing > limits.concurrency;
             if sample.queued == 0 || lent_slot_computes {
                 if lent_slot_computes {
-                    self.may_lend = false;
+                    self.no_lend_until = Some(sample.now + quantum);
                 }
                 decision.lend = Some(false);
                 decision.set_target = Some(limits.concurrency);
             }
-        } else if self.may_lend
+        } else if self.no_lend_until.map_or(true, |until| sample.now >= until)
             && sample.queued > 0
             && sample.target == limits.concurrency
             && long_computing >= limits.concurrency
@@ -1082,37 +1087,51 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_lend_is_not_offered_again_until_a_worker_blocks() {
+    fn a_refused_lend_is_offered_again_a_quantum_later_or_when_a_worker_blocks() {
         let mut policy = Policy::new(Controller::Adaptive);
         let limits = quantum_limits();
         let mut s = sample(vec![computing(0, 30), computing(1, 30)], 5);
+        s.now = 100 * MS;
         s.lend_refused = true;
         assert_eq!(policy.decide(&limits, &s).lend, None);
+        // Within a quantum of the refusal: not again.
         s.lend_refused = false;
-        assert_eq!(policy.decide(&limits, &s).lend, None, "not again");
-        let blocked = sample(vec![worker(0, 5, SLEEPING), computing(1, 40)], 5);
+        s.now = 105 * MS;
+        assert_eq!(policy.decide(&limits, &s).lend, None, "not yet");
+        // A quantum later: work queued since may be of another kind.
+        s.now = 110 * MS;
+        assert_eq!(policy.decide(&limits, &s).lend, Some(true));
+        // Refused again, then a worker is found blocked: at once.
+        let mut refused = sample(vec![computing(0, 40), computing(1, 40)], 5);
+        refused.now = 120 * MS;
+        refused.lend_refused = true;
+        policy.decide(&limits, &refused);
+        let mut blocked = sample(vec![worker(0, 5, SLEEPING), computing(1, 40)], 5);
+        blocked.now = 121 * MS;
         policy.decide(&limits, &blocked);
+        s.now = 122 * MS;
         assert_eq!(policy.decide(&limits, &s).lend, Some(true));
     }
 
     #[test]
-    fn a_lent_slot_that_computes_too_stops_lending_until_a_worker_blocks() {
+    fn a_lent_slot_that_computes_too_ends_the_lend_for_a_quantum() {
         let mut policy = Policy::new(Controller::Adaptive);
         let limits = quantum_limits();
         let mut s = sample(
             vec![computing(0, 30), computing(1, 30), computing(2, 11)],
             5,
         );
+        s.now = 100 * MS;
         s.lent = true;
         s.target = 3;
         let d = policy.decide(&limits, &s);
         assert_eq!((d.lend, d.set_target), (Some(false), Some(2)));
-        // Every slot computing again: no new lend...
-        let again = sample(vec![computing(0, 40), computing(1, 40)], 5);
+        // Every slot computing again: no new lend within the quantum...
+        let mut again = sample(vec![computing(0, 40), computing(1, 40)], 5);
+        again.now = 109 * MS;
         assert_eq!(policy.decide(&limits, &again).lend, None);
-        // ...until a worker is found blocked.
-        let blocked = sample(vec![worker(0, 5, SLEEPING), computing(1, 40)], 5);
-        policy.decide(&limits, &blocked);
+        // ...and one after it.
+        again.now = 110 * MS;
         assert_eq!(policy.decide(&limits, &again).lend, Some(true));
     }
 }
