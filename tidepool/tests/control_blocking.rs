@@ -572,6 +572,46 @@ fn work_queued_behind_more_computing_tasks_than_slots_starts_after_the_quantum()
     assert_eq!(m.completed, 8, "{m:?}");
 }
 
+/// Looking past computing jobs keeps their order: the lent slot runs the
+/// item queued behind them, and the jobs then start in the order they were
+/// spawned (a pass that moved each to the back as it was seen would have
+/// turned them around).
+#[test]
+fn the_lent_slot_keeps_computing_jobs_in_their_order() {
+    let (order, m) = within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let item_done = Arc::new(AtomicUsize::new(0));
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // One closure type, so one kind: job 0 computes until the item has
+        // run; the others record when they start.
+        let job = |id: usize| {
+            let (item_done, order) = (item_done.clone(), order.clone());
+            move || {
+                if id == 0 {
+                    compute_until(Duration::from_secs(20), || {
+                        item_done.load(Ordering::SeqCst) == 1
+                    });
+                } else {
+                    order.lock().unwrap().push(id);
+                }
+            }
+        };
+        let jobs: Vec<_> = (0..6).map(|id| pool.spawn_fn(job(id))).collect();
+        let done = item_done.clone();
+        let item = pool.spawn_fn(move || {
+            done.fetch_add(1, Ordering::SeqCst);
+        });
+        item.join().unwrap();
+        for job in jobs {
+            job.join().unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        (order, pool.metrics())
+    });
+    assert_eq!(order, [1, 2, 3, 4, 5], "{m:?}");
+    assert!(m.quantum_lends >= 1, "{m:?}");
+}
+
 /// With the quantum on (the default), CPU-bound jobs of one kind still run
 /// `concurrency` at a time: the lent slot is refused for a kind seen
 /// computing for a quantum.

@@ -262,11 +262,11 @@ impl Builder {
     /// only). The lent slot is given back when the queue drains; and it is
     /// never used for work of a kind seen computing for a quantum (the type
     /// of its closure or future), so ten CPU-bound jobs still run
-    /// `concurrency` at a time: the worker on the lent slot puts such a job
-    /// at the back of its lane and looks past it (up to 1,024 queued items)
-    /// for other work; finding only computing work, it gives the slot up,
-    /// and the pool offers one again a quantum later (work queued since may
-    /// be of another kind). `None` turns it off.
+    /// `concurrency` at a time: the worker on the lent slot looks past such
+    /// jobs for other work (in a normal lane of up to 1,024 items; the jobs
+    /// keep their order); finding only computing work, it gives the slot
+    /// up, and the pool offers one again a quantum later (work queued since
+    /// may be of another kind). `None` turns it off.
     ///
     /// The trade-off: with it, a blocking request arriving while long
     /// CPU-bound tasks hold every slot starts after about `quantum` instead

@@ -138,6 +138,11 @@ impl Lanes {
             || self.admitted.iter().any(|fifo| !fifo.is_empty())
     }
 
+    /// Plain tasks and jobs in `lane` (not its admitted FIFO).
+    pub(crate) fn plain_len(&self, lane: Priority) -> usize {
+        self.lanes[lane.index()].len()
+    }
+
     /// Tasks in all lanes, plain and admitted.
     pub(crate) fn len(&self) -> usize {
         self.lanes.iter().map(Injector::len).sum::<usize>()

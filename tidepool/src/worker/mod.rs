@@ -335,41 +335,18 @@ impl RunLoop<'_> {
 
     /// The quantum rule's guard (see `Builder::quantum`): while a slot is
     /// lent, a task whose kind is known to compute is not run on it (the
-    /// pool would only run more CPU-bound threads than cores). The worker
-    /// that picks one puts it at the back of its lane and looks further, up
-    /// to [`LOOK_PAST_AT_MOST`] items: the lend exists for the work queued
-    /// behind the computing tasks, which a refusal at the first of them
-    /// would leave waiting as long as they run. If it finds only computing
-    /// work, it ends the lend and gives its slot up; returns `None` then
-    /// (the caller gives way). Costs other picks one load of a line written
-    /// only when a slot is lent.
+    /// pool would only run more CPU-bound threads than cores). The lend
+    /// exists for the work queued behind the computing tasks, so the worker
+    /// that picks one looks past it ([`RunLoop::look_past_computing_work`]);
+    /// finding only computing work, it ends the lend and gives its slot up,
+    /// and returns `None` (the caller gives way). Costs other picks one load
+    /// of a line written only when a slot is lent.
     fn keep_lent_slot_from_computing_work(&mut self, work: Work) -> Option<Work> {
-        let computes = |shared: &Shared, work: &Work| match work {
-            Work::Task(task) => shared.quantum_lent() && task.metadata().kind.likely_computes(),
-            Work::Job(_) => false,
-        };
-        if !computes(self.shared(), &work) {
+        if !computes_on_lent_slot(self.shared(), &work) {
             return Some(work);
         }
-        // Each look takes one item and puts a computing one at the back, so
-        // a pass over what is queued now sees each item once.
-        let mut looks = self.shared().queued().min(LOOK_PAST_AT_MOST);
-        let mut work = work;
-        loop {
-            if !computes(self.shared(), &work) {
-                return Some(work);
-            }
-            if let Work::Task(task) = work {
-                self.shared().lanes.requeue(task);
-            }
-            if looks == 0 {
-                break;
-            }
-            looks -= 1;
-            match self.find_task() {
-                Some(next) => work = next,
-                None => break,
-            }
+        if let Some(found) = self.look_past_computing_work(work) {
+            return Some(found);
         }
         let ctx = self.ctx;
         let shared = &ctx.shared;
@@ -384,6 +361,50 @@ impl RunLoop<'_> {
         shared.slots.release();
         notify(shared);
         None
+    }
+
+    /// One pass over `first` (computing work just picked), this worker's
+    /// deque (the rest of the batch it came with) and the normal lane, in
+    /// queue order: the first item that does not compute is returned, to
+    /// run on the lent slot; every other item goes to the back of the lane
+    /// in the order it was taken, so once the pass is over the lane holds
+    /// them in their old order (computing jobs keep their FIFO turn though
+    /// a lend looks past them every quantum). The pass is skipped, and
+    /// `first` put back, when the lane holds more than
+    /// [`LOOK_PAST_AT_MOST`] items: it would cost more than the lend is
+    /// worth; the other lanes have their own remedies (the urgent reserve,
+    /// the low lane's turn, groups' admission).
+    fn look_past_computing_work(&mut self, first: Work) -> Option<Work> {
+        let shared = Arc::clone(self.shared());
+        let lanes = &shared.lanes;
+        let put_back = |work: Work| match work {
+            Work::Task(task) => lanes.requeue(task),
+            job => lanes.push_work(Priority::Normal, job),
+        };
+        let in_lane = lanes.plain_len(Priority::Normal);
+        if in_lane > LOOK_PAST_AT_MOST {
+            put_back(first);
+            return None;
+        }
+        let mut found = None;
+        let mut consider = |work: Work| {
+            if found.is_none() && !computes_on_lent_slot(&shared, &work) {
+                found = Some(work);
+            } else {
+                put_back(work);
+            }
+        };
+        consider(first);
+        while let Some(work) = oldest_local(self.ctx) {
+            consider(work);
+        }
+        for _ in 0..in_lane {
+            match lanes.pop_one(Priority::Normal) {
+                Some(work) => consider(work),
+                None => break,
+            }
+        }
+        found
     }
 
     /// Picks the next task or job (see [`find_task`]).
@@ -730,13 +751,23 @@ fn could_presume(shared: &Shared, task: &Runnable) -> bool {
 /// worker's own task.
 const FAN_OUT: usize = 2;
 
-/// How many queued items a worker on a slot lent by the quantum rule looks
-/// at past computing ones before it gives the slot up (see
-/// `RunLoop::keep_lent_slot_from_computing_work`): each look moves one item
-/// to the back of its lane (~0.1 µs), so a pass costs at most ~0.1 ms per
-/// lend, and a task queued deeper is reached by a later lend (the monitor
-/// offers one again every quantum while only computing work runs).
+/// The longest normal lane a worker on a slot lent by the quantum rule
+/// looks through for work that does not compute (see
+/// `RunLoop::look_past_computing_work`): each item of the pass is taken and
+/// queued again (~0.1 µs), so a pass costs at most ~0.1 ms, once per lend
+/// (the monitor offers one every quantum while computing work holds every
+/// slot).
 const LOOK_PAST_AT_MOST: usize = 1024;
+
+/// Whether `work` is a task of a kind known to compute picked while a slot
+/// is lent under the quantum rule (see
+/// `RunLoop::keep_lent_slot_from_computing_work`).
+fn computes_on_lent_slot(shared: &Shared, work: &Work) -> bool {
+    match work {
+        Work::Task(task) => shared.quantum_lent() && task.metadata().kind.likely_computes(),
+        Work::Job(_) => false,
+    }
+}
 
 /// Hands up to [`FAN_OUT`] queued tasks presumed blocking to parked
 /// workers or new threads, stopping at the first task that is not presumed
