@@ -488,32 +488,35 @@ fn compute_until(limit: Duration, stop: impl Fn() -> bool) -> bool {
     false
 }
 
-/// The quantum rule: CPU-bound tasks hold every slot, and blocking items
-/// queued behind them start anyway (a slot is lent), long before the CPU
-/// tasks end. Without the quantum they would wait for a CPU task to end.
-#[test]
-fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
-    let (ended_by_items, m) = within(HANG, || {
+/// On a 2-slot pool, `hogs` CPU-bound tasks that run until the items are
+/// done (a lent slot ran them) or for 20 s (the items waited for them);
+/// after `settle`, `items` items that each sleep `item_sleep`. Returns
+/// whether every CPU task was ended by the items, and the pool's metrics.
+fn items_behind_computing_tasks(
+    hogs: usize,
+    settle: Duration,
+    items: usize,
+    item_sleep: Duration,
+) -> (bool, tidepool::Metrics) {
+    within(HANG, move || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let items_done = Arc::new(AtomicUsize::new(0));
-        let hogs: Vec<_> = (0..2)
+        let hogs: Vec<_> = (0..hogs)
             .map(|_| {
                 let items_done = items_done.clone();
-                // Runs until the items are done (a lent slot ran them), or
-                // 20 s (they waited for this task to end).
                 pool.spawn_fn(move || {
                     compute_until(Duration::from_secs(20), || {
-                        items_done.load(Ordering::SeqCst) == 5
+                        items_done.load(Ordering::SeqCst) == items
                     })
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(20));
-        let items: Vec<_> = (0..5)
+        std::thread::sleep(settle);
+        let items: Vec<_> = (0..items)
             .map(|_| {
                 let items_done = items_done.clone();
                 pool.spawn_fn(move || {
-                    std::thread::sleep(Duration::from_millis(10));
+                    std::thread::sleep(item_sleep);
                     items_done.fetch_add(1, Ordering::SeqCst);
                 })
             })
@@ -521,9 +524,19 @@ fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
         for item in items {
             item.join().unwrap();
         }
+        // CPU tasks queued behind the items see them done at once.
         let ended: Vec<bool> = hogs.into_iter().map(|h| h.join().unwrap()).collect();
         (ended.iter().all(|e| *e), pool.metrics())
-    });
+    })
+}
+
+/// The quantum rule: CPU-bound tasks hold every slot, and blocking items
+/// queued behind them start anyway (a slot is lent), long before the CPU
+/// tasks end. Without the quantum they would wait for a CPU task to end.
+#[test]
+fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
+    let (ended_by_items, m) =
+        items_behind_computing_tasks(2, Duration::from_millis(20), 5, Duration::from_millis(10));
     assert!(ended_by_items, "the items waited for the CPU tasks: {m:?}");
     assert!(m.quantum_lends >= 1, "{m:?}");
 }
@@ -531,42 +544,13 @@ fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
 /// More CPU-bound tasks than slots: those queued are of a kind seen
 /// computing, so the lent slot refuses them, and must look past them for
 /// the items queued behind. The items are spawned well after the first lend
-/// (already refused: only computing tasks were queued then), so a refused
-/// lend must be offered again. Before both fixes the items waited for the
-/// CPU tasks to end (20 s here).
+/// (100 ms: already refused, only computing tasks were queued then), so a
+/// refused lend must be offered again. Before both fixes the items waited
+/// for the CPU tasks to end (20 s here).
 #[test]
 fn work_queued_behind_more_computing_tasks_than_slots_starts_after_the_quantum() {
-    let (ended_by_items, m) = within(HANG, || {
-        let pool = Pool::builder().concurrency(2).build().unwrap();
-        let items_done = Arc::new(AtomicUsize::new(0));
-        let hogs: Vec<_> = (0..5)
-            .map(|_| {
-                let items_done = items_done.clone();
-                pool.spawn_fn(move || {
-                    compute_until(Duration::from_secs(20), || {
-                        items_done.load(Ordering::SeqCst) == 3
-                    })
-                })
-            })
-            .collect();
-        // Several quanta: the first lend is offered and refused meanwhile.
-        std::thread::sleep(Duration::from_millis(100));
-        let items: Vec<_> = (0..3)
-            .map(|_| {
-                let items_done = items_done.clone();
-                pool.spawn_fn(move || {
-                    items_done.fetch_add(1, Ordering::SeqCst);
-                })
-            })
-            .collect();
-        for item in items {
-            item.join().unwrap();
-        }
-        // Two hogs ran and ended by the items; the three queued ones start
-        // after them and see the items done at once.
-        let ended: Vec<bool> = hogs.into_iter().map(|h| h.join().unwrap()).collect();
-        (ended.iter().all(|e| *e), pool.metrics())
-    });
+    let (ended_by_items, m) =
+        items_behind_computing_tasks(5, Duration::from_millis(100), 3, Duration::ZERO);
     assert!(ended_by_items, "the items waited for the CPU tasks: {m:?}");
     assert!(m.quantum_lends >= 2, "offered again after a refusal: {m:?}");
     assert_eq!(m.completed, 8, "{m:?}");
