@@ -476,6 +476,9 @@ pub struct Metrics {
     pub threads_started_spare: u64,
     /// Slots lent under the quantum rule: every slot had been held by a
     /// computing task for longer than the quantum while work was queued.
+    /// While only computing work is queued, a lend is offered (and refused
+    /// by the worker that takes it) once a quantum, so this grows by about
+    /// 100 a second at the default quantum during such a stretch.
     pub quantum_lends: u64,
     /// Thread starts put off by pacing (starts beyond `concurrency` that came
     /// too fast; retried at the next spawn or monitor tick).
