@@ -110,7 +110,8 @@
 //!   handles); a later pool starts a new one. The global pool is never
 //!   gone, so once it is used the runtime stays for the process. Idle, the
 //!   thread sleeps in `epoll_wait` and costs no CPU. Or bring your own with
-//!   [`Builder::tokio_handle`].
+//!   [`Builder::tokio_handle`](Builder#method.tokio_handle) (with the
+//!   feature).
 //! * **The cost: a thread hop per event.** The reactor runs on its own
 //!   thread (tidepool's own [`Async`] does not: busy workers poll its
 //!   reactor between tasks): a readiness event wakes the `tidepool-tokio` thread, which wakes the

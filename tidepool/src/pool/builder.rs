@@ -624,7 +624,7 @@ pub enum BuildError {
         error: String,
     },
     /// With the `tokio` feature and no
-    /// [`tokio_handle`](Builder::tokio_handle): the shared tokio runtime
+    /// [`tokio_handle`](Builder#method.tokio_handle): the shared tokio runtime
     /// could not be started (the system refused its epoll instance, its
     /// eventfd or its thread).
     TokioRuntime {
