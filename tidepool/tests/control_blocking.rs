@@ -559,28 +559,43 @@ fn work_queued_behind_more_computing_tasks_than_slots_starts_after_the_quantum()
 /// Looking past computing jobs keeps their order: the lent slot runs the
 /// item queued behind them, and the jobs then start in the order they were
 /// spawned (a pass that moved each to the back as it was seen would have
-/// turned them around).
+/// turned them around). The jobs are spawned once job 0 runs, so all of
+/// them wait in the pool's lane (none in a worker's deque, whose items no
+/// pass looks at), and start once the lend is over: the order a pass keeps
+/// is the lane's, and workers taking from the lane meanwhile may start
+/// jobs out of it, as any two workers may (the pool's FIFO order is only
+/// as strict as its batches).
 #[test]
 fn the_lent_slot_keeps_computing_jobs_in_their_order() {
     let (order, m) = within(HANG, || {
         let pool = Pool::builder().concurrency(1).build().unwrap();
         let item_done = Arc::new(AtomicUsize::new(0));
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        // One closure type, so one kind: job 0 computes until the item has
-        // run; the others record when they start.
+        let (running_tx, running_rx) = std::sync::mpsc::channel();
+        // One closure type, so one kind: job 0 says it runs and computes
+        // until the item has run and the lend is over (the lent worker
+        // refused the next job: target back at one slot), so that the jobs
+        // then start one at a time, from the lane; the others record when
+        // they start.
         let job = |id: usize| {
             let (item_done, order) = (item_done.clone(), order.clone());
+            let running = running_tx.clone();
+            let pool = pool.clone();
             move || {
                 if id == 0 {
+                    running.send(()).unwrap();
                     compute_until(Duration::from_secs(20), || {
                         item_done.load(Ordering::SeqCst) == 1
+                            && pool.metrics().concurrency_target == 1
                     });
                 } else {
                     order.lock().unwrap().push(id);
                 }
             }
         };
-        let jobs: Vec<_> = (0..6).map(|id| pool.spawn_fn(job(id))).collect();
+        let mut jobs = vec![pool.spawn_fn(job(0))];
+        running_rx.recv().unwrap();
+        jobs.extend((1..6).map(|id| pool.spawn_fn(job(id))));
         let done = item_done.clone();
         let item = pool.spawn_fn(move || {
             done.fetch_add(1, Ordering::SeqCst);

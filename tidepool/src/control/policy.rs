@@ -251,9 +251,10 @@ pub(crate) struct Burst {
     /// After a lend was refused (the lent worker found only computing work
     /// queued) or its slot computed too: no new lend before this
     /// `Sample::now`, a quantum later, unless a worker is found blocked
-    /// first. Lending at once would only add a CPU-bound thread; never
-    /// lending again would leave work queued after the refusal waiting as
-    /// long as the computing tasks run.
+    /// first (and none while more slots than `concurrency` are held: the
+    /// lent slot's computing task still runs). Lending at once would only
+    /// add a CPU-bound thread; never lending again would leave work queued
+    /// after the refusal waiting as long as the computing tasks run.
     no_lend_until: Option<Duration>,
     /// `Sample::ended` and `Sample::now` at the previous tick, to tell a
     /// flowing queue (module docs).
@@ -415,6 +416,10 @@ impl Burst {
                 decision.set_target = Some(limits.concurrency);
             }
         } else if self.no_lend_until.map_or(true, |until| sample.now >= until)
+            // A worker whose lent slot went to computing work still holds
+            // it until that task ends: lending again meanwhile would add a
+            // second CPU-bound thread beyond the slots, and a third...
+            && sample.slots.active <= limits.concurrency
             && sample.queued > 0
             && sample.target == limits.concurrency
             && long_computing >= limits.concurrency
@@ -1130,8 +1135,15 @@ mod tests {
         let mut again = sample(vec![computing(0, 40), computing(1, 40)], 5);
         again.now = 109 * MS;
         assert_eq!(policy.decide(&limits, &again).lend, None);
-        // ...and one after it.
-        again.now = 110 * MS;
+        // ...nor after it while the lent slot's task still runs...
+        let mut still = sample(
+            vec![computing(0, 50), computing(1, 50), computing(2, 21)],
+            5,
+        );
+        still.now = 110 * MS;
+        assert_eq!(policy.decide(&limits, &still).lend, None);
+        // ...but once it ended and gave its slot back.
+        again.now = 111 * MS;
         assert_eq!(policy.decide(&limits, &again).lend, Some(true));
     }
 }
