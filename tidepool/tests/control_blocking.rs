@@ -14,7 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
-use tidepool::{Controller, Pool};
+use tidepool::{Controller, Pool, Priority};
 
 fn one_slot_pool() -> Pool {
     Pool::builder().concurrency(1).build().unwrap()
@@ -488,15 +488,28 @@ fn compute_until(limit: Duration, stop: impl Fn() -> bool) -> bool {
     false
 }
 
+/// How the items of [`items_behind_computing_tasks`] are spawned.
+#[derive(Clone, Copy)]
+enum Items {
+    /// `Pool::spawn_fn`: the normal lane.
+    Plain,
+    /// With `Priority::Low`: the low lane.
+    Low,
+    /// Through a group: the normal lane's admitted FIFO.
+    Grouped,
+}
+
 /// On a 2-slot pool, `hogs` CPU-bound tasks that run until the items are
 /// done (a lent slot ran them) or for 20 s (the items waited for them);
-/// after `settle`, `items` items that each sleep `item_sleep`. Returns
-/// whether every CPU task was ended by the items, and the pool's metrics.
+/// after `settle`, `items` items spawned as `how` says that each sleep
+/// `item_sleep`. Returns whether every CPU task was ended by the items,
+/// and the pool's metrics.
 fn items_behind_computing_tasks(
     hogs: usize,
     settle: Duration,
     items: usize,
     item_sleep: Duration,
+    how: Items,
 ) -> (bool, tidepool::Metrics) {
     within(HANG, move || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
@@ -512,13 +525,19 @@ fn items_behind_computing_tasks(
             })
             .collect();
         std::thread::sleep(settle);
+        let group = pool.group().build().unwrap();
         let items: Vec<_> = (0..items)
             .map(|_| {
                 let items_done = items_done.clone();
-                pool.spawn_fn(move || {
+                let item = move || {
                     std::thread::sleep(item_sleep);
                     items_done.fetch_add(1, Ordering::SeqCst);
-                })
+                };
+                match how {
+                    Items::Plain => pool.spawn_fn(item),
+                    Items::Low => pool.task().priority(Priority::Low).spawn_fn(item),
+                    Items::Grouped => group.spawn_fn(item),
+                }
             })
             .collect();
         for item in items {
@@ -535,8 +554,13 @@ fn items_behind_computing_tasks(
 /// tasks end. Without the quantum they would wait for a CPU task to end.
 #[test]
 fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
-    let (ended_by_items, m) =
-        items_behind_computing_tasks(2, Duration::from_millis(20), 5, Duration::from_millis(10));
+    let (ended_by_items, m) = items_behind_computing_tasks(
+        2,
+        Duration::from_millis(20),
+        5,
+        Duration::from_millis(10),
+        Items::Plain,
+    );
     assert!(ended_by_items, "the items waited for the CPU tasks: {m:?}");
     assert!(m.quantum_lends >= 1, "{m:?}");
 }
@@ -546,14 +570,18 @@ fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
 /// the items queued behind. The items are spawned well after the first lend
 /// (100 ms: already refused, only computing tasks were queued then), so a
 /// refused lend must be offered again. Before both fixes the items waited
-/// for the CPU tasks to end (20 s here).
+/// for the CPU tasks to end (20 s here). Low-priority items and a group's
+/// items too, in FIFOs of their own (a first fix looked through the normal
+/// lane only).
 #[test]
 fn work_queued_behind_more_computing_tasks_than_slots_starts_after_the_quantum() {
-    let (ended_by_items, m) =
-        items_behind_computing_tasks(5, Duration::from_millis(100), 3, Duration::ZERO);
-    assert!(ended_by_items, "the items waited for the CPU tasks: {m:?}");
-    assert!(m.quantum_lends >= 2, "offered again after a refusal: {m:?}");
-    assert_eq!(m.completed, 8, "{m:?}");
+    for how in [Items::Plain, Items::Low, Items::Grouped] {
+        let (ended_by_items, m) =
+            items_behind_computing_tasks(5, Duration::from_millis(100), 3, Duration::ZERO, how);
+        assert!(ended_by_items, "the items waited for the CPU tasks: {m:?}");
+        assert!(m.quantum_lends >= 2, "offered again after a refusal: {m:?}");
+        assert_eq!(m.completed, 8, "{m:?}");
+    }
 }
 
 /// Looking past computing jobs keeps their order: the lent slot runs the

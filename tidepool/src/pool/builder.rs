@@ -263,10 +263,11 @@ impl Builder {
     /// never used for work of a kind seen computing for a quantum (the type
     /// of its closure or future), so ten CPU-bound jobs still run
     /// `concurrency` at a time: the worker on the lent slot looks past such
-    /// jobs for other work (in a normal lane of up to 1,024 items; the jobs
-    /// keep their order); finding only computing work, it gives the slot
-    /// up, and the pool offers one again a quantum later (work queued since
-    /// may be of another kind). `None` turns it off.
+    /// jobs for other work (in the normal and low lanes and groups' admitted
+    /// tasks, each up to 1,024 items long; the jobs keep their order);
+    /// finding only computing work, it gives the slot up, and the pool
+    /// offers one again a quantum later (work queued since may be of another
+    /// kind). `None` turns it off.
     ///
     /// The trade-off: with it, a blocking request arriving while long
     /// CPU-bound tasks hold every slot starts after about `quantum` instead

@@ -138,9 +138,14 @@ impl Lanes {
             || self.admitted.iter().any(|fifo| !fifo.is_empty())
     }
 
-    /// Plain tasks and jobs in `lane` (not its admitted FIFO).
-    pub(crate) fn plain_len(&self, lane: Priority) -> usize {
-        self.lanes[lane.index()].len()
+    /// Items in `lane`'s admitted FIFO if `admitted`, else its plain tasks
+    /// and jobs.
+    pub(crate) fn fifo_len(&self, lane: Priority, admitted: bool) -> usize {
+        if admitted {
+            self.admitted[lane.index()].len()
+        } else {
+            self.lanes[lane.index()].len()
+        }
     }
 
     /// Tasks in all lanes, plain and admitted.

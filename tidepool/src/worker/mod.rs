@@ -364,44 +364,63 @@ impl RunLoop<'_> {
     }
 
     /// One pass over `first` (computing work just picked), this worker's
-    /// deque (the rest of the batch it came with) and the normal lane, in
-    /// queue order: the first item that does not compute is returned, to
-    /// run on the lent slot; every other item goes to the back of the lane
-    /// in the order it was taken, so once the pass is over the lane holds
-    /// them in their old order (computing jobs keep their FIFO turn though
-    /// a lend looks past them every quantum). The pass is skipped, and
-    /// `first` put back, when the lane holds more than
-    /// [`LOOK_PAST_AT_MOST`] items: it would cost more than the lend is
-    /// worth; the other lanes have their own remedies (the urgent reserve,
-    /// the low lane's turn, groups' admission).
+    /// deque (the rest of the batch it came with) and then the FIFOs a
+    /// worker serves after its deque and the high lane, in their serving
+    /// order (the normal lane, its admitted tasks, the low lane, its
+    /// admitted tasks), each in queue order: the first item that does not
+    /// compute is returned, to run on the lent slot. Every other item goes
+    /// to the back of its FIFO in the order it was taken, and a FIFO is
+    /// passed over whole (as long as it was when its pass began), so it
+    /// ends in its old order: computing jobs keep their FIFO turn though a
+    /// lend looks past them every quantum. A FIFO longer than
+    /// [`LOOK_PAST_AT_MOST`] is skipped (its pass would cost more than the
+    /// lend is worth); the FIFOs after the one where an item was found are
+    /// not looked at.
     fn look_past_computing_work(&mut self, first: Work) -> Option<Work> {
         let shared = Arc::clone(self.shared());
         let lanes = &shared.lanes;
-        let put_back = |work: Work| match work {
-            Work::Task(task) => lanes.requeue(task),
-            job => lanes.push_work(Priority::Normal, job),
-        };
-        let in_lane = lanes.plain_len(Priority::Normal);
-        if in_lane > LOOK_PAST_AT_MOST {
-            put_back(first);
-            return None;
-        }
-        let mut found = None;
-        let mut consider = |work: Work| {
+        let consider = |work: Work, found: &mut Option<Work>| {
             if found.is_none() && !computes_on_lent_slot(&shared, &work) {
-                found = Some(work);
-            } else {
-                put_back(work);
+                *found = Some(work);
+                return;
+            }
+            match work {
+                // Back to its own FIFO: plain or admitted, by its lane.
+                Work::Task(task) => lanes.requeue(task),
+                job => lanes.push_work(Priority::Normal, job),
             }
         };
-        consider(first);
+        // The FIFOs' lengths before anything is put back: a pass over more
+        // would take the items put back again, out of their order.
+        let fifos = [
+            (Priority::Normal, false),
+            (Priority::Normal, true),
+            (Priority::Low, false),
+            (Priority::Low, true),
+        ]
+        .map(|(lane, admitted)| (lane, admitted, lanes.fifo_len(lane, admitted)));
+        let mut found = None;
+        consider(first, &mut found);
         while let Some(work) = oldest_local(self.ctx) {
-            consider(work);
+            consider(work, &mut found);
         }
-        for _ in 0..in_lane {
-            match lanes.pop_one(Priority::Normal) {
-                Some(work) => consider(work),
-                None => break,
+        for (lane, admitted, queued) in fifos {
+            if found.is_some() {
+                return found;
+            }
+            if queued > LOOK_PAST_AT_MOST {
+                continue;
+            }
+            for _ in 0..queued {
+                let next = if admitted {
+                    lanes.pop_admitted(lane)
+                } else {
+                    lanes.pop_one(lane)
+                };
+                match next {
+                    Some(work) => consider(work, &mut found),
+                    None => break,
+                }
             }
         }
         found
@@ -751,10 +770,10 @@ fn could_presume(shared: &Shared, task: &Runnable) -> bool {
 /// worker's own task.
 const FAN_OUT: usize = 2;
 
-/// The longest normal lane a worker on a slot lent by the quantum rule
-/// looks through for work that does not compute (see
+/// The longest FIFO (a lane, or its admitted tasks) a worker on a slot lent
+/// by the quantum rule looks through for work that does not compute (see
 /// `RunLoop::look_past_computing_work`): each item of the pass is taken and
-/// queued again (~0.1 µs), so a pass costs at most ~0.1 ms, once per lend
+/// queued again (~0.1 µs), so a pass costs at most ~0.1 ms a FIFO, once per lend
 /// (the monitor offers one every quantum while computing work holds every
 /// slot).
 const LOOK_PAST_AT_MOST: usize = 1024;
