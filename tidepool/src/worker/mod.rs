@@ -370,19 +370,41 @@ impl RunLoop<'_> {
     /// admitted tasks), each in queue order: the first item that does not
     /// compute is returned, to run on the lent slot. Every other item goes
     /// to the back of its FIFO in the order it was taken, and a FIFO is
-    /// passed over whole (as long as it was when its pass began), so it
-    /// ends in its old order: computing jobs keep their FIFO turn though a
-    /// lend looks past them every quantum. A FIFO longer than
-    /// [`LOOK_PAST_AT_MOST`] is skipped (its pass would cost more than the
-    /// lend is worth); the FIFOs after the one where an item was found are
-    /// not looked at.
+    /// passed over whole (as long as it was before anything was put back),
+    /// so it ends in its old order: computing jobs keep their FIFO turn
+    /// though a lend looks past them every quantum. Once an item is found,
+    /// only the FIFOs that items were put back into are passed over (to
+    /// restore their order). A FIFO longer than [`LOOK_PAST_AT_MOST`] is
+    /// skipped: its pass would cost more than the lend is worth.
     fn look_past_computing_work(&mut self, first: Work) -> Option<Work> {
+        /// The FIFOs of the pass, in serving order: (lane, admitted).
+        const FIFOS: [(Priority, bool); 4] = [
+            (Priority::Normal, false),
+            (Priority::Normal, true),
+            (Priority::Low, false),
+            (Priority::Low, true),
+        ];
         let shared = Arc::clone(self.shared());
         let lanes = &shared.lanes;
-        let consider = |work: Work, found: &mut Option<Work>| {
+        // Their lengths before anything is put back: a pass over more
+        // would take the items put back again, out of their order.
+        let lengths = FIFOS.map(|(lane, admitted)| lanes.fifo_len(lane, admitted));
+        let mut found = None;
+        let mut put_back_into = [false; 4];
+        let consider = |work: Work, found: &mut Option<Work>, put_back_into: &mut [bool; 4]| {
             if found.is_none() && !computes_on_lent_slot(&shared, &work) {
                 *found = Some(work);
                 return;
+            }
+            let fifo = match &work {
+                Work::Task(task) => {
+                    let meta = task.metadata();
+                    (meta.priority, meta.gate.is_some())
+                }
+                Work::Job(_) => (Priority::Normal, false),
+            };
+            if let Some(index) = FIFOS.iter().position(|f| *f == fifo) {
+                put_back_into[index] = true;
             }
             match work {
                 // Back to its own FIFO: plain or admitted, by its lane.
@@ -390,25 +412,13 @@ impl RunLoop<'_> {
                 job => lanes.push_work(Priority::Normal, job),
             }
         };
-        // The FIFOs' lengths before anything is put back: a pass over more
-        // would take the items put back again, out of their order.
-        let fifos = [
-            (Priority::Normal, false),
-            (Priority::Normal, true),
-            (Priority::Low, false),
-            (Priority::Low, true),
-        ]
-        .map(|(lane, admitted)| (lane, admitted, lanes.fifo_len(lane, admitted)));
-        let mut found = None;
-        consider(first, &mut found);
+        consider(first, &mut found, &mut put_back_into);
         while let Some(work) = oldest_local(self.ctx) {
-            consider(work, &mut found);
+            consider(work, &mut found, &mut put_back_into);
         }
-        for (lane, admitted, queued) in fifos {
-            if found.is_some() {
-                return found;
-            }
-            if queued > LOOK_PAST_AT_MOST {
+        for (index, (lane, admitted)) in FIFOS.into_iter().enumerate() {
+            let queued = lengths[index];
+            if queued > LOOK_PAST_AT_MOST || (found.is_some() && !put_back_into[index]) {
                 continue;
             }
             for _ in 0..queued {
@@ -418,7 +428,7 @@ impl RunLoop<'_> {
                     lanes.pop_one(lane)
                 };
                 match next {
-                    Some(work) => consider(work, &mut found),
+                    Some(work) => consider(work, &mut found, &mut put_back_into),
                     None => break,
                 }
             }
