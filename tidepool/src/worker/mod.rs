@@ -783,9 +783,10 @@ const FAN_OUT: usize = 2;
 /// The longest FIFO (a lane, or its admitted tasks) a worker on a slot lent
 /// by the quantum rule looks through for work that does not compute (see
 /// `RunLoop::look_past_computing_work`): each item of the pass is taken and
-/// queued again (~0.1 µs), so a pass costs at most ~0.1 ms a FIFO, once per lend
-/// (the monitor offers one every quantum while computing work holds every
-/// slot).
+/// queued again (an injector pop and push, as a spawn's queueing), so a
+/// pass costs at most a few thousand of those, once per lend (the monitor
+/// offers one every quantum while computing work holds every slot). Not
+/// measured by itself.
 const LOOK_PAST_AT_MOST: usize = 1024;
 
 /// Whether `work` is a task of a kind known to compute picked while a slot
