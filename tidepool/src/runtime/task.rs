@@ -191,6 +191,8 @@ const OPEN: u8 = 0;
 const STARTED: u8 = 1;
 const CANCELLED: u8 = 2;
 const NOT_CLOSURE: u8 = 3;
+/// The closure returned (or panicked): only its cell's epilogue is left.
+const FINISHED: u8 = 4;
 
 impl Claim {
     /// The claim of a new task.
@@ -202,11 +204,21 @@ impl Claim {
         }))
     }
 
-    /// True while no worker has started the closure and no handle has
-    /// cancelled it (false for an async task).
-    pub(crate) fn is_open(&self) -> bool {
+    /// True once the closure has returned or panicked, or its handle
+    /// cancelled it (it never runs): no worker is inside it. False for an
+    /// async task.
+    pub(crate) fn is_done_with(&self) -> bool {
         use std::sync::atomic::Ordering;
-        self.0.load(Ordering::Relaxed) == OPEN
+        matches!(self.0.load(Ordering::Relaxed), FINISHED | CANCELLED)
+    }
+
+    /// For the worker whose closure just returned (inside its poll, so the
+    /// cell is alive): marks it [`FINISHED`]. A plain store: the worker
+    /// owns the claim's line since its `start`, and nothing but the free
+    /// ring's choice of who frees the cell depends on it.
+    pub(crate) fn finished(&self) {
+        use std::sync::atomic::Ordering;
+        self.0.store(FINISHED, Ordering::Relaxed);
     }
 
     /// True for a work item's closure (it runs to its end in one poll),
@@ -336,6 +348,9 @@ pin_project_lite::pin_project! {
         // When the task was queued, in `sys::ticks`, until its first poll
         // records the latency; `NOT_SAMPLED` after that or if not measured.
         queued_at: u64,
+        // A closure's claim, marked finished when it returns (for the free
+        // ring: see `local_free`); `None` for an async task.
+        claim: Option<ClaimOfCell>,
     }
 
     impl<F, G: MaybeGate> PinnedDrop for Wrapped<F, G> {
@@ -352,9 +367,43 @@ pin_project_lite::pin_project! {
     }
 }
 
+/// The claim in the metadata of the cell whose future holds this: how a
+/// closure's wrapper reaches its claim without a reference count.
+pub(crate) struct ClaimOfCell(std::ptr::NonNull<Claim>);
+
+// SAFETY: a `ClaimOfCell` is a shared reference to a `Claim` (an atomic,
+// so `Sync`) that lives as long as the holder (see `ClaimOfCell::get`).
+unsafe impl Send for ClaimOfCell {}
+// SAFETY: as for `Send` above.
+unsafe impl Sync for ClaimOfCell {}
+
+impl ClaimOfCell {
+    /// The claim of the cell that will hold the future built with this:
+    /// only to be called in the closure async-task gives the metadata to
+    /// when it builds a cell's future (`Builder::spawn`).
+    pub(crate) fn new(claim: &Claim) -> Self {
+        ClaimOfCell(std::ptr::NonNull::from(claim))
+    }
+
+    fn get(&self) -> &Claim {
+        // SAFETY: the claim outlives `self`:
+        // 1. `self` is built from the metadata of the cell whose future
+        //    holds it (`ClaimOfCell::new`), and stays inside that future;
+        // 2. async-task keeps a cell's metadata in its one heap allocation
+        //    at one address until the allocation is freed, and drops the
+        //    future (with `self`) before that (see `PolledCell::claim`);
+        // 3. only shared references to the metadata are ever made.
+        unsafe { self.0.as_ref() }
+    }
+}
+
 /// Wraps `future` for a task whose gate is `gate` ([`NoGate`] for a plain
-/// task). See the module docs.
-pub(crate) fn wrap<F: Future, G: MaybeGate>(future: F, gate: G) -> Wrapped<F, G> {
+/// task); `claim` is a closure's (see the module docs).
+pub(crate) fn wrap<F: Future, G: MaybeGate>(
+    future: F,
+    gate: G,
+    claim: Option<ClaimOfCell>,
+) -> Wrapped<F, G> {
     Wrapped {
         future: Some(AssertUnwindSafe(future).catch_unwind()),
         // Created with the cell, so it counts the task as cancelled even if
@@ -365,6 +414,7 @@ pub(crate) fn wrap<F: Future, G: MaybeGate>(future: F, gate: G) -> Wrapped<F, G>
             gate,
         },
         queued_at: start_sampler::stamp(),
+        claim,
     }
 }
 
@@ -395,6 +445,9 @@ impl<F: Future, G: MaybeGate> Future for Wrapped<F, G> {
             this.guard.wait_registered(cx.waker());
         }
         poll.map(|output| {
+            if let Some(claim) = this.claim {
+                claim.get().finished();
+            }
             // Counted before the output is handed to the join side.
             this.guard.end(match output {
                 Ok(_) => Outcome::Completed,
@@ -487,16 +540,22 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// three runs each): a ring of 256: 1.23, 1.06, 1.77; 16,384: 0.79, 0.79,
 /// 1.25; 65,536: 0.82, 0.68, 0.73.
 ///
-/// The ring never evicts the waker of an item no worker has started (each
-/// item's claim says whether it has): that would leave the cell's last
-/// reference, and so its free, to the worker. Eviction stops at the oldest
-/// such item until it starts, so the ring also covers a backlog longer than
-/// its length: a worker that fans out pushes onto its
-/// own deque, which one other worker drains while it spawns, and one
-/// spawning a million items held ~55,000 still queued near the end.
-/// Measured with `spawn_profile inside 1000000 5` (two workers), six
-/// processes of each build in turn, each process's median round: see
-/// docs/measurements.md, "Checks of the changes 076df8d..".
+/// The ring never evicts the waker of an item a worker has not finished
+/// with (each item's claim says whether its closure returned; the wrapper
+/// marks it): that would leave the cell's last reference, and so its free,
+/// to the worker. Eviction stops at the oldest such item until it returns,
+/// so the ring also covers a backlog longer than its length: a worker that
+/// fans out pushes onto its own deque, which one other worker drains while
+/// it spawns, and one spawning a million items held ~55,000 still queued
+/// near the end. Measured with `spawn_profile inside 1000000 5` (two
+/// workers), six processes of each build in turn, each process's median
+/// round: see docs/measurements.md, "Checks of the changes 076df8d..".
+/// Until the "returned" mark, the ring stopped only at items not yet
+/// *started*: once the spawner ran that far ahead it evicted the items
+/// the workers were running, and the workers freed them after all
+/// (through glibc's arena lock, contended with the spawner's mallocs);
+/// see docs/measurements.md, "The free ring waits for the closure's
+/// return".
 ///
 /// The cost is memory: up to 65,536 finished cells (~100 bytes each: their
 /// closures and outputs are gone) beyond the queued ones, and the ring
@@ -528,7 +587,7 @@ pub(crate) mod local_free {
     pub(crate) const KEPT_AT_MOST: usize = 262_144;
 
     /// A kept waker, with the claim of its item so the ring can tell
-    /// whether a worker has started it.
+    /// whether a worker has finished with it.
     pub(crate) struct Kept {
         /// Held, never woken: the reference that keeps the cell alive.
         _reference: Waker,
@@ -545,11 +604,11 @@ pub(crate) mod local_free {
             }
         }
 
-        /// Whether the item may have run: a worker started it, or its
-        /// handle cancelled it (it never will). Evicting the waker of an
-        /// item still queued would leave its last reference, and so the
-        /// free, to the worker that runs it.
-        fn started(&self) -> bool {
+        /// Whether no worker is inside the item: it returned, or its handle
+        /// cancelled it (it never runs). Evicting the waker of an item
+        /// still queued or running would leave its last reference, and so
+        /// the free, to the worker that runs it.
+        fn done_with(&self) -> bool {
             // SAFETY: the pointer is valid while `self` lives:
             // 1. `self._reference` is a reference to the task, so the task's
             //    one heap allocation stays alive until it is dropped,
@@ -558,7 +617,7 @@ pub(crate) mod local_free {
             //    that allocation, at one address from spawn until the
             //    last reference is gone (see `PolledCell::claim`);
             // 3. only shared references to the metadata are ever made.
-            !unsafe { self.claim.as_ref() }.is_open()
+            unsafe { self.claim.as_ref() }.is_done_with()
         }
     }
 
@@ -590,7 +649,7 @@ pub(crate) mod local_free {
                     let Some(oldest) = ring.pop_front() else {
                         break;
                     };
-                    if oldest.started() || ring.len() >= KEPT_AT_MOST {
+                    if oldest.done_with() || ring.len() >= KEPT_AT_MOST {
                         oldest
                     } else {
                         // Still queued, and so (mostly) are the ones after
@@ -764,11 +823,12 @@ mod tests {
             .spawn(|_| async {}, |runnable: Runnable| drop(runnable))
     }
 
-    /// Keeps `n` items whose workers have started them.
-    fn keep_started(n: usize) {
+    /// Keeps `n` items whose workers have run them.
+    fn keep_finished(n: usize) {
         for _ in 0..n {
             let (runnable, task) = item();
             assert!(runnable.metadata().claim.start());
+            runnable.metadata().claim.finished();
             local_free::keep(local_free::Kept::of(&runnable));
             task.detach();
         }
@@ -781,10 +841,10 @@ mod tests {
         // failed in CI with 991 of 1,024 kept).
         start_sampler::set_in_burst(true);
         let burst = 4 * local_free::KEPT_IN_TRICKLE;
-        keep_started(burst);
+        keep_finished(burst);
         assert_eq!(local_free::kept(), burst, "a burst keeps every waker");
         start_sampler::set_in_burst(false);
-        keep_started(200);
+        keep_finished(200);
         assert_eq!(
             local_free::kept(),
             local_free::KEPT_IN_TRICKLE,
@@ -793,21 +853,28 @@ mod tests {
     }
 
     #[test]
-    fn the_free_ring_keeps_the_waker_of_an_item_not_started_yet() {
+    fn the_free_ring_keeps_the_waker_of_an_item_not_run_yet() {
         start_sampler::set_in_burst(false);
         let (queued, queued_task) = item();
         local_free::keep(local_free::Kept::of(&queued));
-        // Far more than the ring's length after it, all started: none
-        // evicted while the oldest has not started.
-        keep_started(4 * local_free::KEPT_IN_TRICKLE);
+        // Far more than the ring's length after it, all run: none evicted
+        // while the oldest has not started...
+        keep_finished(4 * local_free::KEPT_IN_TRICKLE);
         assert_eq!(local_free::kept(), 4 * local_free::KEPT_IN_TRICKLE + 1);
         assert!(
             local_free::holds(&queued.metadata().claim),
             "the queued item's waker is kept"
         );
-        // Once started, it goes like the rest.
+        // ... nor while it runs: evicted then, its worker would free it.
         assert!(queued.metadata().claim.start());
-        keep_started(4 * local_free::KEPT_IN_TRICKLE);
+        keep_finished(4 * local_free::KEPT_IN_TRICKLE);
+        assert!(
+            local_free::holds(&queued.metadata().claim),
+            "the running item's waker is kept"
+        );
+        // Once it has returned, it goes like the rest.
+        queued.metadata().claim.finished();
+        keep_finished(4 * local_free::KEPT_IN_TRICKLE);
         assert!(!local_free::holds(&queued.metadata().claim));
         assert_eq!(local_free::kept(), local_free::KEPT_IN_TRICKLE);
         drop((queued, queued_task));
