@@ -326,7 +326,8 @@ pin_project_lite::pin_project! {
     ///
     /// A hand-written future rather than an `async` block: the cell of a
     /// tiny work item is the product's hottest allocation, and this keeps it
-    /// to the future, the guard and one stamp (an `async` block with a poll
+    /// to the future, the guard, one stamp and, for a closure, its claim's
+    /// address (`ClaimOfCell`: see `local_free`) (an `async` block with a poll
     /// hook stored a pinned pointer and a gate reference besides, 40 bytes
     /// more, and cost ~13% more instructions per task; callgrind, SLOTS=1
     /// spawn_profile inside).
