@@ -204,12 +204,15 @@ impl Claim {
         }))
     }
 
-    /// True once the closure has returned or panicked, or its handle
-    /// cancelled it (it never runs): no worker is inside it. False for an
-    /// async task.
-    pub(crate) fn is_done_with(&self) -> bool {
+    /// Where the closure is in its life, for the free ring (`local_free`).
+    /// An async task reads as [`Phase::Running`]: it may be polled again.
+    pub(crate) fn phase(&self) -> Phase {
         use std::sync::atomic::Ordering;
-        matches!(self.0.load(Ordering::Relaxed), FINISHED | CANCELLED)
+        match self.0.load(Ordering::Relaxed) {
+            OPEN => Phase::Queued,
+            FINISHED | CANCELLED => Phase::Done,
+            _ => Phase::Running,
+        }
     }
 
     /// For the worker whose closure just returned (inside its poll, so the
@@ -258,6 +261,18 @@ impl Claim {
             Err(now) => now == NOT_CLOSURE || now == CANCELLED,
         }
     }
+}
+
+/// A closure's phase, as its [`Claim`] tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// No worker has started it, and its handle has not cancelled it.
+    Queued,
+    /// A worker is inside it (or it is an async task).
+    Running,
+    /// It returned or panicked, or its handle cancelled it (it never
+    /// runs): no worker is inside it.
+    Done,
 }
 
 /// The hook through which groups and pairs (the `fair` layer) take part in a
@@ -544,8 +559,12 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// The ring never evicts the waker of an item a worker has not finished
 /// with (each item's claim says whether its closure returned; the wrapper
 /// marks it): that would leave the cell's last reference, and so its free,
-/// to the worker. Eviction stops at the oldest such item until it returns,
-/// so the ring also covers a backlog longer than its length: a worker that
+/// to the worker. Eviction stops at the oldest item still queued until it
+/// starts, and at one running until it returns or has been found running
+/// [`RUNNING_LOOKS`](local_free::RUNNING_LOOKS) times (then it goes to the
+/// ring's back: a closure that loops for the pool's life must not hold the
+/// front), so the
+/// ring also covers a backlog longer than its length: a worker that
 /// fans out pushes onto its own deque, which one other worker drains while
 /// it spawns, and one spawning a million items held ~55,000 still queued
 /// near the end. Measured with `spawn_profile inside 1000000 5` (two
@@ -566,7 +585,7 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// anyway. An item that never starts (dropped unrun by a stopped pool)
 /// stays until the ring holds [`KEPT_AT_MOST`](local_free::KEPT_AT_MOST).
 pub(crate) mod local_free {
-    use super::{Claim, Runnable};
+    use super::{Claim, Phase, Runnable};
     use std::cell::RefCell;
     use std::collections::VecDeque;
     use std::ptr::NonNull;
@@ -581,6 +600,12 @@ pub(crate) mod local_free {
     /// length (a burst ended): a few microseconds of frees per spawn at the
     /// most, and a full ring shrinks within ~2,000 spawns.
     pub(crate) const TRIM_STEP: usize = 32;
+    /// An item found running at the ring's front this many times (at as
+    /// many spawns) has run for a while, and may run for good: the ring
+    /// moves it to its back instead of waiting on it. Fewer looks would
+    /// move the tiny items the workers are finishing, each move one more
+    /// look at a cold cell later.
+    pub(crate) const RUNNING_LOOKS: u8 = 64;
     /// Past this many, the oldest is evicted whether its item started or
     /// not: an item dropped unrun by a stopped pool never starts, and
     /// would hold the ring's front (and the finished cells behind it,
@@ -594,6 +619,8 @@ pub(crate) mod local_free {
         _reference: Waker,
         /// The claim in the metadata of the task `_reference` references.
         claim: NonNull<Claim>,
+        /// How many times the ring found the item running at its front.
+        running_looks: u8,
     }
 
     impl Kept {
@@ -602,14 +629,14 @@ pub(crate) mod local_free {
             Kept {
                 _reference: runnable.waker(),
                 claim: NonNull::from(&runnable.metadata().claim),
+                running_looks: 0,
             }
         }
 
-        /// Whether no worker is inside the item: it returned, or its handle
-        /// cancelled it (it never runs). Evicting the waker of an item
-        /// still queued or running would leave its last reference, and so
-        /// the free, to the worker that runs it.
-        fn done_with(&self) -> bool {
+        /// The item's phase. Evicting the waker of an item queued or
+        /// running would leave its last reference, and so the free, to the
+        /// worker that runs it.
+        fn phase(&self) -> Phase {
             // SAFETY: the pointer is valid while `self` lives:
             // 1. `self._reference` is a reference to the task, so the task's
             //    one heap allocation stays alive until it is dropped,
@@ -618,7 +645,7 @@ pub(crate) mod local_free {
             //    that allocation, at one address from spawn until the
             //    last reference is gone (see `PolledCell::claim`);
             // 3. only shared references to the metadata are ever made.
-            unsafe { self.claim.as_ref() }.is_done_with()
+            unsafe { self.claim.as_ref() }.phase()
         }
     }
 
@@ -647,17 +674,36 @@ pub(crate) mod local_free {
             for _ in 0..over {
                 let evicted = {
                     let mut ring = ring.borrow_mut();
-                    let Some(oldest) = ring.pop_front() else {
+                    let Some(mut oldest) = ring.pop_front() else {
                         break;
                     };
-                    if oldest.done_with() || ring.len() >= KEPT_AT_MOST {
-                        oldest
-                    } else {
-                        // Still queued, and so (mostly) are the ones after
-                        // it: stop here. Looking further would touch a cold
-                        // cell per look on every spawn of a long backlog.
-                        ring.push_front(oldest);
-                        break;
+                    match oldest.phase() {
+                        Phase::Done => oldest,
+                        _ if ring.len() >= KEPT_AT_MOST => oldest,
+                        Phase::Running if oldest.running_looks >= RUNNING_LOOKS => {
+                            // A worker has been inside it for a while, maybe
+                            // for good (a closure that loops for the pool's
+                            // life): it goes behind the rest, so it does not
+                            // hold the front, and the next one is looked at.
+                            ring.push_back(oldest);
+                            continue;
+                        }
+                        Phase::Running => {
+                            // Most likely a tiny item about to return (the
+                            // spawner has caught up with the workers): look
+                            // again at the next spawn.
+                            oldest.running_looks += 1;
+                            ring.push_front(oldest);
+                            break;
+                        }
+                        Phase::Queued => {
+                            // Still queued, and so (mostly) are the ones
+                            // after it: stop here. Looking further would
+                            // touch a cold cell per look on every spawn of
+                            // a long backlog.
+                            ring.push_front(oldest);
+                            break;
+                        }
                     }
                 };
                 drop(evicted);
@@ -866,12 +912,18 @@ mod tests {
             local_free::holds(&queued.metadata().claim),
             "the queued item's waker is kept"
         );
-        // ... nor while it runs: evicted then, its worker would free it.
+        // ... nor while it runs (evicted then, its worker would free it);
+        // but running, it no longer holds the others back.
         assert!(queued.metadata().claim.start());
         keep_finished(4 * local_free::KEPT_IN_TRICKLE);
         assert!(
             local_free::holds(&queued.metadata().claim),
             "the running item's waker is kept"
+        );
+        assert_eq!(
+            local_free::kept(),
+            local_free::KEPT_IN_TRICKLE,
+            "a running item does not hold the ring's front"
         );
         // Once it has returned, it goes like the rest.
         queued.metadata().claim.finished();

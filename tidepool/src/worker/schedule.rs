@@ -548,7 +548,7 @@ pub(crate) fn declare_blocking(by: Declared) {
 
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
-    use crate::runtime::task::NoGate;
+    use crate::runtime::task::{NoGate, Phase};
     use crate::sys::{current_tid, scheduler_slice};
     use crate::{Pool, Priority};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -633,9 +633,9 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the tasks ran");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert!(returned.metadata().claim.is_done_with());
-        assert!(panicked.metadata().claim.is_done_with());
-        assert!(!task.metadata().claim.is_done_with());
+        assert_eq!(returned.metadata().claim.phase(), Phase::Done);
+        assert_eq!(panicked.metadata().claim.phase(), Phase::Done);
+        assert_eq!(task.metadata().claim.phase(), Phase::Running);
         assert!(
             task.metadata().claim.cancel(),
             "an async task's claim is untouched"
