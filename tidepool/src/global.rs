@@ -184,18 +184,51 @@ where
 }
 
 /// Runs a future to completion on the calling thread, with the current pool
-/// (the global pool outside any pool) for what it spawns. See
-/// [`Pool::block_on`]: on a worker, the wait helps the pool instead of
-/// blocking the thread.
+/// for what it spawns. See [`Pool::block_on`]: on a worker, the wait helps
+/// the pool instead of blocking the thread.
+///
+/// Outside any pool this builds nothing: the thread waits for the future,
+/// timers and sockets are served by the reactor's thread, and whatever the
+/// future spawns goes to the global pool, built then if it was not yet (so
+/// a [`Builder::build_global`] after a `block_on` that spawned nothing
+/// still applies its settings). With the `tokio` cargo feature the thread
+/// enters the shared tokio runtime's context meanwhile, as a pool's
+/// threads do, so tokio-based futures work here too.
 ///
 /// ```
 /// assert_eq!(tidepool::block_on(async { 3 }), 3);
+///
+/// // Spawns go to the global pool.
+/// let sum = tidepool::block_on(async { tidepool::spawn(async { 40 }).await.unwrap() + 2 });
+/// assert_eq!(sum, 42);
 /// ```
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    match Pool::current() {
-        Some(pool) => pool.block_on(future),
-        None => global().block_on(future),
+    if let Some(pool) = Pool::current() {
+        return pool.block_on(future);
     }
+    if let Some(pool) = GLOBAL.get() {
+        return pool.block_on(future);
+    }
+    block_on_off_pool(future)
+}
+
+/// [`block_on`] on a thread of no pool while the global pool does not
+/// exist. Building it here would start its threads and monitor only to
+/// name it as the pool for spawns the future may never make, and a later
+/// `build_global` would then fail; the free functions fall back to the
+/// global pool anyway when the future spawns.
+fn block_on_off_pool<F: Future>(future: F) -> F::Output {
+    // A lease on the shared tokio runtime (feature `tokio`), held while
+    // the future runs. If the OS refuses it, the future runs without the
+    // context: a tokio call then fails as it would off any runtime.
+    #[cfg(feature = "tokio")]
+    let tokio = crate::interop::TokioContext::shared().ok();
+    #[cfg(feature = "tokio")]
+    let _entered = tokio.as_ref().map(crate::interop::TokioContext::enter);
+    #[cfg(unix)]
+    return futures_lite::future::block_on(future);
+    #[cfg(not(unix))]
+    return async_io::block_on(future);
 }
 
 /// Runs `a` and `b`, possibly in parallel, on the current pool (the global

@@ -99,7 +99,9 @@
 //! ["tokio"] }`); no code changes.
 //!
 //! With the feature, every worker thread enters a tokio runtime's context
-//! for its whole life (and [`Pool::block_on`] while it blocks), so tokio
+//! for its whole life (and [`Pool::block_on`] and [`block_on`] while they
+//! block; off any pool, [`block_on`] holds a lease on the shared runtime
+//! below for as long), so tokio
 //! resources created in a task register with that runtime's I/O and time
 //! drivers:
 //!

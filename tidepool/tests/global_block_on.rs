@@ -1,0 +1,47 @@
+//! The free `block_on` off any pool (its own test binary: the global pool
+//! is process-wide state, and this checks when it is built).
+
+use std::time::Duration;
+use tidepool::Pool;
+
+/// One test, so its steps run in order: nothing else in this binary may
+/// build the global pool first.
+#[test]
+fn block_on_off_any_pool_builds_no_pool_until_the_future_spawns() {
+    // No spawn: the future runs here, timers included, and no pool is built.
+    let slept = tidepool::block_on(async {
+        tidepool::sleep(Duration::from_millis(5)).await;
+        "slept"
+    });
+    assert_eq!(slept, "slept");
+
+    // So the global pool can still be configured (before the fix, the
+    // `block_on` above had built it with the defaults: AlreadyBuilt).
+    Pool::builder()
+        .concurrency(1)
+        .thread_name("after-block-on")
+        .build_global()
+        .expect("block_on built no global pool");
+    assert_eq!(tidepool::global().concurrency(), 1);
+
+    // Now a spawn inside `block_on` goes to that global pool.
+    let name = tidepool::block_on(async {
+        tidepool::spawn_fn(|| std::thread::current().name().map(str::to_owned))
+            .await
+            .unwrap()
+    });
+    let name = name.expect("worker threads are named");
+    assert!(name.starts_with("after-block-on-"), "{name}");
+}
+
+/// With the `tokio` feature, tokio's timers work inside the free `block_on`
+/// off any pool, as they do inside a pool's tasks.
+#[cfg(feature = "tokio")]
+#[test]
+fn tokio_timers_work_in_block_on_off_any_pool() {
+    let slept = tidepool::block_on(async {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        "slept"
+    });
+    assert_eq!(slept, "slept");
+}
