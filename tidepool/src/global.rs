@@ -206,18 +206,19 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
     if let Some(pool) = Pool::current() {
         return pool.block_on(future);
     }
+    if context::in_block_on() {
+        // Nested in a pool's `block_on` on this thread: that pool stays the
+        // current one for spawns, and its tokio context is entered already.
+        return wait_here(future);
+    }
     if let Some(pool) = GLOBAL.get() {
         return pool.block_on(future);
     }
-    block_on_off_pool(future)
-}
-
-/// [`block_on`] on a thread of no pool while the global pool does not
-/// exist. Building it here would start its threads and monitor only to
-/// name it as the pool for spawns the future may never make, and a later
-/// `build_global` would then fail; the free functions fall back to the
-/// global pool anyway when the future spawns.
-fn block_on_off_pool<F: Future>(future: F) -> F::Output {
+    // No pool anywhere yet. Building the global pool here would start its
+    // threads and monitor only to name it as the pool for spawns the
+    // future may never make, and a later `build_global` would then fail;
+    // the free functions build it anyway when the future spawns.
+    //
     // A lease on the shared tokio runtime (feature `tokio`), held while
     // the future runs. If the OS refuses it, the future runs without the
     // context: a tokio call then fails as it would off any runtime.
@@ -225,6 +226,12 @@ fn block_on_off_pool<F: Future>(future: F) -> F::Output {
     let tokio = crate::interop::TokioContext::shared().ok();
     #[cfg(feature = "tokio")]
     let _entered = tokio.as_ref().map(crate::interop::TokioContext::enter);
+    wait_here(future)
+}
+
+/// Blocks this thread (no worker) until `future` completes; timers and
+/// sockets are served by the reactor's thread meanwhile.
+fn wait_here<F: Future>(future: F) -> F::Output {
     #[cfg(unix)]
     return futures_lite::future::block_on(future);
     #[cfg(not(unix))]

@@ -32,6 +32,19 @@ fn block_on_off_any_pool_builds_no_pool_until_the_future_spawns() {
     });
     let name = name.expect("worker threads are named");
     assert!(name.starts_with("after-block-on-"), "{name}");
+
+    // Nested in another pool's `block_on`, the free `block_on` keeps that
+    // pool as the current one (it went to the global pool before).
+    let outer = Pool::builder().thread_name("outer").build().unwrap();
+    let name = outer.block_on(async {
+        tidepool::block_on(async {
+            tidepool::spawn_fn(|| std::thread::current().name().map(str::to_owned))
+                .await
+                .unwrap()
+        })
+    });
+    let name = name.expect("worker threads are named");
+    assert!(name.starts_with("outer-"), "{name}");
 }
 
 /// With the `tokio` feature, tokio's timers work inside the free `block_on`

@@ -86,6 +86,11 @@ pub(crate) fn entered<R>(shared: &Arc<Shared>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether a pool's `block_on` runs on this thread (see [`entered`]).
+pub(crate) fn in_block_on() -> bool {
+    ENTERED.try_with(|e| e.borrow().is_some()).unwrap_or(false)
+}
+
 /// Runs `f` with the pool free functions use on this thread: the pool of the
 /// worker running here, else the pool whose `block_on` runs here, else
 /// `fallback`.
