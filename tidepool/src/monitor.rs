@@ -104,9 +104,37 @@ struct Track {
     cpu_at_since: Option<Duration>,
     /// The thread's run delay (time runnable but not running) at the last probe.
     run_delay: Option<Duration>,
+    /// The first probe in this task that found the thread runnable and
+    /// read both its CPU clock and its run delay: from it, how much the task
+    /// computed of the time it could run (see [`computed_when_it_could`]).
+    runnable_first: Option<Reading>,
+    /// [`computed_when_it_could`] said yes for this task: not asked (nor
+    /// its run delay read) again.
+    computed_when_it_could: bool,
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
+}
+
+/// A thread's clocks at one probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Reading {
+    at: Instant,
+    /// The thread's CPU time.
+    cpu: Duration,
+    /// The thread's run delay: time runnable, waiting for a core.
+    run_delay: Duration,
+}
+
+impl Reading {
+    /// The thread's clocks now; `None` if either cannot be read.
+    fn now(probe: &ThreadProbe) -> Option<Reading> {
+        Some(Reading {
+            cpu: probe.cpu_time()?,
+            run_delay: probe.run_delay()?,
+            at: Instant::now(),
+        })
+    }
 }
 
 impl Track {
@@ -116,6 +144,8 @@ impl Track {
             since: now,
             cpu_at_since: None,
             run_delay: None,
+            runnable_first: None,
+            computed_when_it_could: false,
             probe_wait: 0,
             backoff: 1,
         }
@@ -352,7 +382,15 @@ impl Monitor {
             view.computing = t.backoff > 1;
             if view.computing
                 && limits.quantum.is_some_and(|q| view.in_task_for >= q)
-                && used_a_core(cpu_since(probe.as_deref(), t), view.in_task_for)
+                && (used_a_core(cpu_since(probe.as_deref(), t), view.in_task_for)
+                    || t.computed_when_it_could
+                    || (t.runnable_first.is_some() && {
+                        t.computed_when_it_could = computed_when_it_could(
+                            t.runnable_first,
+                            probe.as_deref().and_then(Reading::now),
+                        );
+                        t.computed_when_it_could
+                    }))
             {
                 // What the quantum rule learns: this kind of task computes.
                 Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_computing();
@@ -468,6 +506,30 @@ fn used_a_core(cpu_used: Option<Duration>, in_task_for: Duration) -> bool {
     })
 }
 
+/// Whether a thread probed runnable at `first`, and read again at `last`
+/// (an extra read of its run delay, made only where [`used_a_core`] says
+/// no, and once it says yes no more for that task), spent
+/// at least [`BUSY_CPU_SHARE`] of the time it could run computing: its CPU
+/// time over the wall time less its run delay (the time it waited for a
+/// core). On a machine whose cores other processes keep busy, a CPU-bound
+/// task gets a fraction of a core, and [`used_a_core`] (CPU over wall time)
+/// missed it: the quantum rule then lent a slot to another task of the kind,
+/// one more thread computing on cores already short (2-3 of 15 runs of
+/// `tests/control_blocking.rs` beside two CPU spinners). A task that blocks
+/// waits asleep, not for a core, so the discount does not make it compute.
+/// False without two distinct readings, or if the window was all waiting.
+fn computed_when_it_could(first: Option<Reading>, last: Option<Reading>) -> bool {
+    let (Some(first), Some(last)) = (first, last) else {
+        return false;
+    };
+    let wall = last.at.saturating_duration_since(first.at);
+    let could_run = wall.saturating_sub(last.run_delay.saturating_sub(first.run_delay));
+    let cpu = last.cpu.saturating_sub(first.cpu);
+    !could_run.is_zero()
+        && !cpu.is_zero()
+        && cpu.as_secs_f64() >= could_run.as_secs_f64() * BUSY_CPU_SHARE
+}
+
 fn ask_kernel(
     shared: &Shared,
     probe: &ThreadProbe,
@@ -486,7 +548,8 @@ fn ask_kernel(
         return (None, None);
     }
     let state = probe.state();
-    let cpu_share = match (track.cpu_at_since, probe.cpu_time()) {
+    let cpu_now = probe.cpu_time();
+    let cpu_share = match (track.cpu_at_since, cpu_now) {
         (Some(then), Some(cpu)) => {
             Some(cpu.saturating_sub(then).as_secs_f64() / in_task_for.as_secs_f64().max(1e-9))
         }
@@ -516,6 +579,14 @@ fn ask_kernel(
             }
         }
         track.run_delay = delay;
+        if let (Some(cpu), Some(run_delay)) = (cpu_now, delay) {
+            let reading = Reading {
+                at: Instant::now(),
+                cpu,
+                run_delay,
+            };
+            track.runnable_first.get_or_insert(reading);
+        }
         // Look again later, less and less often.
         track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
         track.probe_wait = track.backoff;
@@ -538,5 +609,31 @@ mod tests {
         );
         assert!(!used_a_core(Some(Duration::ZERO), ms(10)));
         assert!(used_a_core(None, ms(10)), "no clock: runnable decides");
+    }
+
+    #[test]
+    fn a_task_computing_on_a_loaded_machine_computed_when_it_could() {
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        let at = |wall: u64, cpu: u64, run_delay: u64| {
+            Some(Reading {
+                at: start + ms(wall),
+                cpu: ms(cpu),
+                run_delay: ms(run_delay),
+            })
+        };
+        // 20 ms in which other processes held the cores for 16: 4 ms of
+        // CPU is a fifth of the wall time (not "a core" by `used_a_core`),
+        // and all of the time it could run.
+        assert!(!used_a_core(Some(ms(4)), ms(20)));
+        assert!(computed_when_it_could(at(0, 10, 5), at(20, 14, 21)));
+        // A task that slept most of the window and waited a little for a
+        // core after each wake-up: asleep, not computing.
+        assert!(!computed_when_it_could(at(0, 1, 0), at(20, 2, 2)));
+        // Waiting for a core the whole window: nothing to judge by.
+        assert!(!computed_when_it_could(at(0, 1, 0), at(20, 1, 20)));
+        // One reading, or none: nothing to judge by.
+        assert!(!computed_when_it_could(at(0, 1, 0), at(0, 1, 0)));
+        assert!(!computed_when_it_could(None, at(20, 14, 21)));
     }
 }
