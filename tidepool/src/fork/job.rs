@@ -207,13 +207,57 @@ where
 /// Queues `entry` in `shared`'s pool: on this worker's deque when called on
 /// one of its workers (where idle workers steal it), else on the normal lane;
 /// then makes sure somebody will look.
+///
+/// # Which pushes announce the job
+///
+/// Announcing (`worker::notify`) costs a full fence and a read of the slot
+/// counts, which idle workers write; a fine-grained recursion pays it at
+/// every `join`. On a worker, a job pushed onto a deque that already held
+/// work is not announced, except every [`ANNOUNCE_EVERY`]th such push:
+///
+/// * no job is lost: the pushing worker is awake, inside the task or job
+///   that waits for this one, and that wait pops its own deque first and
+///   then helps (`StackJob::wait`), so it runs the job itself if nobody
+///   steals it; and if that task blocks instead, the monitor gives its slot
+///   away and wakes a worker while work waits, as for any queued work;
+/// * parallelism is not lost for long: the push that made the deque
+///   non-empty was announced (a searcher was woken, or one was searching,
+///   or every slot was busy and a freed slot's worker looks at the queues
+///   before it parks), and a searcher that finds work wakes one more while
+///   work remains (`RunLoop::run_found`). What an unannounced push can miss
+///   is a worker parking at that instant whose last look, unordered with
+///   the push, saw the deque empty; the next announced push, at most
+///   [`ANNOUNCE_EVERY`] later, wakes it.
+///
+/// `tidepool-lab fork-join --only fine-join,fine-rayon --repeat 5` (fib(30),
+/// a join per call), the announcement skipped and not in the same binary,
+/// three processes each: ratios to rayon in the same process 1.53, 1.28,
+/// 1.16 against 1.72, 1.87, 1.89 (docs/measurements.md has the runs).
 pub(super) fn push(shared: &Arc<Shared>, ctx: Option<&context::WorkerContext>, entry: JobRef) {
     match ctx {
-        Some(ctx) => ctx.local.push(Work::Job(entry)),
+        Some(ctx) => {
+            let held_work = !ctx.local.is_empty();
+            ctx.local.push(Work::Job(entry));
+            if held_work {
+                let unannounced = ctx.jobs_unannounced.get() + 1;
+                if unannounced < ANNOUNCE_EVERY {
+                    ctx.jobs_unannounced.set(unannounced);
+                    return;
+                }
+            }
+            ctx.jobs_unannounced.set(0);
+        }
         None => shared.lanes.push_work(Priority::Normal, Work::Job(entry)),
     }
     crate::worker::notify(shared);
 }
+
+/// At most this many jobs in a row are pushed onto a worker's non-empty
+/// deque without an announcement (see [`push`]): few enough that a worker
+/// that parked unordered with a push is woken within a few microseconds of
+/// a fine-grained recursion, many enough that the fence is paid on one
+/// `join` in sixteen.
+const ANNOUNCE_EVERY: u32 = 16;
 
 /// A closure whose borrows the job protocol keeps alive (see the module
 /// docs). It must not panic: callers wrap their code in `catch_unwind`.

@@ -46,6 +46,9 @@ pub(crate) struct WorkerContext {
     /// (`worker::help_until`), so a task it runs meanwhile is not taken
     /// for it.
     pub(crate) presumed_run: std::cell::Cell<Option<PresumedRun>>,
+    /// Fork-join jobs pushed onto a non-empty deque since this worker last
+    /// announced one to the parked workers (`fork::job::push`).
+    pub(crate) jobs_unannounced: std::cell::Cell<u32>,
 }
 
 impl WorkerContext {

@@ -114,6 +114,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         // A thread just started has not waited for a core yet.
         run_delay_at_park: std::cell::Cell::new(Some(std::time::Duration::ZERO)),
         presumed_run: std::cell::Cell::new(None),
+        jobs_unannounced: std::cell::Cell::new(0),
     });
     context::enter(Rc::clone(&ctx));
 
