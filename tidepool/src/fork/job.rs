@@ -230,9 +230,10 @@ where
 ///   [`ANNOUNCE_EVERY`] later, wakes it.
 ///
 /// `tidepool-lab fork-join --only fine-join,fine-rayon --repeat 5` (fib(30),
-/// a join per call), the announcement skipped and not in the same binary,
-/// three processes each: ratios to rayon in the same process 1.53, 1.28,
-/// 1.16 against 1.72, 1.87, 1.89 (docs/measurements.md has the runs).
+/// a join per call), the binaries before and after this rule in turn,
+/// eight processes each: 1.59x rayon's time (1.29-2.03) against 1.76x
+/// (1.63-1.90); docs/measurements.md, "A join's job announced once per
+/// sixteen pushes onto a busy deque".
 pub(super) fn push(shared: &Arc<Shared>, ctx: Option<&context::WorkerContext>, entry: JobRef) {
     match ctx {
         Some(ctx) => {
