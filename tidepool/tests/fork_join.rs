@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{within, HANG};
+use common::{eventually, within, HANG};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -134,6 +134,63 @@ fn join_recursion_runs_on_a_fixed_pool_without_extra_threads() {
     });
     assert_eq!(value, fib(25));
     assert!(metrics.peak_threads <= 2, "{metrics:?}");
+}
+
+/// A join's second halves are taken by an idle worker while the first
+/// halves run: the innermost first half computes until the three second
+/// halves (`mark`) pushed above it have run elsewhere, so the test fails
+/// (the wait times out) if the parked worker is never woken or never
+/// steals them. The marks are pushed onto a busy deque, which
+/// `fork::job::push` does not announce. (It does not tell whether the
+/// announcement or the monitor woke the worker: with announcements
+/// removed it still passed, the monitor waking a parked worker for the
+/// queued jobs.)
+#[test]
+fn a_joins_second_halves_run_on_an_idle_worker_while_the_first_halves_run() {
+    let all_taken = within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(2)
+            .controller(Controller::Fixed)
+            .build()
+            .unwrap();
+        // Both workers parked first: a worker still searching after the
+        // build would find the jobs without being woken.
+        assert!(
+            eventually(HANG, || {
+                let m = pool.metrics();
+                m.threads == 2 && m.idle_threads == 2
+            }),
+            "the pool's workers parked"
+        );
+        let taken = AtomicUsize::new(0);
+        let mark = || {
+            taken.fetch_add(1, Ordering::SeqCst);
+        };
+        let wait_for_three = || {
+            // Computes (no sleep: the slot stays this worker's) until the
+            // other worker has run the three second halves.
+            let deadline = std::time::Instant::now() + HANG / 2;
+            while taken.load(Ordering::SeqCst) < 3 {
+                if std::time::Instant::now() >= deadline {
+                    return false;
+                }
+                std::hint::spin_loop();
+            }
+            true
+        };
+        pool.join(
+            || {
+                tidepool::join(
+                    || tidepool::join(|| tidepool::join(wait_for_three, mark).0, mark).0,
+                    mark,
+                )
+                .0
+            },
+            || (),
+        )
+        .0
+    });
+    assert!(all_taken, "the second halves waited for the first halves");
 }
 
 #[test]
