@@ -8,7 +8,7 @@
 //! in that pool.
 
 use crate::fork::{self, Scope};
-use crate::pool::{spawn_in, BuildError, Builder, Pool};
+use crate::pool::{spawn_in, wait_here, BuildError, Builder, Pool};
 use crate::runtime::{context, Priority, Shared};
 use crate::sync::Arc;
 use crate::task::JoinHandle;
@@ -227,15 +227,6 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
     #[cfg(feature = "tokio")]
     let _entered = tokio.as_ref().map(crate::interop::TokioContext::enter);
     wait_here(future)
-}
-
-/// Blocks this thread (no worker) until `future` completes; timers and
-/// sockets are served by the reactor's thread meanwhile.
-fn wait_here<F: Future>(future: F) -> F::Output {
-    #[cfg(unix)]
-    return futures_lite::future::block_on(future);
-    #[cfg(not(unix))]
-    return async_io::block_on(future);
 }
 
 /// Runs `a` and `b`, possibly in parallel, on the current pool (the global

@@ -292,14 +292,7 @@ impl Pool {
         // worker, so the slot goes to another worker meanwhile).
         worker::declare_blocking(worker::Declared::PoolWait);
         let _tokio = self.shared().config.tokio.enter();
-        // Timers and sockets are served by the reactor's thread meanwhile
-        // (on Unix, tidepool's own; elsewhere async-io's, which this thread
-        // may drive itself).
-        #[cfg(unix)]
-        let wait = || futures_lite::future::block_on(future);
-        #[cfg(not(unix))]
-        let wait = || async_io::block_on(future);
-        context::entered(self.shared(), wait)
+        context::entered(self.shared(), || wait_here(future))
     }
 
     /// Publishes [`Pool::metrics`] through the [`metrics`](https://docs.rs/metrics)
@@ -644,6 +637,17 @@ impl TaskBuilder<'_> {
     {
         self.spawn_task(async move { work() }, true)
     }
+}
+
+/// Blocks this thread until `future` completes. Timers and sockets are
+/// served by the reactor's thread meanwhile (on Unix, tidepool's own;
+/// elsewhere async-io's, which this thread may drive itself). For
+/// [`Pool::block_on`] and the free `block_on` off any pool.
+pub(crate) fn wait_here<F: Future>(future: F) -> F::Output {
+    #[cfg(unix)]
+    return futures_lite::future::block_on(future);
+    #[cfg(not(unix))]
+    return async_io::block_on(future);
 }
 
 /// Spawns a plain task on `shared`'s pool: the one spawn path of `Pool`,
