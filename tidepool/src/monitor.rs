@@ -110,7 +110,7 @@ struct Track {
     runnable_first: Option<Reading>,
     /// [`computed_when_it_could`] said yes for this task: not asked (nor
     /// its run delay read) again.
-    computed_when_it_could: bool,
+    known_computing: bool,
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
@@ -138,6 +138,22 @@ impl Reading {
 }
 
 impl Track {
+    /// Whether this task, runnable, computed a share of the time it could
+    /// run ([`computed_when_it_could`], from its first runnable probe to
+    /// now); a yes is kept for the task, so the run delay is read again
+    /// only while the answer is no.
+    fn computed_when_it_could(&mut self, probe: Option<&ThreadProbe>) -> bool {
+        if !self.known_computing {
+            self.known_computing = match (self.runnable_first, probe) {
+                (Some(first), Some(probe)) => {
+                    Reading::now(probe).is_some_and(|now| computed_when_it_could(first, now))
+                }
+                _ => false,
+            };
+        }
+        self.known_computing
+    }
+
     fn new(seen: StatusWord, now: Instant) -> Self {
         Track {
             seen,
@@ -145,7 +161,7 @@ impl Track {
             cpu_at_since: None,
             run_delay: None,
             runnable_first: None,
-            computed_when_it_could: false,
+            known_computing: false,
             probe_wait: 0,
             backoff: 1,
         }
@@ -383,14 +399,7 @@ impl Monitor {
             if view.computing
                 && limits.quantum.is_some_and(|q| view.in_task_for >= q)
                 && (used_a_core(cpu_since(probe.as_deref(), t), view.in_task_for)
-                    || t.computed_when_it_could
-                    || (t.runnable_first.is_some() && {
-                        t.computed_when_it_could = computed_when_it_could(
-                            t.runnable_first,
-                            probe.as_deref().and_then(Reading::now),
-                        );
-                        t.computed_when_it_could
-                    }))
+                    || t.computed_when_it_could(probe.as_deref()))
             {
                 // What the quantum rule learns: this kind of task computes.
                 Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_computing();
@@ -508,20 +517,18 @@ fn used_a_core(cpu_used: Option<Duration>, in_task_for: Duration) -> bool {
 
 /// Whether a thread probed runnable at `first`, and read again at `last`
 /// (an extra read of its run delay, made only where [`used_a_core`] says
-/// no, and once it says yes no more for that task), spent
+/// no: [`Track::computed_when_it_could`]), spent
 /// at least [`BUSY_CPU_SHARE`] of the time it could run computing: its CPU
 /// time over the wall time less its run delay (the time it waited for a
 /// core). On a machine whose cores other processes keep busy, a CPU-bound
 /// task gets a fraction of a core, and [`used_a_core`] (CPU over wall time)
 /// missed it: the quantum rule then lent a slot to another task of the kind,
-/// one more thread computing on cores already short (2-3 of 15 runs of
-/// `tests/control_blocking.rs` beside two CPU spinners). A task that blocks
-/// waits asleep, not for a core, so the discount does not make it compute.
-/// False without two distinct readings, or if the window was all waiting.
-fn computed_when_it_could(first: Option<Reading>, last: Option<Reading>) -> bool {
-    let (Some(first), Some(last)) = (first, last) else {
-        return false;
-    };
+/// one more thread computing on cores already short (the two tests of
+/// `tests/control_blocking.rs` that check it failed 5 times in 25 runs
+/// beside two CPU spinners). A task that blocks waits asleep, not for a
+/// core, so the discount does not make it compute. False for readings at
+/// one moment, or if the window was all waiting.
+fn computed_when_it_could(first: Reading, last: Reading) -> bool {
     let wall = last.at.saturating_duration_since(first.at);
     let could_run = wall.saturating_sub(last.run_delay.saturating_sub(first.run_delay));
     let cpu = last.cpu.saturating_sub(first.cpu);
@@ -615,12 +622,10 @@ mod tests {
     fn a_task_computing_on_a_loaded_machine_computed_when_it_could() {
         let ms = Duration::from_millis;
         let start = Instant::now();
-        let at = |wall: u64, cpu: u64, run_delay: u64| {
-            Some(Reading {
-                at: start + ms(wall),
-                cpu: ms(cpu),
-                run_delay: ms(run_delay),
-            })
+        let at = |wall: u64, cpu: u64, run_delay: u64| Reading {
+            at: start + ms(wall),
+            cpu: ms(cpu),
+            run_delay: ms(run_delay),
         };
         // 20 ms in which other processes held the cores for 16: 4 ms of
         // CPU is a fifth of the wall time (not "a core" by `used_a_core`),
@@ -632,8 +637,7 @@ mod tests {
         assert!(!computed_when_it_could(at(0, 1, 0), at(20, 2, 2)));
         // Waiting for a core the whole window: nothing to judge by.
         assert!(!computed_when_it_could(at(0, 1, 0), at(20, 1, 20)));
-        // One reading, or none: nothing to judge by.
+        // Two readings at one moment: nothing to judge by.
         assert!(!computed_when_it_could(at(0, 1, 0), at(0, 1, 0)));
-        assert!(!computed_when_it_could(None, at(20, 14, 21)));
     }
 }
