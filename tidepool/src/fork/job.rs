@@ -254,10 +254,11 @@ pub(super) fn push(shared: &Arc<Shared>, ctx: Option<&context::WorkerContext>, e
 }
 
 /// At most this many jobs in a row are pushed onto a worker's non-empty
-/// deque without an announcement (see [`push`]): few enough that a worker
-/// that parked unordered with a push is woken within a few microseconds of
-/// a fine-grained recursion, many enough that the fence is paid on one
-/// `join` in sixteen.
+/// deque without an announcement (see [`push`]): a worker that parked
+/// unordered with a push waits at most this many more joins of the pusher
+/// (not measured: the race is rare), and the fence is paid on one `join`
+/// in sixteen. Only 16 was measured (and "never", within one binary:
+/// docs/measurements.md).
 const ANNOUNCE_EVERY: u32 = 16;
 
 /// A closure whose borrows the job protocol keeps alive (see the module
