@@ -1,7 +1,8 @@
 //! Operating-system probes: thread ids, what the kernel says a thread is
 //! doing, and how much CPU it has used.
 //!
-//! This is the only module of the library that contains `unsafe`. Every unsafe
+//! Most of the library's `unsafe` is here (the rest: `fork`, `runtime::task`,
+//! `runtime::work`; see ARCHITECTURE.md). Every unsafe
 //! block has a `// SAFETY:` comment listing each obligation it meets.
 //!
 //! # What it is for
@@ -162,6 +163,30 @@ pub(crate) fn ticks() -> u64 {
         let (_, anchor) = tick_anchor();
         u64::try_from(anchor.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
+}
+
+/// Asks the CPU to start loading the cache line at `address` into its
+/// cache, so that a read some hundreds of nanoseconds later does not wait for
+/// memory. A hint: it changes nothing the program can observe, and is a
+/// no-op elsewhere than on x86-64.
+#[inline]
+pub(crate) fn prefetch<T>(address: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `prefetcht0` (SSE, part of every x86-64 CPU) is a hint:
+        // 1. it never faults, whatever the address: a dangling or unmapped
+        //    one is ignored, so no precondition on `address` is needed;
+        // 2. it writes no memory and no register the program can see.
+        // (`unused_unsafe`: newer toolchains declare the intrinsic safe.)
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                address.cast::<i8>(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
 }
 
 /// The first (ticks, instant) pair read in this process: the reference both
