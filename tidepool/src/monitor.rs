@@ -374,6 +374,7 @@ impl Monitor {
                 kernel: None,
                 fallback: None,
                 computing: false,
+                computed: false,
             };
             let probe = policy
                 .detects_blocking()
@@ -396,12 +397,13 @@ impl Monitor {
             }
             // A probe found it runnable in this task: its backoff grew.
             view.computing = t.backoff > 1;
-            if view.computing
+            view.computed = view.computing
                 && limits.quantum.is_some_and(|q| view.in_task_for >= q)
                 && (used_a_core(cpu_since(probe.as_deref(), t), view.in_task_for)
-                    || t.computed_when_it_could(probe.as_deref()))
-            {
+                    || t.computed_when_it_could(probe.as_deref()));
+            if view.computed {
                 // What the quantum rule learns: this kind of task computes.
+                // (Its lend counts the same evidence: `policy::WorkerView`.)
                 Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_computing();
             }
             sample.in_task.push(view);

@@ -132,6 +132,12 @@ pub(crate) struct WorkerView {
     pub(crate) fallback: Option<FallbackView>,
     /// Found runnable (computing) at a probe during this task.
     pub(crate) computing: bool,
+    /// Found computing, in this task for a quantum, *and* its CPU time says
+    /// it used the core it could get (the monitor's evidence, the same
+    /// that teaches its kind to compute: `monitor::used_a_core`,
+    /// `monitor::computed_when_it_could`). Runnable alone is not enough
+    /// for the quantum rule: see [`Burst::quantum`].
+    pub(crate) computed: bool,
 }
 
 /// What is known of a suspect whose kernel state could not be read.
@@ -401,10 +407,17 @@ impl Burst {
         } else if sample.lend_refused {
             self.no_lend_until = Some(sample.now + quantum);
         }
+        // Counted on the CPU evidence, not on runnable alone: the lent
+        // worker refuses work of a kind known to compute, and the kind is
+        // learned on that evidence. Lent on runnable alone, in a tick where
+        // the evidence was not in yet (a loaded machine, the tasks short of
+        // a core), the slot went to a third task of the same CPU-bound kind
+        // (`running_workers_never_exceed_the_slots_under_cpu_load`, 2 of 45
+        // runs beside two CPU spinners).
         let long_computing = sample
             .in_task
             .iter()
-            .filter(|w| w.computing && w.in_task_for >= quantum)
+            .filter(|w| w.computed && w.in_task_for >= quantum)
             .count();
         if sample.lent {
             let lent_slot_computes = long_computing > limits.concurrency;
@@ -627,6 +640,7 @@ mod tests {
             kernel,
             fallback: None,
             computing: false,
+            computed: false,
         }
     }
 
@@ -1046,12 +1060,30 @@ mod tests {
         }
     }
 
-    /// A worker found computing for `for_ms`.
+    /// A worker found computing for `for_ms`, its CPU time in evidence.
     fn computing(index: usize, for_ms: u64) -> WorkerView {
         WorkerView {
             computing: true,
+            computed: true,
             ..worker(index, for_ms, RUNNABLE)
         }
+    }
+
+    #[test]
+    fn the_quantum_lends_nothing_while_the_cpu_evidence_is_not_in() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = quantum_limits();
+        // Runnable at every probe for a quantum, but short of a core so far:
+        // the lent slot could go to a third task of the same kind.
+        let starved = |index| WorkerView {
+            computed: false,
+            ..computing(index, 11)
+        };
+        let s = sample(vec![starved(0), starved(1)], 3);
+        assert_eq!(policy.decide(&limits, &s).lend, None);
+        // The evidence in for both: lend.
+        let s = sample(vec![computing(0, 12), computing(1, 12)], 3);
+        assert_eq!(policy.decide(&limits, &s).lend, Some(true));
     }
 
     #[test]
@@ -1172,6 +1204,7 @@ mod detection_mode_tests {
             kernel,
             fallback: None,
             computing: false,
+            computed: false,
         }
     }
 
