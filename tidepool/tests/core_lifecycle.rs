@@ -322,6 +322,75 @@ fn dropping_the_last_handle_drains_in_the_background() {
     });
 }
 
+/// A waiting task that nothing can wake (nobody but the pool held its
+/// waker) does not keep a pool whose last handle is gone: the pool drops it
+/// (its captured values too) and its threads exit, while a task a timer
+/// will wake still runs to its end. (Until the registry let go of the
+/// wakers of an abandoned pool, the orphan kept every thread for good.)
+#[test]
+fn a_dropped_pool_lets_go_of_a_task_nothing_can_wake() {
+    struct OnDrop(mpsc::Sender<&'static str>, &'static str);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.send(self.1);
+        }
+    }
+    within(HANG, || {
+        let (started, stopped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let pool = {
+            let (started, stopped) = (Arc::clone(&started), Arc::clone(&stopped));
+            Pool::builder()
+                .concurrency(2)
+                .on_thread_start(move || {
+                    started.fetch_add(1, Ordering::SeqCst);
+                })
+                .on_thread_stop(move || {
+                    stopped.fetch_add(1, Ordering::SeqCst);
+                })
+                .build()
+                .unwrap()
+        };
+        let (tx, rx) = mpsc::channel();
+        let (orphan_tx, held_tx, timer_tx) = (tx.clone(), tx.clone(), tx);
+        // Detached; waits for nothing: only the pool holds its waker.
+        drop(pool.spawn(async move {
+            let guard = OnDrop(orphan_tx.clone(), "orphan dropped");
+            orphan_tx.send("orphan waits").unwrap();
+            std::future::pending::<()>().await;
+            drop(guard);
+        }));
+        // The same, but its handle is held: it goes when the handle does.
+        let held = pool.spawn(async move {
+            let guard = OnDrop(held_tx.clone(), "held orphan dropped");
+            held_tx.send("held orphan waits").unwrap();
+            std::future::pending::<()>().await;
+            drop(guard);
+        });
+        // Detached too, but a timer holds its waker: it must run on.
+        drop(pool.spawn(async move {
+            tidepool::sleep(Duration::from_millis(50)).await;
+            timer_tx.send("timer task finished").unwrap();
+        }));
+        let mut seen: Vec<_> = rx.iter().take(2).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, ["held orphan waits", "orphan waits"]);
+        drop(pool);
+        let mut seen: Vec<_> = rx.iter().take(2).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, ["orphan dropped", "timer task finished"]);
+        drop(held);
+        assert_eq!(rx.recv().unwrap(), "held orphan dropped");
+        // Every thread the pool started exits (the monitor included).
+        assert!(
+            eventually(HANG, || stopped.load(Ordering::SeqCst)
+                == started.load(Ordering::SeqCst)),
+            "{} of {} threads exited",
+            stopped.load(Ordering::SeqCst),
+            started.load(Ordering::SeqCst)
+        );
+    });
+}
+
 #[test]
 fn shutdown_from_inside_the_pool_is_an_error_not_a_deadlock() {
     within(HANG, || {

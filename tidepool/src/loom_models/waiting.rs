@@ -5,6 +5,9 @@
 //!   by the stop, or by itself when the stop closed the registry first.
 //! * A task ending as the pool stops leaves no waker behind and is never
 //!   woken twice.
+//! * A task that first waits as its pool is abandoned (its last handle
+//!   dropped) leaves no waker behind once its worker runs out of work:
+//!   the abandon's pass or the worker's look lets go of it, never wakes it.
 //! * A snapshot taken while a task spawned on one shard ends on another
 //!   never shows the end without the spawn.
 
@@ -54,6 +57,32 @@ fn a_task_that_ends_as_the_pool_stops_leaves_no_waker_behind() {
         assert_eq!(tasks.len(), 0);
         // Only the model's own reference is left: no waker kept.
         assert_eq!(Arc::strong_count(&count), 1);
+    });
+}
+
+#[test]
+fn a_task_that_first_waits_as_its_pool_is_abandoned_is_released() {
+    loom::model(|| {
+        let tasks = Arc::new(WaitingTasks::new(1));
+        let (count, waker) = counting_waker();
+        let worker = {
+            let tasks = Arc::clone(&tasks);
+            loom::thread::spawn(move || {
+                // The task's poll returns `Pending` and registers it...
+                let Registered::Yes(_) = tasks.register(0, &waker) else {
+                    unreachable!("nobody stops the pool here")
+                };
+                drop(waker);
+                // ...then its worker finds no more work (`RunLoop::run`).
+                tasks.release_if_abandoned();
+            })
+        };
+        // The pool's last handle goes (`OpenHandle::drop`).
+        tasks.abandon();
+        worker.join().unwrap();
+        assert_eq!(count.get(), 0, "let go of, never woken");
+        assert_eq!(Arc::strong_count(&count), 1, "no waker left behind");
+        assert_eq!(tasks.len(), 1, "the entry stays until the task ends");
     });
 }
 

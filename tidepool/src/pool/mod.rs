@@ -21,7 +21,13 @@ use std::time::{Duration, Instant};
 ///
 /// `Pool` is a cheap handle: clone it to share the pool. When the last handle
 /// is dropped the pool stops taking work, finishes what it has in the
-/// background, and its threads exit; the dropping thread does not wait.
+/// background, and its threads exit; the dropping thread does not wait. An
+/// async task that nothing can wake any more (no waker of it is held outside
+/// the pool: it awaits `std::future::pending`, say) would never finish: the
+/// pool drops it then (its captured values with it) and counts it
+/// cancelled, unless its [`JoinHandle`] is still held: then when the handle
+/// is dropped. A task whose waker something holds (a timer, a socket, a
+/// channel) runs on.
 ///
 /// ```
 /// use tidepool::Pool;

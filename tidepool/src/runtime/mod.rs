@@ -152,6 +152,9 @@ impl OpenHandle {
 impl Drop for OpenHandle {
     fn drop(&mut self) {
         self.shared.close();
+        // Nobody can stop the pool now: the wakers the registry holds only
+        // keep alive tasks that may never be woken (`runtime::waiting`).
+        self.shared.waiting.abandon();
     }
 }
 

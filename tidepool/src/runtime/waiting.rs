@@ -26,6 +26,30 @@
 //! stop took its entry, and a late deregistration cannot remove someone
 //! else's. The loom model `loom_models/waiting.rs` checks both races.
 //!
+//! # A pool nobody holds
+//!
+//! Once the last `Pool` handle (and group, and pair) is gone, nobody can
+//! stop the pool and so nobody needs the registry's wakers to cancel
+//! anything, but they still keep their tasks alive. A task whose waker
+//! only the registry holds (it waits on `std::future::pending`, or on a
+//! channel whose other end dropped its waker without waking) can never be
+//! woken; held by the registry it never ended, and the closing pool, which
+//! runs what it has to its end, kept its threads for good. So the pool is
+//! *abandoned* ([`WaitingTasks::abandon`]) when its last handle goes: the
+//! registry drops the wakers it holds (keeping their entries, so no key is
+//! reused and a late deregistration still removes only its own). A task
+//! that nothing else can wake loses its last reference there, and
+//! async-task, finding it unfinished with no handle, closes it and queues
+//! it one last time: a worker drops its future (its destructors run, and
+//! it counts as cancelled), and the pool can stop. A task whose waker a
+//! timer, a socket or a channel holds runs on. A task that first waits
+//! after the abandon registers as before, and the registry drops its waker
+//! the next time a worker runs out of work
+//! ([`WaitingTasks::release_if_abandoned`]), after the task's poll has
+//! returned: dropped inside that poll, the waker would not be the last
+//! reference (the worker's runnable is), and async-task would free the
+//! task without dropping its future when the runnable goes.
+//!
 //! # Cost
 //!
 //! Only tasks that wait pay: one waker clone and one lock for the first
@@ -33,7 +57,7 @@
 //! register. Shards, picked by the registering worker, keep workers from
 //! contending for one lock.
 
-use crate::sync::{lock, Mutex};
+use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 use slab::Slab;
 use std::task::Waker;
@@ -94,17 +118,22 @@ pub(crate) enum Registered {
     NoRoom,
 }
 
-/// One shard: the registered wakers, and whether the pool stopped.
+/// One shard: the registered wakers, and whether the pool stopped. An
+/// entry's waker is `None` once an abandoned pool dropped it
+/// ([`WaitingTasks::release`]); the entry stays until its task ends.
 #[derive(Debug, Default)]
 struct Shard {
     closed: bool,
-    wakers: Slab<Waker>,
+    wakers: Slab<Option<Waker>>,
 }
 
 /// The registry of one pool's waiting tasks (module docs).
 #[derive(Debug)]
 pub(crate) struct WaitingTasks {
     shards: Box<[CachePadded<Mutex<Shard>>]>,
+    /// Set when the pool's last handle went (module docs, "A pool nobody
+    /// holds").
+    abandoned: AtomicBool,
 }
 
 impl WaitingTasks {
@@ -114,6 +143,7 @@ impl WaitingTasks {
             shards: (0..shards.clamp(1, MAX_SHARDS))
                 .map(|_| CachePadded::new(Mutex::new(Shard::default())))
                 .collect(),
+            abandoned: AtomicBool::new(false),
         }
     }
 
@@ -128,7 +158,7 @@ impl WaitingTasks {
         let entry = guard.wakers.vacant_entry();
         match WaitingKey::new(shard, entry.key()) {
             Some(key) => {
-                entry.insert(waker.clone());
+                entry.insert(Some(waker.clone()));
                 Registered::Yes(key)
             }
             None => Registered::NoRoom,
@@ -161,12 +191,67 @@ impl WaitingTasks {
             };
             // Woken outside the lock: waking schedules the task, and a
             // stopped pool drops it there, running its destructors.
-            for (_, waker) in wakers {
+            for waker in wakers.into_iter().filter_map(|(_, waker)| waker) {
                 waker.wake();
                 woken += 1;
             }
         }
         woken
+    }
+
+    /// For the pool whose last handle just went: marks it abandoned and
+    /// drops the wakers held (module docs, "A pool nobody holds"). Returns
+    /// how many it dropped.
+    pub(crate) fn abandon(&self) -> usize {
+        self.abandoned.store(true, Ordering::SeqCst);
+        self.release()
+    }
+
+    /// For a worker that ran out of work: if the pool is abandoned, drops
+    /// the wakers registered since the last look (tasks that first waited
+    /// after the abandon). One load otherwise.
+    ///
+    /// Relaxed is enough: a registration that [`abandon`](Self::abandon)'s
+    /// pass over the shards missed took its shard's lock after that pass
+    /// did, so it happens after the flag was set, and so does this load
+    /// made after it by the worker that polled the task (the loom model
+    /// `a_task_that_first_waits_as_its_pool_is_abandoned_is_released`).
+    pub(crate) fn release_if_abandoned(&self) -> usize {
+        if self.abandoned.load(Ordering::Relaxed) {
+            self.release()
+        } else {
+            0
+        }
+    }
+
+    /// Drops every waker held, keeping the entries. Returns how many.
+    fn release(&self) -> usize {
+        let mut released = 0;
+        for shard in self.shards.iter() {
+            let wakers: Vec<Waker> = {
+                let mut guard = lock(shard);
+                guard
+                    .wakers
+                    .iter_mut()
+                    .filter_map(|(_, w)| w.take())
+                    .collect()
+            };
+            released += wakers.len();
+            // Dropped outside the lock: for a task nothing else can wake it
+            // is the last reference, and async-task queues the task (to
+            // drop its future) from inside the drop.
+            drop(wakers);
+        }
+        released
+    }
+
+    /// How many entries still hold a waker (for tests).
+    #[cfg(test)]
+    pub(crate) fn holding(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| lock(s).wakers.iter().filter(|(_, w)| w.is_some()).count())
+            .sum()
     }
 
     /// How many tasks are registered (for tests).
@@ -180,6 +265,7 @@ impl WaitingTasks {
 mod tests {
     use super::*;
     use crate::sync::counting::waker as counting_waker;
+    use crate::sync::Arc;
 
     #[test]
     fn a_task_that_ended_is_not_woken_by_the_stop() {
@@ -213,6 +299,40 @@ mod tests {
         // The stop took the entry: the end finds nothing to remove.
         tasks.deregister(key);
         assert_eq!(tasks.len(), 0);
+    }
+
+    #[test]
+    fn an_abandoned_registry_drops_its_wakers_unwoken_and_keeps_the_keys() {
+        let tasks = WaitingTasks::new(2);
+        let (early, early_waker) = counting_waker();
+        let Registered::Yes(early_key) = tasks.register(0, &early_waker) else {
+            panic!("registered")
+        };
+        drop(early_waker);
+        // Not abandoned: a worker's look drops nothing.
+        assert_eq!(tasks.release_if_abandoned(), 0);
+        assert_eq!(tasks.abandon(), 1);
+        assert_eq!((tasks.len(), tasks.holding()), (1, 0));
+        assert_eq!(early.get(), 0, "dropped, not woken");
+        assert_eq!(Arc::strong_count(&early), 1, "the registry let go");
+        // A task that first waits after the abandon registers, and the
+        // next look of a worker out of work lets go of it.
+        let (late, late_waker) = counting_waker();
+        let Registered::Yes(late_key) = tasks.register(0, &late_waker) else {
+            panic!("an abandoned pool still runs its tasks")
+        };
+        assert_ne!(late_key, early_key, "the early entry's key is not reused");
+        drop(late_waker);
+        assert_eq!(tasks.release_if_abandoned(), 1);
+        assert_eq!(Arc::strong_count(&late), 1);
+        assert_eq!(tasks.release_if_abandoned(), 0);
+        // Each end removes its own entry; a stop then wakes nobody.
+        tasks.deregister(early_key);
+        assert_eq!(tasks.len(), 1);
+        tasks.deregister(late_key);
+        assert_eq!(tasks.len(), 0);
+        assert_eq!(tasks.cancel_all(), 0);
+        assert_eq!((early.get(), late.get()), (0, 0));
     }
 
     #[test]

@@ -297,6 +297,13 @@ impl RunLoop<'_> {
                 // I/O events woke tasks (onto this worker's deque).
                 continue;
             }
+            if self.shared().waiting.release_if_abandoned() > 0 {
+                // The pool's last handle is gone, and tasks that first
+                // waited since may be ones nobody can wake: their wakers
+                // were dropped, and async-task queued those it could free
+                // (onto this worker's deque) to drop their futures.
+                continue;
+            }
             if let Some(exit) = self.go_idle() {
                 break exit;
             }
