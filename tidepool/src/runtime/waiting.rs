@@ -119,12 +119,19 @@ pub(crate) enum Registered {
 }
 
 /// One shard: the registered wakers, and whether the pool stopped. An
-/// entry's waker is `None` once an abandoned pool dropped it
-/// ([`WaitingTasks::release`]); the entry stays until its task ends.
+/// entry's waker is `None` once an abandoned pool dropped it; the entry
+/// stays until its task ends.
 #[derive(Debug, Default)]
 struct Shard {
     closed: bool,
+    /// Set by [`WaitingTasks::abandon`]'s pass: registrations from then on
+    /// are also noted in `fresh`.
+    abandoned: bool,
     wakers: Slab<Option<Waker>>,
+    /// The slots registered since the abandon whose waker is still held,
+    /// so a worker's look drops them without a pass over every entry (an
+    /// abandoned server may hold thousands).
+    fresh: Vec<usize>,
 }
 
 /// The registry of one pool's waiting tasks (module docs).
@@ -156,9 +163,13 @@ impl WaitingTasks {
             return Registered::PoolStopped;
         }
         let entry = guard.wakers.vacant_entry();
-        match WaitingKey::new(shard, entry.key()) {
+        let slot = entry.key();
+        match WaitingKey::new(shard, slot) {
             Some(key) => {
                 entry.insert(Some(waker.clone()));
+                if guard.abandoned {
+                    guard.fresh.push(slot);
+                }
                 Registered::Yes(key)
             }
             None => Registered::NoRoom,
@@ -204,7 +215,11 @@ impl WaitingTasks {
     /// how many it dropped.
     pub(crate) fn abandon(&self) -> usize {
         self.abandoned.store(true, Ordering::SeqCst);
-        self.release()
+        self.release(|shard| {
+            shard.abandoned = true;
+            let held = shard.wakers.iter_mut().filter_map(|(_, w)| w.take());
+            held.collect()
+        })
     }
 
     /// For a worker that ran out of work: if the pool is abandoned, drops
@@ -217,25 +232,26 @@ impl WaitingTasks {
     /// made after it by the worker that polled the task (the loom model
     /// `a_task_that_first_waits_as_its_pool_is_abandoned_is_released`).
     pub(crate) fn release_if_abandoned(&self) -> usize {
-        if self.abandoned.load(Ordering::Relaxed) {
-            self.release()
-        } else {
-            0
+        if !self.abandoned.load(Ordering::Relaxed) {
+            return 0;
         }
+        self.release(|shard| {
+            let Shard { wakers, fresh, .. } = shard;
+            // A slot whose task ended may have been taken again by a later
+            // registration, noted again: its second take finds `None`.
+            let held = fresh
+                .drain(..)
+                .filter_map(|slot| wakers.get_mut(slot)?.take());
+            held.collect()
+        })
     }
 
-    /// Drops every waker held, keeping the entries. Returns how many.
-    fn release(&self) -> usize {
+    /// Drops the wakers `take` takes out of each shard (under its lock),
+    /// keeping the entries. Returns how many.
+    fn release(&self, mut take: impl FnMut(&mut Shard) -> Vec<Waker>) -> usize {
         let mut released = 0;
         for shard in self.shards.iter() {
-            let wakers: Vec<Waker> = {
-                let mut guard = lock(shard);
-                guard
-                    .wakers
-                    .iter_mut()
-                    .filter_map(|(_, w)| w.take())
-                    .collect()
-            };
+            let wakers = take(&mut lock(shard));
             released += wakers.len();
             // Dropped outside the lock: for a task nothing else can wake it
             // is the last reference, and async-task queues the task (to
@@ -325,6 +341,13 @@ mod tests {
         drop(late_waker);
         assert_eq!(tasks.release_if_abandoned(), 1);
         assert_eq!(Arc::strong_count(&late), 1);
+        assert_eq!(tasks.release_if_abandoned(), 0);
+        // One that ended before the look: nothing left to let go of.
+        let (_, gone_waker) = counting_waker();
+        let Registered::Yes(gone_key) = tasks.register(1, &gone_waker) else {
+            panic!("registered")
+        };
+        tasks.deregister(gone_key);
         assert_eq!(tasks.release_if_abandoned(), 0);
         // Each end removes its own entry; a stop then wakes nobody.
         tasks.deregister(early_key);
