@@ -373,7 +373,6 @@ impl Monitor {
                 in_task_for: now.duration_since(t.since),
                 kernel: None,
                 fallback: None,
-                computing: false,
                 computed: false,
             };
             let probe = policy
@@ -395,9 +394,9 @@ impl Monitor {
                 // a second from the busy cores.
                 any_suspect |= t.probe_wait == 0;
             }
-            // A probe found it runnable in this task: its backoff grew.
-            view.computing = t.backoff > 1;
-            view.computed = view.computing
+            // A probe found it runnable in this task (its backoff grew),
+            // and its CPU time says it computed.
+            view.computed = t.backoff > 1
                 && limits.quantum.is_some_and(|q| view.in_task_for >= q)
                 && (used_a_core(cpu_since(probe.as_deref(), t), view.in_task_for)
                     || t.computed_when_it_could(probe.as_deref()));

@@ -130,13 +130,12 @@ pub(crate) struct WorkerView {
     /// What could be read instead, for suspects whose state the kernel could
     /// not tell.
     pub(crate) fallback: Option<FallbackView>,
-    /// Found runnable (computing) at a probe during this task.
-    pub(crate) computing: bool,
-    /// Found computing, in this task for a quantum, *and* its CPU time says
-    /// it used the core it could get (the monitor's evidence, the same
-    /// that teaches its kind to compute: `monitor::used_a_core`,
-    /// `monitor::computed_when_it_could`). Runnable alone is not enough
-    /// for the quantum rule: see [`Burst::quantum`].
+    /// Found runnable at a probe during this task, in it for a quantum,
+    /// *and* its CPU time says it used the core it could get (the
+    /// monitor's evidence, the same that teaches its kind to compute:
+    /// `monitor::used_a_core`, `monitor::computed_when_it_could`).
+    /// Runnable alone is not enough for the quantum rule: see
+    /// [`Burst::quantum`].
     pub(crate) computed: bool,
 }
 
@@ -639,7 +638,6 @@ mod tests {
             in_task_for: MS * for_ms as u32,
             kernel,
             fallback: None,
-            computing: false,
             computed: false,
         }
     }
@@ -1063,7 +1061,6 @@ mod tests {
     /// A worker found computing for `for_ms`, its CPU time in evidence.
     fn computing(index: usize, for_ms: u64) -> WorkerView {
         WorkerView {
-            computing: true,
             computed: true,
             ..worker(index, for_ms, RUNNABLE)
         }
@@ -1203,7 +1200,6 @@ mod detection_mode_tests {
             in_task_for: MS * thresholds,
             kernel,
             fallback: None,
-            computing: false,
             computed: false,
         }
     }

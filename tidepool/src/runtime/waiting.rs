@@ -124,12 +124,9 @@ pub(crate) enum Registered {
 #[derive(Debug, Default)]
 struct Shard {
     closed: bool,
-    /// Set by [`WaitingTasks::abandon`]'s pass: registrations from then on
-    /// are also noted in `fresh`.
-    abandoned: bool,
     wakers: Slab<Option<Waker>>,
-    /// The slots registered since the abandon whose waker is still held,
-    /// so a worker's look drops them without a pass over every entry (an
+    /// The slots registered since the pool was abandoned, so a worker's
+    /// look drops their wakers without a pass over every entry (an
     /// abandoned server may hold thousands).
     fresh: Vec<usize>,
 }
@@ -167,7 +164,11 @@ impl WaitingTasks {
         match WaitingKey::new(shard, slot) {
             Some(key) => {
                 entry.insert(Some(waker.clone()));
-                if guard.abandoned {
+                // Relaxed, under the lock: a registration that `abandon`'s
+                // pass missed locked the shard after the pass did, and so
+                // sees the flag stored before it. One the pass did see may
+                // be noted too; its later take finds `None`.
+                if self.abandoned.load(Ordering::Relaxed) {
                     guard.fresh.push(slot);
                 }
                 Registered::Yes(key)
@@ -216,7 +217,6 @@ impl WaitingTasks {
     pub(crate) fn abandon(&self) -> usize {
         self.abandoned.store(true, Ordering::SeqCst);
         self.release(|shard| {
-            shard.abandoned = true;
             let held = shard.wakers.iter_mut().filter_map(|(_, w)| w.take());
             held.collect()
         })
