@@ -611,7 +611,8 @@ pub(crate) mod local_free {
     /// usually frees. The ring's front is a cell finished up to 65,536
     /// spawns ago, out of the cache: `perf record` of `spawn_profile
     /// inside` put 80% of `keep`'s samples (12% of all) on the load of its
-    /// claim; prefetched 32 spawns (~3 µs) ahead, `keep` fell to 6% of all.
+    /// claim; prefetched 32 spawns ahead (a few µs at ~100 ns a spawn),
+    /// `keep` fell to 6% of all.
     /// `cargo bench --bench spawn_many -- inside/tidepool`, six processes of
     /// each build in turn: the default pool 124.5 ns per task (115-142)
     /// against 133.5 (115-169), lower in 5 of 6 pairs, `Fixed` 124.5 against
