@@ -259,6 +259,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// let values: Vec<u64> = (1..=100_000).collect();
 /// assert_eq!(sum(&values), 5_000_050_000);
 /// ```
+#[track_caller]
 pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
@@ -266,7 +267,7 @@ where
     RA: Send,
     RB: Send,
 {
-    fork::join_current(outside_pool, a, b)
+    fork::join_current(outside_pool, std::panic::Location::caller(), a, b)
 }
 
 /// Runs `op` with a [`Scope`] on the current pool (the global pool outside
@@ -294,12 +295,14 @@ where
 /// });
 /// assert_eq!(values, [2, 4, 6, 104, 105, 106]);
 /// ```
+#[track_caller]
 pub fn scope<'scope, OP, R>(op: OP) -> R
 where
     OP: FnOnce(&Scope<'scope>) -> R + Send,
     R: Send,
 {
-    with_current_pool(|shared| fork::scope_in(shared, op))
+    let site = std::panic::Location::caller();
+    with_current_pool(|shared| fork::scope_in(shared, site, op))
 }
 
 /// Calls `f` on every item of `items`, in parallel on the current pool (the
@@ -316,12 +319,14 @@ where
 /// tidepool::for_each(&mut values, |v| *v *= *v);
 /// assert_eq!(values[9_999], 9_999 * 9_999);
 /// ```
+#[track_caller]
 pub fn for_each<T, F>(items: &mut [T], f: F)
 where
     T: Send,
     F: Fn(&mut T) + Sync,
 {
-    with_current_pool(|shared| fork::for_each_in(shared, items, f))
+    let site = std::panic::Location::caller();
+    with_current_pool(|shared| fork::for_each_in(shared, site, items, f))
 }
 
 /// Calls `f` on every index of `range`, in parallel on the current pool (the
@@ -339,9 +344,11 @@ where
 /// });
 /// assert_eq!(total.into_inner(), 499_500);
 /// ```
+#[track_caller]
 pub fn for_range<F>(range: std::ops::Range<usize>, f: F)
 where
     F: Fn(usize) + Sync,
 {
-    with_current_pool(|shared| fork::for_range_in(shared, range, f))
+    let site = std::panic::Location::caller();
+    with_current_pool(|shared| fork::for_range_in(shared, site, range, f))
 }

@@ -136,6 +136,98 @@ fn join_recursion_runs_on_a_fixed_pool_without_extra_threads() {
     assert!(metrics.peak_threads <= 2, "{metrics:?}");
 }
 
+/// Splits `depth` times with `tidepool::join`, then computes for `leaf`
+/// in each leaf, counting the leaves in progress at once in `inside` and
+/// the most seen in `most`.
+fn split_and_compute(depth: u32, leaf: Duration, inside: &AtomicUsize, most: &AtomicUsize) {
+    if depth == 0 {
+        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(now, Ordering::SeqCst);
+        let start = std::time::Instant::now();
+        while start.elapsed() < leaf {
+            std::hint::spin_loop();
+        }
+        inside.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
+    tidepool::join(
+        || split_and_compute(depth - 1, leaf, inside, most),
+        || split_and_compute(depth - 1, leaf, inside, most),
+    );
+}
+
+/// The quantum rule lends a slot beyond `concurrency` to queued work not
+/// known to compute. A recursion's queued halves were work of no kind,
+/// never known to compute, so a lent slot took them: a recursion that
+/// computed for a few quanta on `concurrency(1)` ran two leaves at once
+/// (on two cores). A half is now of the kind of the work that forked it,
+/// which the monitor sees compute.
+#[test]
+fn a_computing_recursion_runs_no_more_leaves_at_once_than_its_slots() {
+    let (most, metrics) = within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .quantum(Some(Duration::from_millis(5)))
+            .build()
+            .unwrap();
+        let inside = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        // 2,048 leaves of 200 µs: about 0.4 s of computing, 80 quanta.
+        pool.join(
+            || split_and_compute(11, Duration::from_micros(200), &inside, &most),
+            || (),
+        );
+        (most.load(Ordering::SeqCst), pool.metrics())
+    });
+    assert_eq!(
+        most, 1,
+        "leaves ran beside each other on one slot ({} quantum lends, {} oversubscribed observations)",
+        metrics.quantum_lends, metrics.oversubscribed_observations
+    );
+}
+
+/// Every scope task ran behind one future type, so every scope's tasks
+/// were one kind: a scope whose tasks were seen blocking had the tasks of
+/// every other scope presumed blocking too, each given a thread of its
+/// own without a slot (a CPU-bound scope then ran on more threads than
+/// cores). A scope task is now of its closure's kind.
+#[test]
+fn a_scope_whose_tasks_block_teaches_nothing_about_another_scopes_tasks() {
+    let (before, after) = within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        // Seen blocked again and again: their kind is presumed blocking.
+        for _ in 0..3 {
+            pool.scope(|s| {
+                for _ in 0..8 {
+                    s.spawn(|_| std::thread::sleep(Duration::from_millis(20)));
+                }
+            });
+        }
+        let before = pool.metrics().presumed_blocking;
+        let total = AtomicUsize::new(0);
+        pool.scope(|s| {
+            for _ in 0..64 {
+                s.spawn(|_| {
+                    total.fetch_add(
+                        (0..20_000u64).map(std::hint::black_box).sum::<u64>() as usize,
+                        Ordering::Relaxed,
+                    );
+                });
+            }
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 64 * 199_990_000);
+        (before, pool.metrics().presumed_blocking)
+    });
+    assert!(
+        before > 0,
+        "the sleeping scope's tasks were presumed blocking"
+    );
+    assert_eq!(
+        after, before,
+        "the computing scope's tasks were presumed blocking"
+    );
+}
+
 /// A join's second halves are taken by an idle worker while the first
 /// halves run: the innermost first half computes until the three second
 /// halves (`mark`) pushed above it have run elsewhere, so the test fails

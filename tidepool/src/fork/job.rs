@@ -33,6 +33,7 @@
 //! * What outlives the scope (the `Arc<Job>` a queued task still holds)
 //!   contains no borrowed data any more: the closure slot is empty.
 
+use crate::runtime::kinds::Kind;
 use crate::runtime::task::NoGate;
 use crate::runtime::{context, Entry, JobRef, Priority, Shared, Work};
 use crate::sync::Mutex;
@@ -81,6 +82,8 @@ pub(super) struct StackJob<'w, F, R> {
     state: AtomicU8,
     /// Woken when the state leaves `PENDING`.
     waiter: Waiter<'w>,
+    /// The kind of the work that forked it ([`StackJob::new`]).
+    kind: Kind,
 }
 
 // SAFETY: the cells are only touched by the one thread that owns the run
@@ -95,13 +98,20 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
-    /// A job for `func`, whose waiter is `waiter` (the calling thread).
-    pub(super) fn new(func: F, waiter: Waiter<'w>) -> Self {
+    /// A job for `func`, whose waiter is `waiter` (the calling thread), of
+    /// kind `kind`: the kind of the task or job that forks it, so a worker
+    /// that steals it runs more of the same work as far as the monitor and
+    /// the quantum rule are concerned. (Its own closure's type would be a
+    /// kind nobody had seen run yet: a slot lent under the quantum rule took
+    /// it, and a recursion that computed on `concurrency(1)` ran on two
+    /// cores.)
+    pub(super) fn new(func: F, waiter: Waiter<'w>, kind: Kind) -> Self {
         StackJob {
             func: UnsafeCell::new(Some(func)),
             result: UnsafeCell::new(None),
             state: AtomicU8::new(PENDING),
             waiter,
+            kind,
         }
     }
 
@@ -195,6 +205,10 @@ where
         // store the waiter may return and the job be gone: no more access.
         self.state.store(DONE, Ordering::Release);
         waiter.wake();
+    }
+
+    fn kind(&self) -> Kind {
+        self.kind
     }
 
     fn abandon(&self) {
@@ -338,11 +352,14 @@ impl Drop for JobRunner {
 /// Queues a task that runs `job` in `shared`'s pool: on the current worker's
 /// deque when called on one of its workers, else on the normal lane. If the
 /// pool refuses it (closed), the task is dropped at once and the scope's
-/// owner runs the job.
-pub(super) fn submit(shared: &Arc<Shared>, job: &Arc<Job>) {
+/// owner runs the job. The task is of kind `kind` (its closure's), not of
+/// its future's type, which every scope task shares: one scope's tasks
+/// seen blocking would have had every other scope's presumed blocking.
+pub(super) fn submit(shared: &Arc<Shared>, job: &Arc<Job>, kind: Kind) {
     let runner = JobRunner(Arc::clone(job));
     let task = async move { runner.run() };
-    if let Some(cell) = crate::worker::spawn(shared, task, Priority::Normal, NoGate, true) {
+    let spawned = crate::worker::spawn_of_kind(shared, task, kind, Priority::Normal, NoGate, true);
+    if let Some(cell) = spawned {
         cell.detach();
     }
 }

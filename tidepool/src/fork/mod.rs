@@ -25,6 +25,7 @@
 mod job;
 
 use crate::runtime::context::{self, WorkerContext};
+use crate::runtime::kinds::Kind;
 use crate::runtime::{PanicPayload, Shared};
 use crate::sync::Mutex;
 use crate::sync::{lock, Arc};
@@ -36,7 +37,7 @@ use std::thread::{self, Thread};
 
 /// Runs `a` and `b` in `shared`'s pool, possibly in parallel, and returns
 /// both results. See the module docs.
-pub(crate) fn join_in<A, B, RA, RB>(shared: &Arc<Shared>, a: A, b: B) -> (RA, RB)
+pub(crate) fn join_in<A, B, RA, RB>(shared: &Arc<Shared>, site: Site, a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
     B: FnOnce() -> RB + Send,
@@ -45,15 +46,19 @@ where
 {
     match context::current() {
         Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => join_here(&ctx, a, b),
-        _ => run_in(shared, |shared| join_in_or_here(shared, a, b)),
+        _ => run_in(shared, Kind::at(site), |shared| {
+            join_in_or_here(shared, a, b)
+        }),
     }
 }
 
 /// [`join_in`] for the current pool: the worker's own, else `outside()`'s
 /// (the pool whose `block_on` runs here, or the global pool). The hot path
 /// of a recursive `tidepool::join`: one thread-local read.
+#[inline]
 pub(crate) fn join_current<A, B, RA, RB>(
     outside: impl FnOnce() -> Arc<Shared>,
+    site: Site,
     a: A,
     b: B,
 ) -> (RA, RB)
@@ -67,7 +72,9 @@ where
         Some(ctx) => join_here(&ctx, a, b),
         None => {
             let shared = outside();
-            run_in(&shared, |shared| join_in_or_here(shared, a, b))
+            run_in(&shared, Kind::at(site), |shared| {
+                join_in_or_here(shared, a, b)
+            })
         }
     }
 }
@@ -108,7 +115,10 @@ where
     RA: Send,
     RB: Send,
 {
-    let job = StackJob::new(b, Waiter::Worker(ctx.shared.threads.entry(ctx.index)));
+    let entry = ctx.shared.threads.entry(ctx.index);
+    // The kind of what this worker runs now: `b` is more of it.
+    let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+    let job = StackJob::new(b, Waiter::Worker(entry), kind);
     // SAFETY: `job` lives in this frame until `job.wait` below has returned:
     // `a` runs under `catch_unwind`, so nothing between here and the wait
     // can unwind past it; one entry only.
@@ -119,11 +129,20 @@ where
     both(a_out, b_out)
 }
 
+/// Where a `join`, `scope` or loop was called (`#[track_caller]`): the
+/// kind of the work it starts from outside the pool ([`Kind::at`]).
+pub(crate) type Site = &'static std::panic::Location<'static>;
+
 /// Runs `f` on one of `shared`'s workers and waits for it on this thread,
-/// which is not one of them. Runs it here if the pool takes no work.
-fn run_in<R: Send>(shared: &Arc<Shared>, f: impl FnOnce(&Arc<Shared>) -> R + Send) -> R {
+/// which is not one of them. Runs it here if the pool takes no work. The
+/// job, and every job it forks, is of kind `kind`.
+fn run_in<R: Send>(
+    shared: &Arc<Shared>,
+    kind: Kind,
+    f: impl FnOnce(&Arc<Shared>) -> R + Send,
+) -> R {
     let pool = Arc::clone(shared);
-    let job = StackJob::new(move || f(&pool), Waiter::Thread(thread::current()));
+    let job = StackJob::new(move || f(&pool), Waiter::Thread(thread::current()), kind);
     // SAFETY: `job` lives in this frame until `wait_outside` has returned,
     // and nothing between here and there can unwind; one entry only.
     let entry = unsafe { job.entry() };
@@ -189,6 +208,7 @@ impl<'scope> Scope<'scope> {
     /// });
     /// assert_eq!(total.into_inner(), 8);
     /// ```
+    #[track_caller]
     pub fn spawn<F>(&self, body: F)
     where
         F: FnOnce(&Scope<'scope>) + Send + 'scope,
@@ -209,7 +229,7 @@ impl<'scope> Scope<'scope> {
         // zero, and this job's last act is its decrement (`job_done`).
         let job = Job::new(unsafe { erase(task) }, self.owner.clone());
         lock(&self.jobs).push(Arc::clone(&job));
-        submit(&self.shared, &job);
+        submit(&self.shared, &job, Kind::at(std::panic::Location::caller()));
     }
 
     /// A job's last act: one fewer pending, and the owner woken at zero.
@@ -250,7 +270,7 @@ impl<'scope> Scope<'scope> {
 
 /// Runs `op` with a new scope in `shared`'s pool and waits for every task
 /// spawned in it. See [`scope`](crate::scope).
-pub(crate) fn scope_in<'scope, OP, R>(shared: &Arc<Shared>, op: OP) -> R
+pub(crate) fn scope_in<'scope, OP, R>(shared: &Arc<Shared>, site: Site, op: OP) -> R
 where
     OP: FnOnce(&Scope<'scope>) -> R + Send,
     R: Send,
@@ -258,7 +278,7 @@ where
     if context::current_index(shared).is_some() {
         scope_here(shared, op)
     } else {
-        run_in(shared, |shared| scope_here(shared, op))
+        run_in(shared, Kind::at(site), |shared| scope_here(shared, op))
     }
 }
 
@@ -286,7 +306,7 @@ where
 
 /// Calls `f` on every item of `items`, in parallel in `shared`'s pool. See
 /// [`for_each`](crate::for_each).
-pub(crate) fn for_each_in<T, F>(shared: &Arc<Shared>, items: &mut [T], f: F)
+pub(crate) fn for_each_in<T, F>(shared: &Arc<Shared>, site: Site, items: &mut [T], f: F)
 where
     T: Send,
     F: Fn(&mut T) + Sync,
@@ -294,6 +314,7 @@ where
     let grain = grain(items.len(), shared.config.concurrency);
     split(
         shared,
+        site,
         items,
         &|chunk: &mut [T]| chunk.iter_mut().for_each(&f),
         grain,
@@ -302,13 +323,13 @@ where
 
 /// Calls `f` on every index of `range`, in parallel in `shared`'s pool. See
 /// [`for_range`](crate::for_range).
-pub(crate) fn for_range_in<F>(shared: &Arc<Shared>, range: std::ops::Range<usize>, f: F)
+pub(crate) fn for_range_in<F>(shared: &Arc<Shared>, site: Site, range: std::ops::Range<usize>, f: F)
 where
     F: Fn(usize) + Sync,
 {
     let len = range.end.saturating_sub(range.start);
     let grain = grain(len, shared.config.concurrency);
-    split_range(shared, range, &f, grain);
+    split_range(shared, site, range, &f, grain);
 }
 
 /// The chunk size below which a loop runs sequentially: about eight chunks
@@ -320,6 +341,7 @@ fn grain(len: usize, concurrency: usize) -> usize {
 
 fn split<T: Send>(
     shared: &Arc<Shared>,
+    site: Site,
     items: &mut [T],
     body: &(dyn Fn(&mut [T]) + Sync),
     grain: usize,
@@ -331,13 +353,15 @@ fn split<T: Send>(
     let (left, right) = items.split_at_mut(items.len() / 2);
     join_in(
         shared,
-        || split(shared, left, body, grain),
-        || split(shared, right, body, grain),
+        site,
+        || split(shared, site, left, body, grain),
+        || split(shared, site, right, body, grain),
     );
 }
 
 fn split_range(
     shared: &Arc<Shared>,
+    site: Site,
     range: std::ops::Range<usize>,
     body: &(dyn Fn(usize) + Sync),
     grain: usize,
@@ -350,7 +374,8 @@ fn split_range(
     let mid = range.start + len / 2;
     join_in(
         shared,
-        || split_range(shared, range.start..mid, body, grain),
-        || split_range(shared, mid..range.end, body, grain),
+        site,
+        || split_range(shared, site, range.start..mid, body, grain),
+        || split_range(shared, site, mid..range.end, body, grain),
     );
 }

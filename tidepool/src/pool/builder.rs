@@ -261,7 +261,9 @@ impl Builder {
     /// `concurrency` so the queued work starts (`Controller::Adaptive`
     /// only). The lent slot is given back when the queue drains; and it is
     /// never used for work of a kind seen computing for a quantum (the type
-    /// of its closure or future), so ten CPU-bound jobs still run
+    /// of its closure or future; a `join`'s or `scope`'s work counts as the
+    /// task that started it), so ten CPU-bound jobs, or a recursion that
+    /// computes, still run
     /// `concurrency` at a time: the worker on the lent slot looks past such
     /// jobs for other work (in the normal and low lanes and groups' admitted
     /// tasks, each up to 1,024 items long; the jobs keep their order);

@@ -105,6 +105,7 @@ impl Pool {
     /// let (left, right) = pool.join(|| data[..2].iter().sum::<i32>(), || data[2..].iter().sum::<i32>());
     /// assert_eq!(left + right, 10);
     /// ```
+    #[track_caller]
     pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
     where
         A: FnOnce() -> RA + Send,
@@ -112,7 +113,7 @@ impl Pool {
         RA: Send,
         RB: Send,
     {
-        crate::fork::join_in(self.shared(), a, b)
+        crate::fork::join_in(self.shared(), std::panic::Location::caller(), a, b)
     }
 
     /// Runs `op` with a [`Scope`](crate::Scope) on this pool, and returns
@@ -129,12 +130,13 @@ impl Pool {
     /// });
     /// assert_eq!(counts, [0, 2, 4, 6]);
     /// ```
+    #[track_caller]
     pub fn scope<'scope, OP, R>(&self, op: OP) -> R
     where
         OP: FnOnce(&crate::Scope<'scope>) -> R + Send,
         R: Send,
     {
-        crate::fork::scope_in(self.shared(), op)
+        crate::fork::scope_in(self.shared(), std::panic::Location::caller(), op)
     }
 
     /// Runs `future` as a task on the pool. While it awaits (a timer, a

@@ -1,7 +1,9 @@
 //! What the pool has learned about kinds of task: a task's *kind* is the
 //! type of its future (one per closure, so one per `spawn_fn` call site, in
-//! effect), and the monitor records whether tasks of a kind were seen
-//! blocking or computing for a whole quantum. Two rules use it:
+//! effect), a fork-join job's that of the task or job that forked it (a
+//! join from outside the pool, a scope's task: its call site,
+//! [`Kind::at`]), and the monitor records whether tasks of a kind were
+//! seen blocking or computing for a whole quantum. Two rules use it:
 //!
 //! * the quantum rule (`control::policy`) lends a slot only to work that is
 //!   not known to compute;
@@ -175,8 +177,8 @@ impl Record {
     }
 }
 
-/// A kind of task: a table index and a tag; [`Kind::NONE`] (tag 0) for
-/// work of no known kind (fork-join jobs), which learns nothing.
+/// A kind of task or fork-join job: a table index and a tag; tag 0 is no
+/// kind (a worker's entry before its first task), which learns nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Kind {
     index: u16,
@@ -197,7 +199,8 @@ pub(crate) enum Presumed {
 }
 
 impl Kind {
-    /// No kind: fork-join jobs. Reads say nothing, writes are ignored.
+    /// No kind (tag 0): reads say nothing, writes are ignored.
+    #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) const NONE: Kind = Kind { index: 0, tag: 0 };
 
     /// The kind of tasks whose future is a `T`: its `TypeId`, folded into
@@ -207,10 +210,26 @@ impl Kind {
     pub(crate) fn of<T: ?Sized + 'static>() -> Kind {
         let mut fold = Fold(0);
         std::any::TypeId::of::<T>().hash(&mut fold);
+        Kind::from_hash(fold.0)
+    }
+
+    /// The kind of work started at `site` (a `join`'s or a scope task's
+    /// call site): closures that borrow have no `TypeId`, and their type
+    /// names do not tell the closures of one function apart. A few
+    /// instructions: the site's file name is told apart by its address.
+    pub(crate) fn at(site: &'static std::panic::Location<'static>) -> Kind {
+        let mut fold = Fold(0);
+        fold.write_u64(site.file().as_ptr() as u64);
+        fold.write_u64(u64::from(site.line()) << 32 | u64::from(site.column()));
+        Kind::from_hash(fold.0)
+    }
+
+    /// A kind from the folded hash of its type.
+    fn from_hash(folded: u64) -> Kind {
         // Fibonacci hashing: the top bits of the product mix every input bit.
-        let hash = fold.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let hash = folded.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let index = (hash >> (64 - INDEX_BITS)) as u16;
-        // Tag 0 is `NONE`'s: a real kind's tag is never 0.
+        // Tag 0 is no kind's: a real kind's tag is never 0.
         let tag = ((hash >> 16) as u16).max(1);
         Kind { index, tag }
     }
@@ -468,6 +487,27 @@ mod tests {
 
     fn kind_of_value<T: 'static>(_: &T) -> Kind {
         Kind::of::<T>()
+    }
+
+    #[track_caller]
+    fn kind_here() -> Kind {
+        Kind::at(std::panic::Location::caller())
+    }
+
+    #[test]
+    fn a_call_site_is_one_kind_and_two_sites_are_two() {
+        let sites: Vec<Kind> = (0..2).map(|_| kind_here()).collect();
+        assert_eq!(sites[0], sites[1], "one site, one kind");
+        let (a, b) = (kind_here(), kind_here());
+        assert_ne!(a, b, "two sites on one line, two kinds");
+        assert_ne!(a.tag, 0, "a site is a kind, not no kind");
+        // What one site learns, the other does not (unless they share a
+        // table word, which is legal and leaves nothing to check).
+        if a.index != b.index {
+            a.declared_blocking();
+            assert!(a.likely_blocks());
+            assert!(!b.likely_blocks());
+        }
     }
 
     /// Two kinds of distinct closures that do not share a table word (a

@@ -8,6 +8,7 @@
 //! contract that makes it sound is on [`JobRef::new`], and the jobs that
 //! meet it are in `fork::job`.
 
+use super::kinds::Kind;
 use super::task::Runnable;
 use std::ptr::NonNull;
 
@@ -28,6 +29,10 @@ pub(crate) trait Job: Sync {
     /// The job's queue entry was dropped unrun (its pool stopped with it
     /// queued). The job must still end: it tells its waiter, or runs.
     fn abandon(&self);
+    /// The job's kind (the type of its closure): what the monitor learns
+    /// about while a worker runs it, and what the quantum rule asks before
+    /// it lends a slot to it (`runtime::kinds`).
+    fn kind(&self) -> Kind;
 }
 
 /// A queued job: a pointer to a [`Job`] that someone keeps alive until it
@@ -84,6 +89,13 @@ impl JobRef {
         // SAFETY: contract (1) of `new`: the job is alive until this call
         // returns; `forget` made sure it is not abandoned as well.
         unsafe { job.as_ref() }.run();
+    }
+
+    /// The job's kind ([`Job::kind`]).
+    pub(crate) fn kind(&self) -> Kind {
+        // SAFETY: contract (1) of `new`: the job is alive while its entry
+        // is, and only a shared reference is made.
+        unsafe { self.job.as_ref() }.kind()
     }
 
     /// For the job's owner, which popped its own entry back: forgets the

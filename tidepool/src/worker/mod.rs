@@ -44,14 +44,13 @@ mod schedule;
 
 pub(crate) use help::{help_until, poll_helping};
 pub(crate) use schedule::{
-    can_run, declare_blocking, notify, push_admitted, spawn, start_floor, start_spare,
-    wake_or_start, Declared,
+    can_run, declare_blocking, notify, push_admitted, spawn, spawn_of_kind, start_floor,
+    start_spare, wake_or_start, Declared,
 };
 
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
-use crate::runtime::kinds::Kind;
 use crate::runtime::park::{self, Idle, Wake};
 use crate::runtime::presumed::PresumedRun;
 use crate::runtime::retry_until_settled;
@@ -739,7 +738,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
         }
         // A job catches its closure's panics itself.
         Work::Job(job) => {
-            entry.kind.store(Kind::NONE.to_bits(), Ordering::Relaxed);
+            entry.kind.store(job.kind().to_bits(), Ordering::Relaxed);
             status.begin_task();
             job.run();
         }
@@ -803,7 +802,7 @@ const LOOK_PAST_AT_MOST: usize = 1024;
 fn computes_on_lent_slot(shared: &Shared, work: &Work) -> bool {
     match work {
         Work::Task(task) => shared.quantum_lent() && task.metadata().kind.likely_computes(),
-        Work::Job(_) => false,
+        Work::Job(job) => shared.quantum_lent() && job.kind().likely_computes(),
     }
 }
 

@@ -33,6 +33,24 @@ where
     F::Output: Send + 'static,
     G: MaybeGate,
 {
+    spawn_of_kind(shared, future, Kind::of::<F>(), priority, gate, closure)
+}
+
+/// [`spawn`], for a task whose kind is not its future's type: a scope's
+/// task runs the caller's closure behind a type shared by every scope.
+pub(crate) fn spawn_of_kind<F, G>(
+    shared: &Arc<Shared>,
+    future: F,
+    kind: Kind,
+    priority: Priority,
+    gate: G,
+    closure: bool,
+) -> Option<TaskCell<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    G: MaybeGate,
+{
     // Count before asking the latch: see `runtime::lifecycle`.
     let counters = shared.counters(context::current_index(shared));
     counters.spawned();
@@ -40,7 +58,7 @@ where
         return None;
     }
     let meta = TaskMeta {
-        kind: Kind::of::<F>(),
+        kind,
         priority,
         gate: gate.to_meta(),
         claim: task::Claim::new(closure),
