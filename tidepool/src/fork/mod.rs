@@ -44,12 +44,12 @@ where
     RA: Send,
     RB: Send,
 {
-    match context::current() {
-        Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => join_here(&ctx, a, b),
+    context::with_current(|ctx| match ctx {
+        Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => join_here(ctx, a, b),
         _ => run_in(shared, Kind::at(site), |shared| {
             join_in_or_here(shared, a, b)
         }),
-    }
+    })
 }
 
 /// [`join_in`] for the current pool: the worker's own, else `outside()`'s
@@ -68,15 +68,15 @@ where
     RA: Send,
     RB: Send,
 {
-    match context::current() {
-        Some(ctx) => join_here(&ctx, a, b),
+    context::with_current(|ctx| match ctx {
+        Some(ctx) => join_here(ctx, a, b),
         None => {
             let shared = outside();
             run_in(&shared, Kind::at(site), |shared| {
                 join_in_or_here(shared, a, b)
             })
         }
-    }
+    })
 }
 
 /// Inside `run_in`: on a worker of `shared` (the usual case) the join proper;

@@ -121,6 +121,24 @@ pub(crate) fn leave() {
     let _ = CURRENT.try_with(|current| current.borrow_mut().take());
 }
 
+/// Runs `f` with the worker running on this thread, of any pool (`None`
+/// on any other thread), borrowed: no reference count is touched, which
+/// is what a recursive `join` pays for at every level. The borrow may be
+/// held across user code (a join's closures): the context is only
+/// replaced by [`enter`] and [`leave`], which the worker's loop calls
+/// before and after it runs anything.
+#[inline]
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerContext>) -> R) -> R {
+    let mut f = Some(f);
+    let ran = CURRENT.try_with(|current| f.take().map(|f| f(current.borrow().as_deref())));
+    match (ran, f) {
+        (Ok(Some(value)), _) => value,
+        // This thread's locals are being destroyed: no worker runs here.
+        (_, Some(f)) => f(None),
+        (Err(_) | Ok(None), None) => unreachable!("`f` ran, or is still here"),
+    }
+}
+
 /// The worker running on this thread, of any pool.
 pub(crate) fn current() -> Option<Rc<WorkerContext>> {
     CURRENT
@@ -188,9 +206,11 @@ pub(crate) fn with_task_pool(f: impl FnOnce(&Arc<Shared>, Option<usize>)) {
     if let Some(shared) = draining {
         return f(&shared, current_index(&shared));
     }
-    if let Some(ctx) = current() {
-        f(&ctx.shared, Some(ctx.index));
-    }
+    with_current(|ctx| {
+        if let Some(ctx) = ctx {
+            f(&ctx.shared, Some(ctx.index));
+        }
+    });
 }
 
 /// Runs `f` (which drops runnables of `shared`) with `shared` marked as the
@@ -216,12 +236,14 @@ pub(crate) fn count_task_end(outcome: Outcome) {
     if let Some(shared) = draining {
         return shared.task_ended(current_index(&shared), outcome);
     }
-    if let Some(ctx) = current() {
-        if outcome != Outcome::Cancelled {
-            ctx.end_presumed_run();
+    with_current(|ctx| {
+        if let Some(ctx) = ctx {
+            if outcome != Outcome::Cancelled {
+                ctx.end_presumed_run();
+            }
+            ctx.shared.task_ended(Some(ctx.index), outcome);
         }
-        ctx.shared.task_ended(Some(ctx.index), outcome);
-    }
+    });
 }
 
 /// Registers `waker`, of a task that just returned `Pending`, with the
