@@ -35,7 +35,7 @@
 
 use crate::runtime::kinds::Kind;
 use crate::runtime::task::NoGate;
-use crate::runtime::{context, Entry, JobRef, Priority, Shared, Work};
+use crate::runtime::{context, Entry, JobRef, JobSlot, Priority, Queued, Shared, Work};
 use crate::sync::Mutex;
 use crate::sync::{lock, Arc};
 use std::cell::UnsafeCell;
@@ -84,6 +84,8 @@ pub(super) struct StackJob<'w, F, R> {
     waiter: Waiter<'w>,
     /// The kind of the work that forked it ([`StackJob::new`]).
     kind: Kind,
+    /// What its queue entry points to ([`JobSlot`]).
+    slot: JobSlot,
 }
 
 // SAFETY: the cells are only touched by the one thread that owns the run
@@ -112,6 +114,7 @@ where
             state: AtomicU8::new(PENDING),
             waiter,
             kind,
+            slot: JobSlot::default(),
         }
     }
 
@@ -127,7 +130,7 @@ where
         // the waiter's frame until a wait returned, which is after `run` or
         // `abandon` stopped touching it (they read everything they need
         // before their last store to `state`).
-        unsafe { JobRef::new(self) }
+        unsafe { JobRef::new(self, &self.slot) }
     }
 
     /// Runs the closure on this thread.
@@ -149,13 +152,13 @@ where
     /// the thief is done (or runs it here if it was abandoned).
     #[inline]
     pub(super) fn wait(&self, ctx: &context::WorkerContext) -> thread::Result<R> {
-        match ctx.local.pop() {
-            Some(Work::Job(entry)) if entry.is(self) => {
+        match ctx.local.pop().map(Queued::into_work) {
+            Some(Work::Job(entry)) if entry.is(&self.slot) => {
                 entry.take_back();
                 // SAFETY: we took our own entry out of the deque.
                 return unsafe { self.run_here() };
             }
-            Some(other) => ctx.local.push(other),
+            Some(other) => ctx.local.push(Queued::from(other)),
             None => {}
         }
         self.wait_for_thief()
@@ -265,7 +268,7 @@ pub(super) fn push(shared: &Arc<Shared>, ctx: Option<&context::WorkerContext>, e
     match ctx {
         Some(ctx) => {
             let held_work = !ctx.local.is_empty();
-            ctx.local.push(Work::Job(entry));
+            ctx.local.push(Queued::from(Work::Job(entry)));
             if held_work {
                 let unannounced = ctx.jobs_unannounced.get() + 1;
                 if unannounced < ANNOUNCE_EVERY {

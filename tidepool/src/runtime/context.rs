@@ -10,7 +10,7 @@
 use super::presumed::PresumedRun;
 use super::task::Runnable;
 use super::waiting::{Registered, WaitingKey};
-use super::work::Work;
+use super::work::{Queued, Work};
 use super::Shared;
 use crate::metrics::Outcome;
 use crate::sync::Arc;
@@ -27,7 +27,7 @@ pub(crate) struct WorkerContext {
     /// The worker's entry index.
     pub(crate) index: usize,
     /// The owning end of the worker's deque.
-    pub(crate) local: Worker<Work>,
+    pub(crate) local: Worker<Queued>,
     /// The worker's probe (the same the monitor reads through the entry),
     /// kept here so the worker reads its own CPU clock without the entry's
     /// lock.
@@ -185,7 +185,7 @@ pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Run
         if let Some(ctx) = &*current.borrow() {
             if Arc::ptr_eq(&ctx.shared, shared) {
                 if let Some(runnable) = runnable.take() {
-                    ctx.local.push(Work::Task(runnable));
+                    ctx.local.push(Queued::from(Work::Task(runnable)));
                 }
             }
         }

@@ -34,7 +34,7 @@ pub use queues::Priority;
 pub(crate) use queues::{retry_until_settled, Lanes};
 pub use task::PanicPayload;
 pub(crate) use threads::{Entry, StartFailure, Threads};
-pub(crate) use work::{Job, JobRef, Work};
+pub(crate) use work::{Job, JobRef, JobSlot, Queued, Work};
 
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
@@ -228,8 +228,8 @@ impl Shared {
         context::draining(self, || {
             self.lanes.drain(drop);
             for stealer in self.threads.used().iter().filter_map(Entry::stealer) {
-                while let Some(task) = retry_until_settled(|| stealer.steal()) {
-                    drop(task);
+                while let Some(item) = retry_until_settled(|| stealer.steal()) {
+                    drop(item);
                 }
             }
         });

@@ -16,7 +16,7 @@
 //! from starving (see `worker`'s lookup order).
 
 use super::task::Runnable;
-use super::work::Work;
+use super::work::{Queued, Work};
 use crossbeam_deque::{Injector, Steal, Worker};
 
 /// The scheduling lane of a task: higher lanes are served first.
@@ -55,7 +55,7 @@ impl Priority {
 #[derive(Debug, Default)]
 pub(crate) struct Lanes {
     /// Plain tasks and jobs, indexed by [`Priority::index`].
-    lanes: [Injector<Work>; 3],
+    lanes: [Injector<Queued>; 3],
     /// Tasks a gate (group or pair) admitted, indexed by [`Priority::index`]:
     /// kept apart so plain tasks of a lane can be served before them.
     admitted: [Injector<Runnable>; 3],
@@ -64,12 +64,12 @@ pub(crate) struct Lanes {
 impl Lanes {
     /// Queues a plain `runnable` at the back of `lane`.
     pub(crate) fn push(&self, lane: Priority, runnable: Runnable) {
-        self.lanes[lane.index()].push(Work::Task(runnable));
+        self.lanes[lane.index()].push(Queued::from(Work::Task(runnable)));
     }
 
     /// Queues any work at the back of `lane`.
     pub(crate) fn push_work(&self, lane: Priority, work: Work) {
-        self.lanes[lane.index()].push(work);
+        self.lanes[lane.index()].push(Queued::from(work));
     }
 
     /// Queues a task its gate admitted at the back of its lane's admitted
@@ -93,7 +93,7 @@ impl Lanes {
     /// into `local` too (the high lane is never batched, so an urgent task is
     /// never stuck behind a worker's local work; the low lane is served at a
     /// bounded rate, one at a time).
-    pub(crate) fn pop(&self, lane: Priority, local: &Worker<Work>) -> Option<Work> {
+    pub(crate) fn pop(&self, lane: Priority, local: &Worker<Queued>) -> Option<Work> {
         let injector = &self.lanes[lane.index()];
         retry_until_settled(|| {
             if lane == Priority::Normal {
@@ -102,13 +102,14 @@ impl Lanes {
                 injector.steal()
             }
         })
+        .map(Queued::into_work)
     }
 
     /// Takes one plain task from `lane`, never a batch: for a worker that
     /// is about to block and hands what it takes on (`worker::fan_out`);
     /// a batch would sit in its deque while it blocks.
     pub(crate) fn pop_one(&self, lane: Priority) -> Option<Work> {
-        retry_until_settled(|| self.lanes[lane.index()].steal())
+        retry_until_settled(|| self.lanes[lane.index()].steal()).map(Queued::into_work)
     }
 
     /// Takes one admitted task from `lane`. Never a batch: in a worker's
@@ -158,7 +159,7 @@ impl Lanes {
     /// the caller to drop.
     pub(crate) fn drain(&self, mut each: impl FnMut(Work)) {
         for lane in &self.lanes {
-            drain_one(lane, &mut each);
+            drain_one(lane, &mut |item: Queued| each(item.into_work()));
         }
         for fifo in &self.admitted {
             drain_one(fifo, &mut |task| each(Work::Task(task)));
@@ -252,7 +253,7 @@ mod tests {
         while let Some(work) = lanes.pop(Priority::Normal, &local) {
             run(Some(work));
             while let Some(work) = local.pop() {
-                run(Some(work));
+                run(Some(work.into_work()));
             }
         }
         assert_eq!(lanes.len(), 3);

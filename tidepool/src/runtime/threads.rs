@@ -8,7 +8,7 @@
 //! through. There are `max_threads` entries; a starting thread takes a free
 //! one and gives it back when it exits.
 
-use super::work::Work;
+use super::work::Queued;
 use crate::control::pacing::Pacer;
 use crate::control::slots::TaskStatus;
 use crate::metrics::{Detection, LatencyRecorder, TaskCounters, ThreadCounters};
@@ -26,10 +26,10 @@ pub(crate) struct Entry {
     /// Phase and task tick, read by the monitor.
     pub(crate) status: TaskStatus,
     /// The stealing end of this entry's deque, created with the first worker.
-    stealer: OnceLock<Stealer<Work>>,
+    stealer: OnceLock<Stealer<Queued>>,
     /// The owning end, held by the thread while it runs; kept here between
     /// threads so tasks left behind stay stealable.
-    deque: Mutex<Option<Worker<Work>>>,
+    deque: Mutex<Option<Worker<Queued>>>,
     /// This worker's shard of the task counters.
     pub(crate) counters: CachePadded<TaskCounters>,
     /// Start latencies of the tasks this worker started.
@@ -51,12 +51,12 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// The stealing end of this entry's deque, if it ever had one.
-    pub(crate) fn stealer(&self) -> Option<&Stealer<Work>> {
+    pub(crate) fn stealer(&self) -> Option<&Stealer<Queued>> {
         self.stealer.get()
     }
 
     /// For the thread taking this entry: the owning end of its deque.
-    pub(crate) fn take_deque(&self) -> Worker<Work> {
+    pub(crate) fn take_deque(&self) -> Worker<Queued> {
         let mut slot = lock(&self.deque);
         match slot.take() {
             Some(deque) => deque,
@@ -81,7 +81,7 @@ impl Entry {
     }
 
     /// For the thread leaving this entry: puts the deque back.
-    pub(crate) fn return_deque(&self, deque: Worker<Work>) {
+    pub(crate) fn return_deque(&self, deque: Worker<Queued>) {
         *lock(&self.deque) = Some(deque);
     }
 }

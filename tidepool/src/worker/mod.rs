@@ -55,7 +55,7 @@ use crate::runtime::park::{self, Idle, Wake};
 use crate::runtime::presumed::PresumedRun;
 use crate::runtime::retry_until_settled;
 use crate::runtime::task::Runnable;
-use crate::runtime::{Priority, Shared, Work};
+use crate::runtime::{Priority, Queued, Shared, Work};
 use crate::sync::{lock, Arc, Ordering};
 use crate::sys::ThreadProbe;
 use crate::trace;
@@ -527,7 +527,7 @@ impl RunLoop<'_> {
                 // with the slot, and runs the task like any it finds (it
                 // gives the slot on if the task starts presumed blocking;
                 // it keeps its presumption until then: `run_work`).
-                self.ctx.local.push(Work::Task(task));
+                self.ctx.local.push(Queued::from(Work::Task(task)));
                 None
             }
             Idle::Park => {
@@ -639,7 +639,7 @@ fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Work> {
         }
     }
     if let Some(task) = local.pop() {
-        return Some(task);
+        return Some(task.into_work());
     }
     if !searching {
         return None;
@@ -675,7 +675,7 @@ fn oldest_local(ctx: &WorkerContext) -> Option<Work> {
     if stealer.is_empty() {
         return None; // without pinning the epoch (see `steal`)
     }
-    retry_until_settled(|| stealer.steal())
+    retry_until_settled(|| stealer.steal()).map(Queued::into_work)
 }
 
 /// Steals a batch from another worker's deque, starting at a different
@@ -704,7 +704,7 @@ fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
                 continue;
             };
             match stealer.steal_batch_and_pop(&ctx.local) {
-                Steal::Success(task) => return Some(task),
+                Steal::Success(task) => return Some(task.into_work()),
                 Steal::Retry => retry = true,
                 Steal::Empty => {}
             }
@@ -818,6 +818,7 @@ fn fan_out(ctx: &WorkerContext) {
         let next = ctx
             .local
             .pop()
+            .map(Queued::into_work)
             .or_else(|| shared.lanes.pop_one(Priority::Normal))
             .or_else(|| steal_one(ctx, turn as u64));
         let Some(work) = next else {
@@ -827,12 +828,12 @@ fn fan_out(ctx: &WorkerContext) {
             Work::Task(task) if try_presume_blocking(shared, &task) => {
                 if let Some(task) = schedule::hand_or_start(shared, task) {
                     // No thread to be had: it waits for a slot as before.
-                    ctx.local.push(Work::Task(task));
+                    ctx.local.push(Queued::from(Work::Task(task)));
                     return;
                 }
             }
             other => {
-                ctx.local.push(other);
+                ctx.local.push(Queued::from(other));
                 return;
             }
         }
@@ -850,6 +851,7 @@ fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
         .filter(|&victim| victim != ctx.index)
         .filter_map(|victim| entries[victim].stealer().filter(|s| !s.is_empty()))
         .find_map(|stealer| retry_until_settled(|| stealer.steal()))
+        .map(Queued::into_work)
 }
 
 /// Runs a task presumed blocking (see `runtime::kinds`): it runs without a
