@@ -225,6 +225,7 @@ impl Kind {
     }
 
     /// A kind from the folded hash of its type.
+    #[inline]
     fn from_hash(folded: u64) -> Kind {
         // Fibonacci hashing: the top bits of the product mix every input bit.
         let hash = folded.wrapping_mul(0x9E37_79B9_7F4A_7C15);
