@@ -638,6 +638,7 @@ pub(crate) mod local_free {
 
     impl Kept {
         /// A waker of `runnable`'s task and a pointer to its claim.
+        #[inline]
         pub(crate) fn of(runnable: &Runnable) -> Kept {
             Kept {
                 _reference: runnable.waker(),
@@ -669,6 +670,7 @@ pub(crate) mod local_free {
     /// Keeps `kept` (of a work item just spawned) and evicts the oldest
     /// kept beyond the ring's length, up to the first whose item has not
     /// started yet (see the module docs).
+    #[inline]
     pub(crate) fn keep(kept: Kept) {
         let length = if super::start_sampler::in_burst() {
             KEPT_IN_BURST
@@ -686,47 +688,55 @@ pub(crate) mod local_free {
                 }
                 ring.len().saturating_sub(length).min(TRIM_STEP + 1)
             };
-            // Dropped outside the borrow, one at a time: freeing a cell
-            // runs no user code for a finished task, but a task's last
-            // reference may run its destructor, which may spawn.
-            for _ in 0..over {
-                let evicted = {
-                    let mut ring = ring.borrow_mut();
-                    let Some(mut oldest) = ring.pop_front() else {
-                        break;
-                    };
-                    match oldest.phase() {
-                        Phase::Done => oldest,
-                        _ if ring.len() >= KEPT_AT_MOST => oldest,
-                        Phase::Running if oldest.running_looks >= RUNNING_LOOKS => {
-                            // A worker has been inside it for a while, maybe
-                            // for good (a closure that loops for the pool's
-                            // life): it goes behind the rest, so it does not
-                            // hold the front, and the next one is looked at.
-                            ring.push_back(oldest);
-                            continue;
-                        }
-                        Phase::Running => {
-                            // Most likely a tiny item about to return (the
-                            // spawner has caught up with the workers): look
-                            // again at the next spawn.
-                            oldest.running_looks += 1;
-                            ring.push_front(oldest);
-                            break;
-                        }
-                        Phase::Queued => {
-                            // Still queued, and so (mostly) are the ones
-                            // after it: stop here. Looking further would
-                            // touch a cold cell per look on every spawn of
-                            // a long backlog.
-                            ring.push_front(oldest);
-                            break;
-                        }
-                    }
-                };
-                drop(evicted);
+            if over > 0 {
+                evict_oldest(ring, over);
             }
         });
+    }
+
+    /// Drops up to `over` of the ring's oldest wakers (see [`keep`]).
+    #[inline(never)]
+    fn evict_oldest(ring: &RefCell<VecDeque<Kept>>, over: usize) {
+        // Dropped outside the borrow, one at a time: freeing a cell
+        // runs no user code for a finished task, but a task's last
+        // reference may run its destructor, which may spawn.
+        for _ in 0..over {
+            let evicted = {
+                let mut ring = ring.borrow_mut();
+                let Some(mut oldest) = ring.pop_front() else {
+                    break;
+                };
+                match oldest.phase() {
+                    Phase::Done => oldest,
+                    _ if ring.len() >= KEPT_AT_MOST => oldest,
+                    Phase::Running if oldest.running_looks >= RUNNING_LOOKS => {
+                        // A worker has been inside it for a while, maybe
+                        // for good (a closure that loops for the pool's
+                        // life): it goes behind the rest, so it does not
+                        // hold the front, and the next one is looked at.
+                        ring.push_back(oldest);
+                        continue;
+                    }
+                    Phase::Running => {
+                        // Most likely a tiny item about to return (the
+                        // spawner has caught up with the workers): look
+                        // again at the next spawn.
+                        oldest.running_looks += 1;
+                        ring.push_front(oldest);
+                        break;
+                    }
+                    Phase::Queued => {
+                        // Still queued, and so (mostly) are the ones
+                        // after it: stop here. Looking further would
+                        // touch a cold cell per look on every spawn of
+                        // a long backlog.
+                        ring.push_front(oldest);
+                        break;
+                    }
+                }
+            };
+            drop(evicted);
+        }
     }
 
     /// How many wakers this thread keeps (for tests).
