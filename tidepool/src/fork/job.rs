@@ -182,6 +182,16 @@ where
         self.settled_result()
     }
 
+    /// Whether the job is spent: its closure taken (run, here or by a
+    /// thief) and no result left in its cell, as every job is once its
+    /// wait returned. For `join_here`, which then leaves it undropped.
+    pub(super) fn is_spent(&self) -> bool {
+        // SAFETY: called after the wait returned, so nobody else touches
+        // the cells: the entry was popped back, or its thief stored `DONE`
+        // as its last act, or it was abandoned and run here.
+        unsafe { (*self.func.get()).is_none() && (*self.result.get()).is_none() }
+    }
+
     /// For a waiter that is not one of the pool's workers.
     pub(super) fn wait_outside(&self) -> thread::Result<R> {
         while self.state.load(Ordering::Acquire) == PENDING {
