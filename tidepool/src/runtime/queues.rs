@@ -193,8 +193,7 @@ pub(crate) fn retry_until_settled<T>(mut steal: impl FnMut() -> Steal<T>) -> Opt
 mod tests {
     use super::*;
     use crate::metrics::Outcome;
-    use crate::runtime::kinds::Kind;
-    use crate::runtime::task::{Claim, Gate, TaskMeta};
+    use crate::runtime::task::{Gate, TaskMeta};
     use std::sync::{Arc, Mutex};
 
     /// A gate that admits everything: marks a task as a gated one.
@@ -215,11 +214,9 @@ mod tests {
     fn task(lane: Priority, gated: bool, id: usize, ran: &Arc<Mutex<Vec<usize>>>) -> Runnable {
         let ran = Arc::clone(ran);
         let meta = TaskMeta {
-            kind: Kind::of::<()>(),
             priority: lane,
             gate: gated.then(|| Arc::new(Open) as Arc<dyn Gate>),
-            claim: Claim::new(false),
-            presumption: Default::default(),
+            ..TaskMeta::for_tests(false)
         };
         let (runnable, cell) = async_task::Builder::new()
             .metadata(meta)

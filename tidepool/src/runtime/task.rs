@@ -159,6 +159,20 @@ pub(crate) struct TaskMeta {
 }
 
 impl TaskMeta {
+    /// The metadata of a plain task of normal priority and no kind worth
+    /// learning about, a closure's or an async task's, for tests that make
+    /// cells by hand.
+    #[cfg(all(test, not(tidepool_loom)))]
+    pub(crate) fn for_tests(closure: bool) -> TaskMeta {
+        TaskMeta {
+            kind: super::kinds::Kind::of::<()>(),
+            priority: Priority::Normal,
+            gate: None,
+            claim: Claim::new(closure),
+            presumption: Default::default(),
+        }
+    }
+
     /// Takes one of its kind's presumed places, or says it holds one
     /// (`kinds::Presumption::take`).
     pub(crate) fn take_presumption(&self) -> bool {
@@ -879,22 +893,13 @@ pub(crate) mod start_sampler {
 
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
-    use super::{local_free, start_sampler, Claim, Runnable, TaskMeta};
-    use crate::runtime::kinds::Kind;
-    use crate::runtime::Priority;
+    use super::{local_free, start_sampler, Runnable, TaskMeta};
 
     /// A closure's runnable as `worker::spawn` makes it (its scheduler
     /// drops what it is given: these are never scheduled), with its handle.
     fn item() -> (Runnable, async_task::Task<(), TaskMeta>) {
-        let meta = TaskMeta {
-            kind: Kind::of::<()>(),
-            priority: Priority::Normal,
-            gate: None,
-            claim: Claim::new(true),
-            presumption: Default::default(),
-        };
         async_task::Builder::new()
-            .metadata(meta)
+            .metadata(TaskMeta::for_tests(true))
             .spawn(|_| async {}, |runnable: Runnable| drop(runnable))
     }
 

@@ -238,8 +238,7 @@ impl Drop for JobRef {
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;
-    use crate::runtime::task::{Claim, TaskMeta};
-    use crate::runtime::Priority;
+    use crate::runtime::task::TaskMeta;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A job that counts its runs and abandons.
@@ -271,13 +270,7 @@ mod tests {
     /// A task whose future records that it ran, and its runnable.
     fn task(ran: &std::sync::Arc<AtomicUsize>) -> Runnable {
         let ran = std::sync::Arc::clone(ran);
-        let meta = TaskMeta {
-            kind: Kind::of::<()>(),
-            priority: Priority::Normal,
-            gate: None,
-            claim: Claim::new(false),
-            presumption: Default::default(),
-        };
+        let meta = TaskMeta::for_tests(false);
         let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
             move |_| async move {
                 ran.fetch_add(1, Ordering::Relaxed);
