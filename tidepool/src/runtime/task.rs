@@ -162,7 +162,7 @@ impl TaskMeta {
     /// The metadata of a plain task of normal priority and no kind worth
     /// learning about, a closure's or an async task's, for tests that make
     /// cells by hand.
-    #[cfg(all(test, not(tidepool_loom)))]
+    #[cfg(test)]
     pub(crate) fn for_tests(closure: bool) -> TaskMeta {
         TaskMeta {
             kind: super::kinds::Kind::of::<()>(),
