@@ -262,7 +262,7 @@ impl WaitingTasks {
     }
 
     /// How many entries still hold a waker (for tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) fn holding(&self) -> usize {
         self.shards
             .iter()
