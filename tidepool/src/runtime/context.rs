@@ -10,7 +10,7 @@
 use super::presumed::PresumedRun;
 use super::task::Runnable;
 use super::waiting::{Registered, WaitingKey};
-use super::work::{Queued, Work};
+use super::work::Queued;
 use super::Shared;
 use crate::metrics::Outcome;
 use crate::sync::Arc;
@@ -185,7 +185,7 @@ pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Run
         if let Some(ctx) = &*current.borrow() {
             if Arc::ptr_eq(&ctx.shared, shared) {
                 if let Some(runnable) = runnable.take() {
-                    ctx.local.push(Queued::from(Work::Task(runnable)));
+                    ctx.local.push(Queued::from(runnable));
                 }
             }
         }

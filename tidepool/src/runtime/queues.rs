@@ -64,7 +64,7 @@ pub(crate) struct Lanes {
 impl Lanes {
     /// Queues a plain `runnable` at the back of `lane`.
     pub(crate) fn push(&self, lane: Priority, runnable: Runnable) {
-        self.lanes[lane.index()].push(Queued::from(Work::Task(runnable)));
+        self.lanes[lane.index()].push(Queued::from(runnable));
     }
 
     /// Queues any work at the back of `lane`.

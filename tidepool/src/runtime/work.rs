@@ -71,6 +71,13 @@ impl From<Work> for Queued {
     }
 }
 
+impl From<Runnable> for Queued {
+    #[inline]
+    fn from(task: Runnable) -> Queued {
+        Queued::from(Work::Task(task))
+    }
+}
+
 impl Queued {
     /// The work this was made from.
     #[inline]

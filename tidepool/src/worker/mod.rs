@@ -527,7 +527,7 @@ impl RunLoop<'_> {
                 // with the slot, and runs the task like any it finds (it
                 // gives the slot on if the task starts presumed blocking;
                 // it keeps its presumption until then: `run_work`).
-                self.ctx.local.push(Queued::from(Work::Task(task)));
+                self.ctx.local.push(Queued::from(task));
                 None
             }
             Idle::Park => {
@@ -828,7 +828,7 @@ fn fan_out(ctx: &WorkerContext) {
             Work::Task(task) if try_presume_blocking(shared, &task) => {
                 if let Some(task) = schedule::hand_or_start(shared, task) {
                     // No thread to be had: it waits for a slot as before.
-                    ctx.local.push(Queued::from(Work::Task(task)));
+                    ctx.local.push(Queued::from(task));
                     return;
                 }
             }
