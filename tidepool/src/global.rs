@@ -8,7 +8,7 @@
 //! in that pool.
 
 use crate::fork::{self, Scope};
-use crate::pool::{spawn_in, wait_here, BuildError, Builder, Pool};
+use crate::pool::{spawn_fn_in, spawn_in, wait_here, BuildError, Builder, Pool};
 use crate::runtime::{context, Priority, Shared};
 use crate::sync::Arc;
 use crate::task::JoinHandle;
@@ -156,7 +156,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    with_current_pool(|shared| spawn_in(shared, future, Priority::Normal, false))
+    with_current_pool(|shared| spawn_in(shared, future, Priority::Normal))
         .unwrap_or_else(|_| JoinHandle::refused())
 }
 
@@ -179,7 +179,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    with_current_pool(|shared| spawn_in(shared, async move { work() }, Priority::Normal, true))
+    with_current_pool(|shared| spawn_fn_in(shared, work, Priority::Normal))
         .unwrap_or_else(|_| JoinHandle::refused())
 }
 

@@ -149,7 +149,8 @@ pub(crate) fn current_tid() -> i32 {
 /// comes out negative (a core skew) is clamped to zero by the caller.
 #[inline]
 pub(crate) fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
+    // Miri interprets no `rdtsc`: the portable clock there.
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         // SAFETY: `rdtsc` reads a register; it has no preconditions, touches
         // no memory and exists on every x86-64 CPU. (`unused_unsafe`: newer
@@ -158,7 +159,7 @@ pub(crate) fn ticks() -> u64 {
         let t = unsafe { core::arch::x86_64::_rdtsc() };
         t
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     {
         let (_, anchor) = tick_anchor();
         u64::try_from(anchor.elapsed().as_nanos()).unwrap_or(u64::MAX)
@@ -194,9 +195,9 @@ pub(crate) fn prefetch<T>(address: *const T) {
 fn tick_anchor() -> (u64, std::time::Instant) {
     static ANCHOR: std::sync::OnceLock<(u64, std::time::Instant)> = std::sync::OnceLock::new();
     *ANCHOR.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
         let t = ticks();
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(any(not(target_arch = "x86_64"), miri))]
         let t = 0;
         (t, std::time::Instant::now())
     })

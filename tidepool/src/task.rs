@@ -2,7 +2,8 @@
 //! [`JoinError`] and [`SpawnError`]. The task cell itself is the runtime's
 //! (`runtime::task`).
 
-use crate::runtime::task::{PolledCell, TaskCell};
+use crate::runtime::item::ItemHandle;
+use crate::runtime::task::{FallibleCell, TaskCell};
 use crate::runtime::PanicPayload;
 use std::fmt;
 use std::future::Future;
@@ -31,7 +32,8 @@ pub struct JoinHandle<T> {
 /// needs the fallible form (which keeps the claim in reach for `cancel`).
 enum Cell<T> {
     Fresh(TaskCell<T>),
-    Polled(PolledCell<T>),
+    Polled(FallibleCell<T>),
+    Item(ItemHandle<T>),
 }
 
 impl<T> Cell<T> {
@@ -39,6 +41,7 @@ impl<T> Cell<T> {
         match self {
             Cell::Fresh(task) => task.is_finished(),
             Cell::Polled(task) => task.is_finished(),
+            Cell::Item(item) => item.is_finished(),
         }
     }
 
@@ -46,6 +49,8 @@ impl<T> Cell<T> {
         match self {
             Cell::Fresh(task) => task.detach(),
             Cell::Polled(task) => task.detach(),
+            // Dropping an item's handle detaches it.
+            Cell::Item(item) => drop(item),
         }
     }
 }
@@ -55,6 +60,14 @@ impl<T> JoinHandle<T> {
     pub(crate) fn new(task: TaskCell<T>) -> Self {
         JoinHandle {
             task: Some(Cell::Fresh(task)),
+            refused: false,
+        }
+    }
+
+    /// The handle of an accepted work item.
+    pub(crate) fn from_item(item: ItemHandle<T>) -> Self {
+        JoinHandle {
+            task: Some(Cell::Item(item)),
             refused: false,
         }
     }
@@ -138,17 +151,16 @@ impl<T> JoinHandle<T> {
             self.task = Some(task);
             return false;
         }
-        let claim = match &task {
-            Cell::Fresh(cell) => &cell.metadata().claim,
-            Cell::Polled(cell) => cell.claim(),
-        };
-        if !claim.cancel() {
-            // A closure a worker has started: it runs to its end.
-            self.task = Some(task);
-            return false;
+        if let Cell::Item(item) = &task {
+            if !item.metadata().claim.cancel() {
+                // A closure a worker has started: it runs to its end.
+                self.task = Some(task);
+                return false;
+            }
         }
         // Dropping an async-task handle cancels the task; its future is
-        // dropped by a worker (or right here if it is not scheduled).
+        // dropped by a worker (or right here if it is not scheduled). A
+        // cancelled item is dropped unrun by the worker that finds it.
         drop(task);
         true
     }
@@ -175,26 +187,30 @@ impl<T> Future for JoinHandle<T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if let Some(Cell::Fresh(_)) = &self.task {
             if let Some(Cell::Fresh(task)) = self.task.take() {
-                self.task = Some(Cell::Polled(PolledCell::new(task)));
+                // A cancelled `Task` panics when polled; a fallible one
+                // resolves to `None`.
+                self.task = Some(Cell::Polled(task.fallible()));
             }
         }
         let refused = self.refused;
-        let Some(Cell::Polled(task)) = self.task.as_mut() else {
-            return Poll::Ready(Err(if refused {
-                JoinError::ShutDown
-            } else {
-                JoinError::Cancelled
-            }));
-        };
-        let result = match Pin::new(task.task()).poll(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(None) => Err(JoinError::Cancelled),
-            Poll::Ready(Some(output)) => output
-                .into_inner()
-                .map_err(|payload| JoinError::Panicked(TaskPanic::new(payload))),
+        let output = match self.task.as_mut() {
+            Some(Cell::Polled(task)) => match Pin::new(task).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(output) => output.map(|output| output.into_inner()),
+            },
+            Some(Cell::Item(item)) => match item.poll_output(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(output) => output,
+            },
+            Some(Cell::Fresh(_)) => unreachable!("made fallible above"),
+            None if refused => return Poll::Ready(Err(JoinError::ShutDown)),
+            None => return Poll::Ready(Err(JoinError::Cancelled)),
         };
         self.task = None;
-        Poll::Ready(result)
+        Poll::Ready(match output {
+            None => Err(JoinError::Cancelled),
+            Some(result) => result.map_err(|payload| JoinError::Panicked(TaskPanic::new(payload))),
+        })
     }
 }
 

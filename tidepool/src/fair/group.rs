@@ -555,8 +555,7 @@ impl Spawner {
         let gate: Arc<dyn Gate> = TaskGate::new(Arc::clone(&self.unit), self.side);
         // Counted before the task exists, so that no end is seen first.
         self.unit.stats.spawned.fetch_add(1, Ordering::Relaxed);
-        let Some(cell) = crate::worker::spawn(shared, future, self.unit.priority, gate, false)
-        else {
+        let Some(cell) = crate::worker::spawn(shared, future, self.unit.priority, gate) else {
             // Refused by a stopping pool: never accepted.
             self.unit.stats.spawned.fetch_sub(1, Ordering::Relaxed);
             return Err(SpawnError::ShutDown);

@@ -34,7 +34,6 @@
 //!   contains no borrowed data any more: the closure slot is empty.
 
 use crate::runtime::kinds::Kind;
-use crate::runtime::task::NoGate;
 use crate::runtime::{context, Entry, JobRef, JobSlot, Priority, Queued, Shared, Work};
 use crate::sync::Mutex;
 use crate::sync::{lock, Arc};
@@ -383,9 +382,6 @@ impl Drop for JobRunner {
 /// seen blocking would have had every other scope's presumed blocking.
 pub(super) fn submit(shared: &Arc<Shared>, job: &Arc<Job>, kind: Kind) {
     let runner = JobRunner(Arc::clone(job));
-    let task = async move { runner.run() };
-    let spawned = crate::worker::spawn_of_kind(shared, task, kind, Priority::Normal, NoGate, true);
-    if let Some(cell) = spawned {
-        cell.detach();
-    }
+    // The handle is dropped at once: the item runs detached.
+    let _ = crate::worker::spawn_item(shared, move || runner.run(), kind, Priority::Normal);
 }

@@ -14,8 +14,11 @@
 //!   metrics snapshot.
 //! * `timers`: the reactor's thread never sleeps past a timer registered
 //!   as it goes to sleep.
+//! * `item`: a work item's cell between its worker, its handle and the
+//!   spawner's free ring.
 
 mod admission;
+mod item;
 mod monitor_idle;
 mod park;
 #[cfg(unix)]

@@ -8,6 +8,7 @@ pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
 
 use crate::metrics::Metrics;
 use crate::runtime::context;
+use crate::runtime::kinds::Kind;
 use crate::runtime::task::NoGate;
 use crate::runtime::{Config, OpenHandle, Priority, Shared};
 use crate::sync::Arc;
@@ -620,15 +621,7 @@ impl TaskBuilder<'_> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.spawn_task(future, false)
-    }
-
-    fn spawn_task<F>(self, future: F, closure: bool) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        spawn_in(self.pool.shared(), future, self.priority, closure)
+        spawn_in(self.pool.shared(), future, self.priority)
     }
 
     /// Like [`TaskBuilder::spawn_fn`], but says so if the pool is shut down.
@@ -643,7 +636,7 @@ impl TaskBuilder<'_> {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.spawn_task(async move { work() }, true)
+        spawn_fn_in(self.pool.shared(), work, self.priority)
     }
 }
 
@@ -658,26 +651,49 @@ pub(crate) fn wait_here<F: Future>(future: F) -> F::Output {
     return async_io::block_on(future);
 }
 
-/// Spawns a plain task on `shared`'s pool: the one spawn path of `Pool`,
+/// Spawns a plain future on `shared`'s pool: the one spawn path of `Pool`,
 /// `TaskBuilder` and the free functions. `closure` says the future runs a
 /// closure (see `worker::spawn`).
 pub(crate) fn spawn_in<F>(
     shared: &Arc<Shared>,
     future: F,
     priority: Priority,
-    closure: bool,
 ) -> Result<JoinHandle<F::Output>, SpawnError>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    check_threads(shared)?;
+    worker::spawn(shared, future, priority, NoGate)
+        .map(JoinHandle::new)
+        .ok_or(SpawnError::ShutDown)
+}
+
+/// Spawns `work` as a work item on `shared`'s pool: [`spawn_in`] for a
+/// closure, which gets a cell made for running once (`runtime::item`).
+pub(crate) fn spawn_fn_in<F, R>(
+    shared: &Arc<Shared>,
+    work: F,
+    priority: Priority,
+) -> Result<JoinHandle<R>, SpawnError>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    check_threads(shared)?;
+    worker::spawn_item(shared, work, Kind::of::<F>(), priority)
+        .map(JoinHandle::from_item)
+        .ok_or(SpawnError::ShutDown)
+}
+
+/// Refuses a spawn on an open pool that has no thread and cannot start
+/// one (nothing would run the task).
+fn check_threads(shared: &Arc<Shared>) -> Result<(), SpawnError> {
     if let Err(failure) = worker::can_run(shared) {
         if !shared.is_closed() {
             shared.no_thread_refusal();
             return Err(SpawnError::no_threads(failure));
         }
     }
-    worker::spawn(shared, future, priority, NoGate, closure)
-        .map(JoinHandle::new)
-        .ok_or(SpawnError::ShutDown)
+    Ok(())
 }

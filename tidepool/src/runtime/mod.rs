@@ -18,6 +18,7 @@
 
 mod config;
 pub(crate) mod context;
+pub(crate) mod item;
 pub(crate) mod kinds;
 mod lifecycle;
 pub(crate) mod park;

@@ -222,7 +222,7 @@ mod tests {
             .metadata(meta)
             .spawn(move |_| async move { ran.lock().unwrap().push(id) }, |_| {});
         cell.detach();
-        runnable
+        Runnable::Future(runnable)
     }
 
     fn run(work: Option<Work>) {

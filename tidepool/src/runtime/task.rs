@@ -2,9 +2,10 @@
 //! metadata it keeps beside it, and the hook through which groups and pairs
 //! take part (the [`Gate`] trait).
 //!
-//! Task cells, waking and join come from `async-task`. Closures run as tasks
-//! too (a future that calls the closure in its first poll), so there is one
-//! code path and one wrapper ([`wrap`]). The wrapper adds what async-task
+//! A future's cell, its waking and its join come from `async-task`; a
+//! closure (`spawn_fn`, a scope's task) has a cell of its own, made for
+//! running once (`runtime::item`). Both are a [`Runnable`] to the queues
+//! and workers. The one wrapper of a future ([`wrap`]) adds what async-task
 //! does not do: it catches panics, records the queue-to-first-poll latency,
 //! tells the task's gate (if any) when a poll starts and ends, and counts the
 //! task's end exactly once, in the pool's counters and in its gate: a future
@@ -70,76 +71,96 @@ pub(crate) fn drop_caught(drop_it: impl FnOnce()) {
     }
 }
 
-/// A runnable task of a tidepool pool.
-pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
+/// A future's runnable, as async-task makes it.
+pub(crate) type FutureRunnable = async_task::Runnable<TaskMeta>;
+
+/// A runnable task of a tidepool pool: a future's (an async-task cell) or
+/// a work item's (`runtime::item`). What the queues hold and the workers
+/// run.
+#[derive(Debug)]
+pub(crate) enum Runnable {
+    /// A future's task.
+    Future(FutureRunnable),
+    /// A closure's.
+    Item(super::item::ItemRunnable),
+}
+
+/// The tag of a work item's pointer in [`Runnable::into_raw`] (bit 0 is
+/// `runtime::work`'s, for jobs; both cells are aligned to 8).
+const ITEM_TAG: usize = 2;
+
+impl Runnable {
+    /// What the scheduler needs to know about it.
+    #[inline]
+    pub(crate) fn metadata(&self) -> &TaskMeta {
+        match self {
+            Runnable::Future(runnable) => runnable.metadata(),
+            Runnable::Item(item) => item.metadata(),
+        }
+    }
+
+    /// Runs it: polls the future, or calls the closure. The caller has
+    /// claimed it ([`Claim::start`]).
+    #[inline]
+    pub(crate) fn run(self) {
+        match self {
+            Runnable::Future(runnable) => {
+                runnable.run();
+            }
+            Runnable::Item(item) => item.run(),
+        }
+    }
+
+    /// One pointer for a queue (`runtime::work::Queued`), a work item's
+    /// tagged with [`ITEM_TAG`]; back with [`Runnable::from_raw`].
+    #[inline]
+    pub(crate) fn into_raw(self) -> std::ptr::NonNull<()> {
+        match self {
+            Runnable::Future(runnable) => {
+                let raw = runnable.into_raw();
+                debug_assert_eq!(raw.as_ptr() as usize & 7, 0, "a cell is aligned");
+                raw
+            }
+            Runnable::Item(item) => {
+                let raw = item.into_raw();
+                debug_assert_eq!(raw.as_ptr() as usize & 7, 0, "a cell is aligned");
+                // `wrapping_add` keeps the pointer's provenance.
+                let tagged = raw.as_ptr().cast::<u8>().wrapping_add(ITEM_TAG);
+                // SAFETY: a non-null pointer with a zero bit set is not null.
+                unsafe { std::ptr::NonNull::new_unchecked(tagged.cast()) }
+            }
+        }
+    }
+
+    /// The runnable [`Runnable::into_raw`] gave `raw` for.
+    ///
+    /// # Safety
+    ///
+    /// `raw` came from `into_raw`, and this is its one way back.
+    #[inline]
+    pub(crate) unsafe fn from_raw(raw: std::ptr::NonNull<()>) -> Runnable {
+        if raw.as_ptr() as usize & ITEM_TAG == 0 {
+            // SAFETY: untagged, `raw` is what async-task's `into_raw` gave,
+            // and this is its one way back (the caller's contract).
+            Runnable::Future(unsafe { FutureRunnable::from_raw(raw) })
+        } else {
+            let untagged = raw.as_ptr().cast::<u8>().wrapping_sub(ITEM_TAG);
+            // SAFETY: untagged, this is the item's pointer (not null), and
+            // this is its one way back (the caller's contract).
+            Runnable::Item(unsafe {
+                super::item::ItemRunnable::from_raw(std::ptr::NonNull::new_unchecked(
+                    untagged.cast(),
+                ))
+            })
+        }
+    }
+}
 
 /// The join side of a task cell.
 pub(crate) type TaskCell<T> = async_task::Task<TaskOutput<T>, TaskMeta>;
 
 /// [`TaskCell`] after `fallible()`: resolves to `None` if cancelled.
 pub(crate) type FallibleCell<T> = async_task::FallibleTask<TaskOutput<T>, TaskMeta>;
-
-/// The join side of a task cell once its handle has been polled: a
-/// [`FallibleCell`] (a cancelled [`TaskCell`] panics when polled; this one
-/// resolves to `None`), with the task's [`Claim`] still in reach.
-/// `FallibleTask` hides the metadata, and without the claim a handle that
-/// was polled (in a `select`, say) could not refuse to cancel a closure a
-/// worker has started: `cancel` said true while the closure ran on.
-pub(crate) struct PolledCell<T> {
-    task: FallibleCell<T>,
-    /// The claim in `task`'s metadata (see [`PolledCell::claim`]).
-    claim: std::ptr::NonNull<Claim>,
-}
-
-// SAFETY: `claim` is, in all but name, a shared reference into the cell
-// that `task` keeps alive (see `PolledCell::claim`), and `Claim` is `Sync`
-// (an atomic): sending or sharing a `PolledCell` is sound exactly when
-// sending or sharing its `task` is.
-unsafe impl<T> Send for PolledCell<T> where FallibleCell<T>: Send {}
-// SAFETY: as for `Send` above.
-unsafe impl<T> Sync for PolledCell<T> where FallibleCell<T>: Sync {}
-
-impl<T> PolledCell<T> {
-    /// Makes `task` fallible, keeping a pointer to its claim.
-    pub(crate) fn new(task: TaskCell<T>) -> Self {
-        let claim = std::ptr::NonNull::from(&task.metadata().claim);
-        PolledCell {
-            task: task.fallible(),
-            claim,
-        }
-    }
-
-    /// The task's claim (for `JoinHandle::cancel`).
-    pub(crate) fn claim(&self) -> &Claim {
-        // SAFETY: the pointer is valid for as long as `self` is borrowed:
-        // 1. async-task keeps a task's metadata in the task's one heap
-        //    allocation (its header), at one address from spawn until the
-        //    last reference to the task (runnable, waker or handle) is
-        //    dropped; a `Task` and the `FallibleTask` made of it are
-        //    pointers to that allocation, so `fallible()` moved a pointer,
-        //    not the metadata the claim was taken from.
-        // 2. `self.task` is such a reference and lives as long as `self`,
-        //    so the allocation outlives the borrow returned here.
-        // 3. async-task only ever hands out shared references to the
-        //    metadata, and this is one more: no `&mut` aliases it.
-        unsafe { self.claim.as_ref() }
-    }
-
-    /// The fallible cell, to poll or detach.
-    pub(crate) fn task(&mut self) -> &mut FallibleCell<T> {
-        &mut self.task
-    }
-
-    /// Whether the task has finished (`FallibleTask::is_finished`).
-    pub(crate) fn is_finished(&self) -> bool {
-        self.task.is_finished()
-    }
-
-    /// Detaches the task: it runs on, its output is dropped.
-    pub(crate) fn detach(self) {
-        self.task.detach();
-    }
-}
 
 /// What the scheduler needs to know about a task without polling it.
 #[derive(Debug)]
@@ -205,8 +226,6 @@ const OPEN: u8 = 0;
 const STARTED: u8 = 1;
 const CANCELLED: u8 = 2;
 const NOT_CLOSURE: u8 = 3;
-/// The closure returned (or panicked): only its cell's epilogue is left.
-const FINISHED: u8 = 4;
 
 impl Claim {
     /// The claim of a new task.
@@ -218,28 +237,21 @@ impl Claim {
         }))
     }
 
-    /// Where the closure is in its life, for the free ring (`local_free`).
-    /// An async task reads as [`Phase::Running`]: it may be polled again.
+    /// Where the closure is in its life, for the free ring (`local_free`),
+    /// which asks only about an item whose worker has not let it go yet
+    /// (`ItemKept::is_done`): started, it is running. An async task reads
+    /// as [`Phase::Running`].
     pub(crate) fn phase(&self) -> Phase {
         use std::sync::atomic::Ordering;
         match self.0.load(Ordering::Relaxed) {
             OPEN => Phase::Queued,
-            FINISHED | CANCELLED => Phase::Done,
+            CANCELLED => Phase::Done,
             _ => Phase::Running,
         }
     }
 
-    /// For the worker whose closure just returned (inside its poll, so the
-    /// cell is alive): marks it [`FINISHED`]. A plain store: the worker
-    /// owns the claim's line since its `start`, and nothing but the free
-    /// ring's choice of who frees the cell depends on it.
-    pub(crate) fn finished(&self) {
-        use std::sync::atomic::Ordering;
-        self.0.store(FINISHED, Ordering::Relaxed);
-    }
-
-    /// True for a work item's closure (it runs to its end in one poll),
-    /// false for an async task.
+    /// True for a work item's closure (it runs once, to its end), false
+    /// for an async task.
     pub(crate) fn is_closure(&self) -> bool {
         use std::sync::atomic::Ordering;
         self.0.load(Ordering::Relaxed) != NOT_CLOSURE
@@ -277,15 +289,16 @@ impl Claim {
     }
 }
 
-/// A closure's phase, as its [`Claim`] tells it.
+/// A closure's phase, as the free ring sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
     /// No worker has started it, and its handle has not cancelled it.
     Queued,
-    /// A worker is inside it (or it is an async task).
+    /// A worker is inside it, or has not let it go yet (or it is an async
+    /// task).
     Running,
-    /// It returned or panicked, or its handle cancelled it (it never
-    /// runs): no worker is inside it.
+    /// Its worker let it go (it ran, or was dropped unrun), or its handle
+    /// cancelled it (it never runs).
     Done,
 }
 
@@ -355,8 +368,7 @@ pin_project_lite::pin_project! {
     ///
     /// A hand-written future rather than an `async` block: the cell of a
     /// tiny work item is the product's hottest allocation, and this keeps it
-    /// to the future, the guard, one stamp and, for a closure, its claim's
-    /// address (`ClaimOfCell`: see `local_free`) (an `async` block with a poll
+    /// to the future, the guard and one stamp (an `async` block with a poll
     /// hook stored a pinned pointer and a gate reference besides, 40 bytes
     /// more, and cost ~13% more instructions per task; callgrind, SLOTS=1
     /// spawn_profile inside).
@@ -378,9 +390,6 @@ pin_project_lite::pin_project! {
         // When the task was queued, in `sys::ticks`, until its first poll
         // records the latency; `NOT_SAMPLED` after that or if not measured.
         queued_at: u64,
-        // A closure's claim, marked finished when it returns (for the free
-        // ring: see `local_free`); `None` for an async task.
-        claim: Option<ClaimOfCell>,
     }
 
     impl<F, G: MaybeGate> PinnedDrop for Wrapped<F, G> {
@@ -397,43 +406,9 @@ pin_project_lite::pin_project! {
     }
 }
 
-/// The claim in the metadata of the cell whose future holds this: how a
-/// closure's wrapper reaches its claim without a reference count.
-pub(crate) struct ClaimOfCell(std::ptr::NonNull<Claim>);
-
-// SAFETY: a `ClaimOfCell` is a shared reference to a `Claim` (an atomic,
-// so `Sync`) that lives as long as the holder (see `ClaimOfCell::get`).
-unsafe impl Send for ClaimOfCell {}
-// SAFETY: as for `Send` above.
-unsafe impl Sync for ClaimOfCell {}
-
-impl ClaimOfCell {
-    /// The claim of the cell that will hold the future built with this:
-    /// only to be called in the closure async-task gives the metadata to
-    /// when it builds a cell's future (`Builder::spawn`).
-    pub(crate) fn new(claim: &Claim) -> Self {
-        ClaimOfCell(std::ptr::NonNull::from(claim))
-    }
-
-    fn get(&self) -> &Claim {
-        // SAFETY: the claim outlives `self`:
-        // 1. `self` is built from the metadata of the cell whose future
-        //    holds it (`ClaimOfCell::new`), and stays inside that future;
-        // 2. async-task keeps a cell's metadata in its one heap allocation
-        //    at one address until the allocation is freed, and drops the
-        //    future (with `self`) before that (see `PolledCell::claim`);
-        // 3. only shared references to the metadata are ever made.
-        unsafe { self.0.as_ref() }
-    }
-}
-
 /// Wraps `future` for a task whose gate is `gate` ([`NoGate`] for a plain
-/// task); `claim` is a closure's (see the module docs).
-pub(crate) fn wrap<F: Future, G: MaybeGate>(
-    future: F,
-    gate: G,
-    claim: Option<ClaimOfCell>,
-) -> Wrapped<F, G> {
+/// task).
+pub(crate) fn wrap<F: Future, G: MaybeGate>(future: F, gate: G) -> Wrapped<F, G> {
     Wrapped {
         future: Some(AssertUnwindSafe(future).catch_unwind()),
         // Created with the cell, so it counts the task as cancelled even if
@@ -444,7 +419,6 @@ pub(crate) fn wrap<F: Future, G: MaybeGate>(
             gate,
         },
         queued_at: start_sampler::stamp(),
-        claim,
     }
 }
 
@@ -475,9 +449,6 @@ impl<F: Future, G: MaybeGate> Future for Wrapped<F, G> {
             this.guard.wait_registered(cx.waker());
         }
         poll.map(|output| {
-            if let Some(claim) = this.claim {
-                claim.get().finished();
-            }
             // Counted before the output is handed to the join side.
             this.guard.end(match output {
                 Ok(_) => Outcome::Completed,
@@ -546,23 +517,23 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// cores: with glibc, a spawner and two workers ran tiny work items at ~400 ns
 /// each, against ~310 ns (from outside the pool) and ~220 ns (from inside)
 /// when the spawning thread frees the cells itself (benches/tools/spawn_profile.rs,
-/// two workers). So the spawning thread keeps a waker of each work item it
-/// spawns — a reference that keeps the cell alive — in a short ring, and drops
-/// the oldest as new ones come: by then the item has usually run, and the
+/// two workers). So the spawning thread keeps a reference to each work
+/// item's cell (`runtime::item`'s `KEPT`) in a short ring, and lets the
+/// oldest go as new ones come: by then the item has usually run, and the
 /// cell is freed here, into this thread's allocator cache.
 ///
-/// Only for closures: a closure's future finishes in its first poll, so the
-/// kept waker never keeps an unfinished task alive (an async task whose only
-/// reference were this waker would otherwise linger until evicted). A kept
-/// waker is never woken; if the item has not run by eviction, dropping it is
-/// an ordinary reference drop and the worker frees the cell as before.
+/// Only for closures: a closure runs once, so the kept reference never
+/// keeps an unfinished task alive (an async task whose only reference
+/// were the ring's would otherwise linger until evicted). If the item has
+/// not run by eviction, letting it go is an ordinary reference drop and the
+/// worker frees the cell as before.
 ///
 /// # How long the ring is
 ///
 /// Long enough to cover the backlog of a burst: a cell evicted before its
 /// item ran is freed by the worker after all. A spawner that floods the
 /// pool runs ahead of the workers by tens of thousands of items, so the
-/// ring holds up to [`KEPT_IN_BURST`](local_free::KEPT_IN_BURST) wakers while this thread spawns in a
+/// ring holds up to [`KEPT_IN_BURST`](local_free::KEPT_IN_BURST) items while this thread spawns in a
 /// burst (as `start_sampler` sees it) and [`KEPT_IN_TRICKLE`](local_free::KEPT_IN_TRICKLE) otherwise,
 /// shrinking by up to [`TRIM_STEP`](local_free::TRIM_STEP) per spawn when a burst ends. Measured
 /// with `tidepool-lab thread-per-task --repeat 5` (1M closures from one
@@ -570,10 +541,9 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// three runs each): a ring of 256: 1.23, 1.06, 1.77; 16,384: 0.79, 0.79,
 /// 1.25; 65,536: 0.82, 0.68, 0.73.
 ///
-/// The ring never evicts the waker of an item a worker has not finished
-/// with (each item's claim says whether its closure returned; the wrapper
-/// marks it): that would leave the cell's last reference, and so its free,
-/// to the worker. Eviction stops at the oldest item still queued until it
+/// The ring never evicts an item a worker has not let go of (the cell's
+/// state says so, and its claim whether it started): that would leave the
+/// cell's last reference, and so its free, to the worker. Eviction stops at the oldest item still queued until it
 /// starts, and at one running until it returns or has been found running
 /// [`RUNNING_LOOKS`](local_free::RUNNING_LOOKS) times (then it goes to the
 /// ring's back: a closure that loops for the pool's life must not hold the
@@ -593,21 +563,20 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 ///
 /// The cost is memory: up to 65,536 finished cells (~100 bytes each: their
 /// closures and outputs are gone) beyond the queued ones, and the ring
-/// itself (24 bytes a waker), about 8 MiB per thread that spawned a large
+/// itself (16 bytes an item), about 7 MiB per thread that spawned a large
 /// burst, until it spawns again (the ring then shrinks) or exits (the ring
 /// is freed). glibc would keep most of that memory in its free lists
 /// anyway. An item that never starts (dropped unrun by a stopped pool)
 /// stays until the ring holds [`KEPT_AT_MOST`](local_free::KEPT_AT_MOST).
 pub(crate) mod local_free {
-    use super::{Claim, Phase, Runnable};
+    use super::super::item::ItemKept;
+    use super::Phase;
     use std::cell::RefCell;
     use std::collections::VecDeque;
-    use std::ptr::NonNull;
-    use std::task::Waker;
 
-    /// Wakers kept while this thread spawns in a burst.
+    /// Items kept while this thread spawns in a burst.
     pub(crate) const KEPT_IN_BURST: usize = 65_536;
-    /// Wakers kept while its spawns are spread out: ~25 KiB of cells, long
+    /// Items kept while its spawns are spread out: ~25 KiB of cells, long
     /// enough that the item has usually run by the time it is evicted.
     pub(crate) const KEPT_IN_TRICKLE: usize = 256;
     /// How many more than one a spawn evicts when the ring is over its
@@ -639,41 +608,33 @@ pub(crate) mod local_free {
     /// ~26 MiB at this length) until then.
     pub(crate) const KEPT_AT_MOST: usize = 262_144;
 
-    /// A kept waker, with the claim of its item so the ring can tell
-    /// whether a worker has finished with it.
+    /// A kept item, and how often the ring found it running.
     pub(crate) struct Kept {
-        /// Held, never woken: the reference that keeps the cell alive.
-        _reference: Waker,
-        /// The claim in the metadata of the task `_reference` references.
-        claim: NonNull<Claim>,
+        /// The reference that keeps the cell alive.
+        item: ItemKept,
         /// How many times the ring found the item running at its front.
         running_looks: u8,
     }
 
     impl Kept {
-        /// A waker of `runnable`'s task and a pointer to its claim.
+        /// The ring's entry for `item`.
         #[inline]
-        pub(crate) fn of(runnable: &Runnable) -> Kept {
+        pub(crate) fn of(item: ItemKept) -> Kept {
             Kept {
-                _reference: runnable.waker(),
-                claim: NonNull::from(&runnable.metadata().claim),
+                item,
                 running_looks: 0,
             }
         }
 
-        /// The item's phase. Evicting the waker of an item queued or
-        /// running would leave its last reference, and so the free, to the
-        /// worker that runs it.
+        /// The item's phase. Evicting an item queued or running would
+        /// leave its last reference, and so the free, to the worker that
+        /// runs it.
         fn phase(&self) -> Phase {
-            // SAFETY: the pointer is valid while `self` lives:
-            // 1. `self._reference` is a reference to the task, so the task's
-            //    one heap allocation stays alive until it is dropped,
-            //    which happens only with `self`;
-            // 2. async-task keeps the metadata (and the claim in it) in
-            //    that allocation, at one address from spawn until the
-            //    last reference is gone (see `PolledCell::claim`);
-            // 3. only shared references to the metadata are ever made.
-            unsafe { self.claim.as_ref() }.phase()
+            if self.item.is_done() {
+                Phase::Done
+            } else {
+                self.item.metadata().claim.phase()
+            }
         }
     }
 
@@ -698,7 +659,7 @@ pub(crate) mod local_free {
                 // The claim a later spawn looks at before it frees the cell:
                 // by then long out of the cache (see `PREFETCH_AHEAD`).
                 if let Some(ahead) = ring.get(PREFETCH_AHEAD) {
-                    crate::sys::prefetch(ahead.claim.as_ptr());
+                    crate::sys::prefetch(ahead.item.address());
                 }
                 ring.len().saturating_sub(length).min(TRIM_STEP + 1)
             };
@@ -708,7 +669,7 @@ pub(crate) mod local_free {
         });
     }
 
-    /// Drops up to `over` of the ring's oldest wakers (see [`keep`]).
+    /// Drops up to `over` of the ring's oldest items (see [`keep`]).
     #[inline(never)]
     fn evict_oldest(ring: &RefCell<VecDeque<Kept>>, over: usize) {
         // Dropped outside the borrow, one at a time: freeing a cell
@@ -753,20 +714,20 @@ pub(crate) mod local_free {
         }
     }
 
-    /// How many wakers this thread keeps (for tests).
+    /// How many items this thread keeps (for tests).
     #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) fn kept() -> usize {
         RING.try_with(|ring| ring.borrow().len()).unwrap_or(0)
     }
 
-    /// Whether this thread keeps a waker of the item whose claim this is
-    /// (for tests).
+    /// Whether this thread keeps the item whose claim this is (for
+    /// tests).
     #[cfg(all(test, not(tidepool_loom)))]
-    pub(crate) fn holds(claim: &Claim) -> bool {
+    pub(crate) fn holds(claim: &super::Claim) -> bool {
         RING.try_with(|ring| {
             ring.borrow()
                 .iter()
-                .any(|kept| std::ptr::eq(kept.claim.as_ptr(), claim))
+                .any(|kept| std::ptr::eq(&kept.item.metadata().claim, claim))
         })
         .unwrap_or(false)
     }
@@ -785,7 +746,7 @@ pub(crate) mod start_sampler {
     use std::cell::Cell;
 
     /// The stamp of a spawn that is not measured.
-    pub(super) const NOT_SAMPLED: u64 = 0;
+    pub(crate) const NOT_SAMPLED: u64 = 0;
 
     /// In a burst, one spawn in this many is measured.
     const BURST_EVERY: u32 = 8;
@@ -811,7 +772,7 @@ pub(crate) mod start_sampler {
 
     /// A stamp to measure this spawn's start latency from, or [`NOT_SAMPLED`].
     #[inline]
-    pub(super) fn stamp() -> u64 {
+    pub(crate) fn stamp() -> u64 {
         STATE
             .try_with(|state| {
                 let (next, stamp) = advance(state.get(), crate::sys::ticks);
@@ -893,24 +854,26 @@ pub(crate) mod start_sampler {
 
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
-    use super::{local_free, start_sampler, Runnable, TaskMeta};
+    use super::super::item::{self, ItemHandle, ItemRunnable};
+    use super::{local_free, start_sampler, TaskMeta};
 
-    /// A closure's runnable as `worker::spawn` makes it (its scheduler
-    /// drops what it is given: these are never scheduled), with its handle.
-    fn item() -> (Runnable, async_task::Task<(), TaskMeta>) {
-        async_task::Builder::new()
-            .metadata(TaskMeta::for_tests(true))
-            .spawn(|_| async {}, |runnable: Runnable| drop(runnable))
+    /// A closure's cell as `worker::spawn_item` makes it, kept by this
+    /// thread's ring (in a burst or not: set, not timed, since a spawn's
+    /// stamp moves the sampler), with its runnable and handle.
+    fn item(burst: bool) -> (ItemRunnable, ItemHandle<()>) {
+        let (runnable, handle, kept) = item::spawn(TaskMeta::for_tests(true), || ());
+        start_sampler::set_in_burst(burst);
+        local_free::keep(local_free::Kept::of(kept));
+        (runnable, handle)
     }
 
     /// Keeps `n` items whose workers have run them.
-    fn keep_finished(n: usize) {
+    fn keep_finished(n: usize, burst: bool) {
         for _ in 0..n {
-            let (runnable, task) = item();
+            let (runnable, handle) = item(burst);
             assert!(runnable.metadata().claim.start());
-            runnable.metadata().claim.finished();
-            local_free::keep(local_free::Kept::of(&runnable));
-            task.detach();
+            runnable.run();
+            drop(handle);
         }
     }
 
@@ -919,12 +882,10 @@ mod tests {
         // The sampler's state is set, not timed: how close the spawns of
         // a test come depends on the machine's load (a timed version
         // failed in CI with 991 of 1,024 kept).
-        start_sampler::set_in_burst(true);
         let burst = 4 * local_free::KEPT_IN_TRICKLE;
-        keep_finished(burst);
-        assert_eq!(local_free::kept(), burst, "a burst keeps every waker");
-        start_sampler::set_in_burst(false);
-        keep_finished(200);
+        keep_finished(burst, true);
+        assert_eq!(local_free::kept(), burst, "a burst keeps every item");
+        keep_finished(200, false);
         assert_eq!(
             local_free::kept(),
             local_free::KEPT_IN_TRICKLE,
@@ -933,36 +894,34 @@ mod tests {
     }
 
     #[test]
-    fn the_free_ring_keeps_the_waker_of_an_item_not_run_yet() {
-        start_sampler::set_in_burst(false);
-        let (queued, queued_task) = item();
-        local_free::keep(local_free::Kept::of(&queued));
+    fn the_free_ring_keeps_an_item_not_run_yet() {
+        let (queued, queued_handle) = item(false);
         // Far more than the ring's length after it, all run: none evicted
         // while the oldest has not started...
-        keep_finished(4 * local_free::KEPT_IN_TRICKLE);
+        keep_finished(4 * local_free::KEPT_IN_TRICKLE, false);
         assert_eq!(local_free::kept(), 4 * local_free::KEPT_IN_TRICKLE + 1);
         assert!(
             local_free::holds(&queued.metadata().claim),
-            "the queued item's waker is kept"
+            "the queued item is kept"
         );
         // ... nor while it runs (evicted then, its worker would free it);
         // but running, it no longer holds the others back.
         assert!(queued.metadata().claim.start());
-        keep_finished(4 * local_free::KEPT_IN_TRICKLE);
+        keep_finished(4 * local_free::KEPT_IN_TRICKLE, false);
         assert!(
             local_free::holds(&queued.metadata().claim),
-            "the running item's waker is kept"
+            "the running item is kept"
         );
         assert_eq!(
             local_free::kept(),
             local_free::KEPT_IN_TRICKLE,
             "a running item does not hold the ring's front"
         );
-        // Once it has returned, it goes like the rest.
-        queued.metadata().claim.finished();
-        keep_finished(4 * local_free::KEPT_IN_TRICKLE);
-        assert!(!local_free::holds(&queued.metadata().claim));
+        // Once its worker let it go, it goes like the rest.
+        queued.run();
+        assert!(queued_handle.is_finished());
+        drop(queued_handle);
+        keep_finished(4 * local_free::KEPT_IN_TRICKLE, false);
         assert_eq!(local_free::kept(), local_free::KEPT_IN_TRICKLE);
-        drop((queued, queued_task));
     }
 }

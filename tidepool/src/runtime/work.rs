@@ -285,7 +285,7 @@ mod tests {
             |_| {},
         );
         cell.detach();
-        runnable
+        Runnable::Future(runnable)
     }
 
     #[test]
@@ -333,6 +333,37 @@ mod tests {
             std::sync::Arc::strong_count(&ran),
             1,
             "and its future is freed"
+        );
+    }
+
+    #[test]
+    fn a_queued_item_comes_back_as_an_item_or_is_dropped_unrun() {
+        use super::super::item;
+        use super::super::task::TaskMeta;
+        let ran = std::sync::Arc::new(AtomicUsize::new(0));
+        let spawn = |ran: &std::sync::Arc<AtomicUsize>| {
+            let ran = std::sync::Arc::clone(ran);
+            item::spawn(TaskMeta::for_tests(true), move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            })
+        };
+        let (runnable, handle, kept) = spawn(&ran);
+        match Queued::from(Runnable::Item(runnable)).into_work() {
+            Work::Task(Runnable::Item(runnable)) => runnable.run(),
+            other => panic!("an item came back as {other:?}"),
+        }
+        assert_eq!(ran.load(Ordering::Relaxed), 1);
+        assert!(handle.is_finished());
+        drop((handle, kept));
+        let (runnable, handle, kept) = spawn(&ran);
+        drop(Queued::from(Runnable::Item(runnable)));
+        assert_eq!(ran.load(Ordering::Relaxed), 1, "a dropped item never runs");
+        assert!(handle.is_finished(), "its handle sees it end");
+        drop((handle, kept));
+        assert_eq!(
+            std::sync::Arc::strong_count(&ran),
+            1,
+            "and both closures are freed"
         );
     }
 }

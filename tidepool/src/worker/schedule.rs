@@ -7,6 +7,7 @@ use crate::control::slots::TaskStatus;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context;
+use crate::runtime::item::{self, ItemHandle};
 use crate::runtime::kinds::Kind;
 use crate::runtime::park;
 use crate::runtime::task::{self, MaybeGate, Runnable, TaskCell, TaskMeta};
@@ -18,100 +19,88 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// Accepts `future` as a task of `shared`'s pool, or returns `None` if the
-/// pool is closed. `closure` says the future is a work item's closure (it
-/// finishes in its first poll), which lets the spawning thread free its cell
-/// (see `runtime::task::local_free`).
+/// pool is closed.
 pub(crate) fn spawn<F, G>(
     shared: &Arc<Shared>,
     future: F,
     priority: Priority,
     gate: G,
-    closure: bool,
 ) -> Option<TaskCell<F::Output>>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
     G: MaybeGate,
 {
-    spawn_of_kind(shared, future, Kind::of::<F>(), priority, gate, closure)
-}
-
-/// [`spawn`], for a task whose kind is not its future's type: a scope's
-/// task runs the caller's closure behind a type shared by every scope.
-pub(crate) fn spawn_of_kind<F, G>(
-    shared: &Arc<Shared>,
-    future: F,
-    kind: Kind,
-    priority: Priority,
-    gate: G,
-    closure: bool,
-) -> Option<TaskCell<F::Output>>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-    G: MaybeGate,
-{
-    // Count before asking the latch: see `runtime::lifecycle`.
-    let counters = shared.counters(context::current_index(shared));
-    counters.spawned();
-    if !shared.admit_spawn(counters) {
+    if !admit_spawn(shared) {
         return None;
     }
     let meta = TaskMeta {
-        kind,
+        kind: Kind::of::<F>(),
         priority,
         gate: gate.to_meta(),
-        claim: task::Claim::new(closure),
+        claim: task::Claim::new(false),
         presumption: Default::default(),
     };
-    // A closure's cell never calls its scheduler: it is queued once, below,
-    // and finishes in its first run. async-task calls the scheduler only to
-    // queue a task that is neither queued, running nor finished (a wake, or
-    // a cancel that must drop the future), and a closure's task is always
-    // one of the three. So its scheduler holds no pool: a reference count
-    // bumped at every spawn and dropped at every free is two locked
-    // instructions per item (docs/measurements.md, "The free ring waits
-    // for the closure's return").
-    let scheduler = (!closure).then(|| Arc::clone(shared));
+    let scheduler = Arc::clone(shared);
     let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
-        move |meta: &TaskMeta| {
-            task::wrap(
-                future,
-                gate,
-                closure.then(|| task::ClaimOfCell::new(&meta.claim)),
+        move |_: &TaskMeta| task::wrap(future, gate),
+        WithInfo(move |runnable, info: ScheduleInfo| {
+            schedule(
+                &scheduler,
+                Runnable::Future(runnable),
+                info.woken_while_running,
             )
-        },
-        WithInfo(move |runnable, info: ScheduleInfo| match &scheduler {
-            Some(shared) => schedule(shared, runnable, info.woken_while_running),
-            None => closure_scheduled_again(runnable),
         }),
     );
-    // Kept after scheduling: an evicted cell's free must not delay the
-    // task's start.
-    let kept = closure.then(|| task::local_free::Kept::of(&runnable));
     // Our scheduler called directly, not through `Runnable::schedule`:
     // that goes through the cell's vtable, and because the scheduler
     // captures the pool it guards the call with a temporary waker, two
     // atomic updates of the cell's state per spawn. Here the caller's
     // `shared` and the runnable itself keep everything alive.
-    schedule(shared, runnable, false);
-    if let Some(kept) = kept {
-        task::local_free::keep(kept);
-    }
+    schedule(shared, Runnable::Future(runnable), false);
     Some(cell)
 }
 
-/// The scheduler of a closure's cell, which async-task never calls (see
-/// [`spawn`]). Were it called, it would have no pool to queue the task on:
-/// dropping the runnable cancels the task (its handle says `Cancelled`, the
-/// pool counts it), rather than losing it silently.
-#[cold]
-fn closure_scheduled_again(runnable: Runnable) {
-    // Loud in tests (debug builds), harmless in a release build.
-    if cfg!(debug_assertions) {
-        panic!("a closure's task cell asked to be scheduled a second time");
+/// Accepts `work` as a work item of `shared`'s pool, of kind `kind` (its
+/// closure's type for `spawn_fn`; a scope's task passes its call site's),
+/// or returns `None` if the pool is closed. The item's cell
+/// (`runtime::item`) is kept in the spawning thread's free ring, so this
+/// thread frees it (see `runtime::task::local_free`).
+pub(crate) fn spawn_item<F, R>(
+    shared: &Arc<Shared>,
+    work: F,
+    kind: Kind,
+    priority: Priority,
+) -> Option<ItemHandle<R>>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    if !admit_spawn(shared) {
+        return None;
     }
-    drop(runnable);
+    let meta = TaskMeta {
+        kind,
+        priority,
+        gate: None,
+        claim: task::Claim::new(true),
+        presumption: Default::default(),
+    };
+    let (runnable, handle, kept) = item::spawn(meta, work);
+    schedule(shared, Runnable::Item(runnable), false);
+    // Kept after scheduling: an evicted cell's free must not delay the
+    // item's start.
+    task::local_free::keep(task::local_free::Kept::of(kept));
+    Some(handle)
+}
+
+/// Counts a spawn and asks the latch whether the pool accepts it.
+#[inline]
+fn admit_spawn(shared: &Arc<Shared>) -> bool {
+    // Count before asking the latch: see `runtime::lifecycle`.
+    let counters = shared.counters(context::current_index(shared));
+    counters.spawned();
+    shared.admit_spawn(counters)
 }
 
 #[cfg(unix)]
@@ -631,29 +620,40 @@ mod tests {
         assert!(m.reserve_slot_lends >= 1, "{m:?}");
     }
 
-    /// A closure's wrapper marks its claim when the closure returns or
-    /// panics, so the spawning thread's ring may free the cell; an async
+    /// A work item that returned or panicked can no longer be cancelled
+    /// (its claim was taken), and its handle has its result; an async
     /// task's claim never changes.
     #[test]
     fn a_closure_that_returned_or_panicked_is_marked_done() {
         let pool = Pool::builder().concurrency(1).build().unwrap();
         let shared = pool.shared();
-        let spawn = |future: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
-                     closure: bool| {
-            super::spawn(shared, future, Priority::Normal, NoGate, closure)
+        let item = |panics: bool| {
+            let work = move || assert!(!panics, "boom");
+            super::spawn_item(shared, work, super::Kind::of::<()>(), Priority::Normal)
                 .expect("the pool is open")
         };
-        let returned = spawn(Box::pin(async {}), true);
-        let panicked = spawn(Box::pin(async { panic!("boom") }), true);
-        let task = spawn(Box::pin(async {}), false);
+        let (mut returned, mut panicked) = (item(false), item(true));
+        let task = super::spawn(shared, async {}, Priority::Normal, NoGate).expect("open");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while !(returned.is_finished() && panicked.is_finished() && task.is_finished()) {
             assert!(std::time::Instant::now() < deadline, "the tasks ran");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert_eq!(returned.metadata().claim.phase(), Phase::Done);
-        assert_eq!(panicked.metadata().claim.phase(), Phase::Done);
-        assert_eq!(task.metadata().claim.phase(), Phase::Running);
+        assert_eq!(returned.metadata().claim.phase(), Phase::Running);
+        assert!(!returned.metadata().claim.cancel(), "it ran");
+        assert!(!panicked.metadata().claim.cancel(), "it ran");
+        let waker = futures_lite::future::block_on(futures_lite::future::poll_fn(|cx| {
+            std::task::Poll::Ready(cx.waker().clone())
+        }));
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(matches!(
+            returned.poll_output(&mut cx),
+            std::task::Poll::Ready(Some(Ok(())))
+        ));
+        assert!(matches!(
+            panicked.poll_output(&mut cx),
+            std::task::Poll::Ready(Some(Err(_)))
+        ));
         assert!(
             task.metadata().claim.cancel(),
             "an async task's claim is untouched"

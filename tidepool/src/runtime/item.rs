@@ -1,0 +1,722 @@
+//! A work item's cell: one heap allocation that holds a spawned closure,
+//! then its output, for `spawn_fn` and a scope's tasks.
+//!
+//! Futures live in `async-task` cells (`runtime::task`). A closure needs
+//! far less of a cell: it runs once, to its end, is never woken, and never
+//! registers a waker of its own. Run through an `async-task` cell, a tiny
+//! item paid for what it did not use: a waker clone and drop per item for
+//! the spawner's free ring, a compare-and-swap loop to detach the handle,
+//! the poll's state machine, and a 120-byte allocation that, with two
+//! captured `Arc`s, outgrew glibc's fast bins. `perf record` of
+//! `spawn_profile inside` (two workers) put 56% of the spawning thread's
+//! samples on that cell's life (docs/measurements.md has the figures
+//! before and after).
+//!
+//! # The protocol
+//!
+//! A cell is shared by up to three references, each one bit of its
+//! `state` word, each held by one owner:
+//!
+//! * `QUEUED`: the [`ItemRunnable`] in a queue, until a worker runs it or
+//!   it is dropped unrun (its handle cancelled it, or the pool stopped);
+//! * `HANDLE`: the [`ItemHandle`] inside the user's `JoinHandle`;
+//! * `KEPT`: the spawning thread's free ring ([`ItemKept`]), which frees
+//!   the cell on the thread that allocated it (see
+//!   `runtime::task::local_free`).
+//!
+//! Whoever clears the last reference bit frees the cell. Two more bits:
+//!
+//! * `DONE`: set once, by the runnable's owner, after it stored the output
+//!   (or, for an item dropped unrun, none). From then on the output is the
+//!   handle's: only the handle takes it, or drops it when detached.
+//!   Before it, only the runnable's owner touches the output slot.
+//! * `AWAITING`: the handle put a waker in `awaiter` and wants a wake-up
+//!   at `DONE`.
+//! * `STORED`: set with `DONE` when an output was stored for the handle,
+//!   cleared when the owner that emptied the slot lets go.
+//!
+//! Invariants a reviewer can check against the code:
+//!
+//! 1. A reference bit is cleared once, by its owner, with an `AcqRel`
+//!    read-modify-write; the owner that sees itself last frees, so every
+//!    other owner's writes to the cell happen before the free.
+//! 2. The closure slot is touched only by the runnable's owner (it takes
+//!    the closure to run it, or drops it unrun), and by the free.
+//! 3. The output slot is written only by the runnable's owner before
+//!    `DONE`, and read or dropped only by the handle after it saw `DONE`
+//!    (acquire), or by the runnable's owner when `HANDLE` was already
+//!    clear (no handle will ever look), or by the free.
+//! 4. `DONE` and `AWAITING` are both set with read-modify-writes of the one
+//!    word, so of a handle starting to wait and the item finishing, one
+//!    sees the other: the handle finds `DONE` and does not wait, or the
+//!    finisher finds `AWAITING` and wakes the waker stored before it.
+//! 5. When the last reference goes, the closure slot is empty (the
+//!    runnable's owner took it and set `DONE` before it let go), and so is
+//!    the output slot unless `STORED` is still set: an output is taken by
+//!    the handle when it sees `DONE` (polled, or dropped: it clears
+//!    `STORED` as it lets go), or by the runnable's owner if the handle
+//!    left before its `DONE` (it finds `HANDLE` clear, and clears `STORED`
+//!    as it lets go). A handle that looked just before `DONE` and let go
+//!    just after leaves the output, with `STORED`, to the free (loom found
+//!    that order). So a free drops nothing unless `STORED` or `AWAITING`
+//!    (a waker a handle stored after `DONE`) is set.
+//! 6. A reference that finds itself the only one left (an acquire load of
+//!    the state shows no other reference bit) frees without clearing its
+//!    bit: no other owner exists to race with, and none can appear.
+//!
+//! `loom_models::item` checks these against every interleaving of a
+//! worker, a handle (waiting, or dropped) and the free ring.
+//!
+//! Accounting is the same as a future's (`task::Wrapped`): the start
+//! latency is recorded when the closure starts, a panic is caught, and the
+//! end is counted once (completed, panicked, or cancelled if dropped
+//! unrun) before the handle can see the output. A panicking destructor of
+//! the closure or the output is caught (`task::drop_caught`).
+
+use super::task::{drop_caught, start_sampler, PanicPayload, TaskMeta};
+use crate::metrics::Outcome;
+use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::ptr::NonNull;
+use std::task::{Context, Poll, Waker};
+
+/// The queued runnable's reference.
+const QUEUED: usize = 1 << 0;
+/// The join handle's reference.
+const HANDLE: usize = 1 << 1;
+/// The spawning thread's free ring's reference.
+const KEPT: usize = 1 << 2;
+/// Every reference bit.
+const REFERENCES: usize = QUEUED | HANDLE | KEPT;
+/// The runnable's owner is done with the cell: the output (if any) is
+/// stored.
+const DONE: usize = 1 << 3;
+/// A waker waits in `awaiter` for `DONE`.
+const AWAITING: usize = 1 << 4;
+/// The output slot may hold an output: set with `DONE` when one was
+/// stored, cleared when the handle goes.
+const STORED: usize = 1 << 5;
+
+/// What every cell starts with, whatever its closure: all that the
+/// type-erased owners (the runnable in a queue, the free ring) read.
+#[repr(C)]
+struct Header {
+    state: AtomicUsize,
+    vtable: &'static VTable,
+    /// What the scheduler needs to know without running it.
+    meta: TaskMeta,
+    /// When the item was queued (`start_sampler::stamp`), read once when
+    /// it starts.
+    queued_at: u64,
+    /// The handle's waker while it waits (`AWAITING`). A lock, not a
+    /// lock-free slot: only a handle that waits takes it, and only the
+    /// finisher of an item that handle waits for.
+    awaiter: Mutex<Option<Waker>>,
+    /// Under loom, a cell never freed (or freed twice) fails the model.
+    #[cfg(tidepool_loom)]
+    _tracked: loom::alloc::Track<()>,
+}
+
+/// The functions of one closure type, for the owners that do not know it.
+struct VTable {
+    /// Runs the closure (the runnable's owner, once).
+    run: unsafe fn(NonNull<Header>),
+    /// Drops the closure unrun (the runnable's owner, once, instead).
+    drop_unrun: unsafe fn(NonNull<Header>),
+    /// Frees the cell (the last reference).
+    free: unsafe fn(NonNull<Header>),
+}
+
+/// The header and the output slot, whose place depends on the output type
+/// only, so the handle (which knows `R`, not the closure's type) reaches it.
+#[repr(C)]
+struct WithOutput<R> {
+    header: Header,
+    output: UnsafeCell<Option<Result<R, PanicPayload>>>,
+}
+
+/// A whole cell.
+#[repr(C)]
+struct Cell<F, R> {
+    head: WithOutput<R>,
+    closure: UnsafeCell<Option<F>>,
+}
+
+impl<F, R> Cell<F, R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    const VTABLE: VTable = VTable {
+        run: Self::run,
+        drop_unrun: Self::drop_unrun,
+        free: Self::free,
+    };
+
+    /// Runs the closure, stores its output, and lets the runnable's
+    /// reference go.
+    ///
+    /// # Safety
+    ///
+    /// `header` is the header of a live `Cell<F, R>` whose `QUEUED`
+    /// reference the caller owns and gives up by this call.
+    unsafe fn run(header: NonNull<Header>) {
+        // SAFETY: the caller's reference keeps the cell alive, and a
+        // `Cell` starts with its header (`repr(C)`), so the pointer is the
+        // cell's.
+        let cell = unsafe { header.cast::<Self>().as_ref() };
+        let queued_at = cell.head.header.queued_at;
+        if queued_at != start_sampler::NOT_SAMPLED {
+            let latency = crate::sys::ticks().saturating_sub(queued_at);
+            super::context::record_start(latency);
+        }
+        // SAFETY: invariant 2: the closure slot is the runnable owner's.
+        let closure = unsafe { (*cell.closure.get()).take() };
+        let Some(closure) = closure else {
+            // Only `run` or `drop_unrun` takes it, once.
+            unreachable!("a work item runs once");
+        };
+        let result = std::panic::catch_unwind(AssertUnwindSafe(closure));
+        // Counted before the handle can see the output (a caller that
+        // joins it sees its end counted, and a presumed task's verdict).
+        super::context::count_task_end(match result {
+            Ok(_) => Outcome::Completed,
+            Err(_) => Outcome::Panicked,
+        });
+        // SAFETY: as above; the owner's reference is given up here.
+        unsafe { Self::finish(header, Some(result)) }
+    }
+
+    /// Drops the closure unrun (counted as cancelled), and lets the
+    /// runnable's reference go: the handle resolves to `Cancelled`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Cell::run`].
+    unsafe fn drop_unrun(header: NonNull<Header>) {
+        // SAFETY: as in `run`.
+        let cell = unsafe { header.cast::<Self>().as_ref() };
+        // SAFETY: invariant 2.
+        let closure = unsafe { (*cell.closure.get()).take() };
+        drop_caught(move || drop(closure));
+        super::context::count_task_end(Outcome::Cancelled);
+        // SAFETY: as in `run`.
+        unsafe { Self::finish(header, None) }
+    }
+
+    /// Stores `output` for the handle (or drops it if the handle is gone),
+    /// sets `DONE`, wakes a waiting handle and lets the runnable's
+    /// reference go.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Cell::run`].
+    unsafe fn finish(header: NonNull<Header>, output: Option<Result<R, PanicPayload>>) {
+        // SAFETY: as in `run`.
+        let cell = unsafe { header.cast::<Self>().as_ref() };
+        let state = &cell.head.header.state;
+        if state.load(Ordering::Relaxed) & HANDLE == 0 {
+            // Detached (the usual fire-and-forget item): nobody will take
+            // the output, and nobody waits. `HANDLE` is never set again, so
+            // `DONE` and the reference go in one step.
+            drop_caught(move || drop(output));
+            // `DONE` is clear and `QUEUED` set (both this owner's), so the
+            // addition sets the one and clears the other.
+            let before = state.fetch_add(DONE.wrapping_sub(QUEUED), Ordering::AcqRel);
+            if before & REFERENCES == QUEUED {
+                // SAFETY: invariant 1: the last reference frees.
+                unsafe { (cell.head.header.vtable.free)(header) };
+            }
+            return;
+        }
+        let stored = if output.is_some() { STORED } else { 0 };
+        // SAFETY: invariant 3: before `DONE`, the output slot is this
+        // owner's.
+        unsafe { *cell.head.output.get() = output };
+        let before = state.fetch_or(DONE | stored, Ordering::AcqRel);
+        let mut letting_go = QUEUED;
+        if before & HANDLE == 0 {
+            // The handle went between the two looks, before `DONE`: it
+            // left the output here, and will never look again.
+            // SAFETY: invariant 3 (`HANDLE` was clear).
+            let output = unsafe { (*cell.head.output.get()).take() };
+            drop_caught(move || drop(output));
+            letting_go |= stored;
+        }
+        let waker = if before & AWAITING != 0 {
+            lock(&cell.head.header.awaiter).take()
+        } else {
+            None
+        };
+        // SAFETY: this owner's reference (and `STORED`, set, if it emptied
+        // the slot), given up once.
+        unsafe { release(header, letting_go) };
+        // Woken last: the waker is the user's code, and the cell may be
+        // freed by now (the waker is not in it any more).
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Frees the cell.
+    ///
+    /// By invariant 5 there is nothing left in it to drop but a waker a
+    /// handle stored after the item finished (`AWAITING`), so the usual
+    /// free reads only the header's first cache line: reading the output
+    /// slot, on the cell's second line, was two thirds of this function's
+    /// samples in `perf record` of `spawn_profile inside` (the ring frees
+    /// a cell it has not touched for thousands of spawns).
+    ///
+    /// # Safety
+    ///
+    /// `header` is the header of a `Cell<F, R>` made by [`spawn`], and the
+    /// caller cleared its last reference bit (or saw only its own left).
+    unsafe fn free(header: NonNull<Header>) {
+        let cell = header.cast::<Self>();
+        // SAFETY: invariant 1: the cell is alive and no other reference
+        // remains, so nothing writes to it any more.
+        let head = unsafe { &cell.as_ref().head.header };
+        let bare = head.state.load(Ordering::Relaxed) & (AWAITING | STORED) == 0
+            && head.meta.gate.is_none();
+        if bare && !cfg!(debug_assertions) && !cfg!(tidepool_loom) {
+            // SAFETY: `spawn` allocated the cell with `Box::new`, so with
+            // this layout; nothing in it needs dropping: the slots are
+            // empty (invariant 5: `STORED` is clear), `awaiter` holds no waker (`AWAITING`
+            // clear) and its lock (`std`'s) owns no memory, and the
+            // metadata holds no gate (its other fields own nothing).
+            unsafe { std::alloc::dealloc(cell.as_ptr().cast(), std::alloc::Layout::new::<Self>()) };
+            return;
+        }
+        // SAFETY: `spawn` made the cell with `Box::new` and leaked it;
+        // no other reference remains.
+        let cell = unsafe { Box::from_raw(cell.as_ptr()) };
+        let stored = cell.head.header.state.load(Ordering::Relaxed) & STORED != 0;
+        // Invariant 5, checked in debug builds and loom models; were it
+        // broken, the values are still dropped here (caught: a free runs on
+        // a worker between tasks or in the spawner's ring).
+        // SAFETY: the cell is this function's alone (above).
+        let closure = unsafe { (*cell.closure.get()).take() };
+        // SAFETY: as above.
+        let output = unsafe { (*cell.head.output.get()).take() };
+        if cfg!(any(debug_assertions, tidepool_loom)) {
+            assert!(closure.is_none(), "a freed item's closure was taken");
+            assert!(
+                stored || output.is_none(),
+                "an output is left only when STORED"
+            );
+        }
+        if closure.is_some() || output.is_some() {
+            drop_caught(move || drop((closure, output)));
+        }
+        drop(cell);
+    }
+}
+
+/// Clears `bits` (the caller's reference bit, and `STORED` if the caller
+/// emptied the output slot) and frees the cell if that reference was the
+/// last.
+///
+/// # Safety
+///
+/// The caller owns the reference bit in `bits` of the live cell at
+/// `header`, and gives it up; every bit in `bits` is set.
+unsafe fn release(header: NonNull<Header>, bits: usize) {
+    // SAFETY: the caller's reference keeps the cell alive until this
+    // clears it.
+    let head = unsafe { header.as_ref() };
+    // A subtraction clears the bits (they are set), in one locked
+    // instruction; `fetch_and` is a compare-and-swap loop on x86.
+    let before = head.state.fetch_sub(bits, Ordering::AcqRel);
+    debug_assert_eq!(before & bits, bits, "each bit is cleared once");
+    let reference = bits & REFERENCES;
+    if before & REFERENCES == reference {
+        let free = head.vtable.free;
+        // SAFETY: invariant 1: this was the last reference, to a cell of
+        // the type `free` was made for.
+        unsafe { free(header) };
+    }
+}
+
+/// Makes a cell for `work` with `meta`, holding all three references.
+/// `meta` must have no gate (groups and pairs run futures).
+pub(crate) fn spawn<F, R>(meta: TaskMeta, work: F) -> (ItemRunnable, ItemHandle<R>, ItemKept)
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    debug_assert!(meta.gate.is_none(), "a work item has no gate");
+    let cell = Box::new(Cell::<F, R> {
+        head: WithOutput {
+            header: Header {
+                state: AtomicUsize::new(QUEUED | HANDLE | KEPT),
+                vtable: &Cell::<F, R>::VTABLE,
+                meta,
+                queued_at: start_sampler::stamp(),
+                awaiter: Mutex::new(None),
+                #[cfg(tidepool_loom)]
+                _tracked: loom::alloc::Track::new(()),
+            },
+            output: UnsafeCell::new(None),
+        },
+        closure: UnsafeCell::new(Some(work)),
+    });
+    let header = NonNull::from(Box::leak(cell)).cast::<Header>();
+    (
+        ItemRunnable { header },
+        ItemHandle {
+            header,
+            _output: PhantomData,
+        },
+        ItemKept { header },
+    )
+}
+
+/// The queued side of a work item: run it once, or drop it (unrun: its
+/// handle resolves to `Cancelled`).
+pub(crate) struct ItemRunnable {
+    header: NonNull<Header>,
+}
+
+// SAFETY: an `ItemRunnable` gives its owner the closure (`Send`, required
+// by `spawn`) and the metadata (`Sync`), on whatever thread runs it.
+unsafe impl Send for ItemRunnable {}
+// SAFETY: `&ItemRunnable` reaches only the metadata, which is `Sync`.
+unsafe impl Sync for ItemRunnable {}
+
+impl ItemRunnable {
+    fn header(&self) -> &Header {
+        // SAFETY: `self` owns the `QUEUED` reference, which keeps the cell
+        // alive.
+        unsafe { self.header.as_ref() }
+    }
+
+    /// The item's metadata.
+    #[inline]
+    pub(crate) fn metadata(&self) -> &TaskMeta {
+        &self.header().meta
+    }
+
+    /// Runs the closure (see `Cell::run`): the caller claimed it
+    /// (`Claim::start`).
+    pub(crate) fn run(self) {
+        let header = self.header;
+        let run = self.header().vtable.run;
+        std::mem::forget(self);
+        // SAFETY: `self` owned the `QUEUED` reference of a live cell of
+        // the type `run` was made for; forgotten, it is given up here.
+        unsafe { run(header) }
+    }
+
+    /// The cell's address, for a queue (`runtime::work::Queued`); back
+    /// with [`ItemRunnable::from_raw`].
+    pub(crate) fn into_raw(self) -> NonNull<()> {
+        let header = self.header;
+        std::mem::forget(self);
+        header.cast()
+    }
+
+    /// The runnable [`ItemRunnable::into_raw`] gave `raw` for.
+    ///
+    /// # Safety
+    ///
+    /// `raw` came from `into_raw`, and this is its one way back.
+    pub(crate) unsafe fn from_raw(raw: NonNull<()>) -> ItemRunnable {
+        ItemRunnable { header: raw.cast() }
+    }
+}
+
+impl Drop for ItemRunnable {
+    fn drop(&mut self) {
+        let drop_unrun = self.header().vtable.drop_unrun;
+        // SAFETY: `self` owns the `QUEUED` reference of a live cell of the
+        // type `drop_unrun` was made for, and gives it up here.
+        unsafe { drop_unrun(self.header) }
+    }
+}
+
+impl std::fmt::Debug for ItemRunnable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ItemRunnable")
+            .field("meta", self.metadata())
+            .finish()
+    }
+}
+
+/// The join side of a work item: its output once it finished.
+pub(crate) struct ItemHandle<R> {
+    header: NonNull<Header>,
+    _output: PhantomData<R>,
+}
+
+// SAFETY: the handle takes the output (`R: Send`) on its own thread and
+// otherwise reads only atomics and the metadata (`Sync`).
+unsafe impl<R: Send> Send for ItemHandle<R> {}
+// SAFETY: through `&ItemHandle` only atomics and the metadata are read.
+unsafe impl<R> Sync for ItemHandle<R> {}
+
+// A pointer to the cell: nothing in the handle itself is pinned.
+impl<R> Unpin for ItemHandle<R> {}
+
+impl<R> ItemHandle<R> {
+    fn header(&self) -> &Header {
+        // SAFETY: `self` owns the `HANDLE` reference, which keeps the cell
+        // alive.
+        unsafe { self.header.as_ref() }
+    }
+
+    /// The item's metadata (for its claim).
+    pub(crate) fn metadata(&self) -> &TaskMeta {
+        &self.header().meta
+    }
+
+    /// Whether the item finished (ran, or was dropped unrun).
+    pub(crate) fn is_finished(&self) -> bool {
+        self.header().state.load(Ordering::Acquire) & DONE != 0
+    }
+
+    /// The output once the item finished: `Some` with the closure's
+    /// result or its panic, `None` if it was dropped unrun (or the output
+    /// was taken already).
+    pub(crate) fn poll_output(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<R, PanicPayload>>> {
+        let header = self.header();
+        if header.state.load(Ordering::Acquire) & DONE == 0 {
+            {
+                let mut awaiter = lock(&header.awaiter);
+                match &mut *awaiter {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    slot => *slot = Some(cx.waker().clone()),
+                }
+            }
+            // Invariant 4: the lock's release orders the store before this.
+            let before = header.state.fetch_or(AWAITING, Ordering::AcqRel);
+            if before & DONE == 0 {
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(self.take_output())
+    }
+
+    /// The output slot's contents.
+    fn take_output(&mut self) -> Option<Result<R, PanicPayload>> {
+        let cell = self.header.cast::<WithOutput<R>>();
+        // SAFETY: invariant 3: the caller saw `DONE` (acquire), so the
+        // output slot is the handle's; `WithOutput<R>` is the prefix
+        // (`repr(C)`) of the cell `spawn` made for this `R`; `&mut self`
+        // makes this the one access.
+        unsafe { (*cell.as_ref().output.get()).take() }
+    }
+}
+
+impl<R> Drop for ItemHandle<R> {
+    fn drop(&mut self) {
+        // A finished item's output is dropped now, not when the cell is
+        // freed (the free ring may keep the cell a while).
+        let state = self.header().state.load(Ordering::Acquire);
+        let mut letting_go = HANDLE;
+        if state & DONE != 0 {
+            let output = self.take_output();
+            drop_caught(move || drop(output));
+            // Set with `DONE`, so seen with it: the slot is empty now.
+            letting_go |= state & STORED;
+        }
+        // SAFETY: `self` owns the `HANDLE` reference and gives it up (and
+        // `STORED`, set, if it emptied the slot).
+        unsafe { release(self.header, letting_go) };
+    }
+}
+
+/// The free ring's reference to a work item it spawned.
+pub(crate) struct ItemKept {
+    header: NonNull<Header>,
+}
+
+// SAFETY: reads atomics and the metadata (`Sync`) only; its drop may free
+// the cell, which drops the closure or output (`Send`) on that thread.
+unsafe impl Send for ItemKept {}
+
+impl ItemKept {
+    fn header(&self) -> &Header {
+        // SAFETY: `self` owns the `KEPT` reference, which keeps the cell
+        // alive.
+        unsafe { self.header.as_ref() }
+    }
+
+    /// Whether the item's runnable is gone (run or dropped): letting this
+    /// go then frees the cell here, unless its handle still holds it.
+    #[inline]
+    pub(crate) fn is_done(&self) -> bool {
+        self.header().state.load(Ordering::Acquire) & QUEUED == 0
+    }
+
+    /// The item's metadata (for its claim).
+    #[inline]
+    pub(crate) fn metadata(&self) -> &TaskMeta {
+        &self.header().meta
+    }
+
+    /// The cell's address, for a prefetch.
+    pub(crate) fn address(&self) -> *const u8 {
+        self.header.as_ptr().cast()
+    }
+}
+
+impl Drop for ItemKept {
+    fn drop(&mut self) {
+        let head = self.header();
+        // The ring usually outlives the item's runnable and handle: then
+        // it frees without a locked instruction on the cold cell
+        // (invariant 6).
+        if head.state.load(Ordering::Acquire) & REFERENCES == KEPT {
+            let free = head.vtable.free;
+            // SAFETY: invariant 6: `KEPT` is the last reference.
+            unsafe { free(self.header) };
+            return;
+        }
+        // SAFETY: `self` owns the `KEPT` reference and gives it up.
+        unsafe { release(self.header, KEPT) };
+    }
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::spawn;
+    use crate::runtime::task::TaskMeta;
+    use crate::sync::counting;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    /// Counts its drops.
+    struct Tracked(Arc<AtomicUsize>);
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_handle_takes_the_output_once_the_item_ran() {
+        let (runnable, mut handle, kept) = spawn(TaskMeta::for_tests(true), || 7);
+        let (wakes, waker) = counting::waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(handle.poll_output(&mut cx).is_pending());
+        assert!(!handle.is_finished());
+        runnable.run();
+        assert_eq!(wakes.get(), 1, "the waiting handle is woken");
+        assert!(handle.is_finished());
+        assert!(matches!(
+            handle.poll_output(&mut cx),
+            Poll::Ready(Some(Ok(7)))
+        ));
+        drop((handle, kept));
+    }
+
+    #[test]
+    fn a_panic_reaches_the_handle() {
+        let (runnable, mut handle, kept) =
+            spawn(TaskMeta::for_tests(true), || -> u8 { panic!("boom") });
+        runnable.run();
+        let (_, waker) = counting::waker();
+        let mut cx = Context::from_waker(&waker);
+        match handle.poll_output(&mut cx) {
+            Poll::Ready(Some(Err(payload))) => {
+                assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+            }
+            _ => panic!("the panic is the output"),
+        }
+        drop((handle, kept));
+    }
+
+    #[test]
+    fn an_item_dropped_unrun_drops_its_closure_and_resolves_to_none() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let tracked = Tracked(Arc::clone(&drops));
+        let (runnable, mut handle, kept) = spawn(TaskMeta::for_tests(true), move || {
+            drop(tracked);
+            1
+        });
+        drop(runnable);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "the closure is dropped");
+        let (_, waker) = counting::waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(handle.poll_output(&mut cx), Poll::Ready(None)));
+        drop((handle, kept));
+    }
+
+    #[test]
+    fn an_output_nobody_takes_is_dropped_when_the_handle_goes() {
+        // Detached before the run: dropped by the runner at once.
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (runnable, handle, kept) = {
+            let drops = Arc::clone(&drops);
+            spawn(TaskMeta::for_tests(true), move || Tracked(drops))
+        };
+        drop(handle);
+        runnable.run();
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped by the runner");
+        drop(kept);
+        // Detached after the run: dropped by the handle, though the ring
+        // still keeps the cell.
+        let (runnable, handle, kept) = {
+            let drops = Arc::clone(&drops);
+            spawn(TaskMeta::for_tests(true), move || Tracked(drops))
+        };
+        runnable.run();
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "stored for the handle");
+        drop(handle);
+        assert_eq!(drops.load(Ordering::SeqCst), 2, "dropped with the handle");
+        drop(kept);
+        assert_eq!(drops.load(Ordering::SeqCst), 2, "once");
+    }
+
+    #[test]
+    // `drop_caught` leaks a caught panic's payload on purpose (its own
+    // destructor might panic), which Miri reports as a leak.
+    #[cfg_attr(miri, ignore)]
+    fn a_panicking_destructor_is_caught() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("a destructor panics");
+            }
+        }
+        let bomb = Bomb;
+        let (runnable, handle, kept) = spawn(TaskMeta::for_tests(true), move || {
+            let _captured = &bomb;
+        });
+        drop(runnable);
+        let (runnable, handle2, kept2) = spawn(TaskMeta::for_tests(true), || Bomb);
+        runnable.run();
+        // Neither the unrun closure nor the output's drop unwinds here.
+        drop((handle, kept, handle2, kept2));
+    }
+
+    #[test]
+    fn the_last_reference_frees_the_cell_in_any_order() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        for order in 0..6 {
+            let tracked = Tracked(Arc::clone(&drops));
+            let (runnable, handle, kept) = spawn(TaskMeta::for_tests(true), move || drop(tracked));
+            let runnable = Some(runnable);
+            let (mut runnable, mut handle, mut kept) = (runnable, Some(handle), Some(kept));
+            let mut steps: Vec<Box<dyn FnMut()>> = vec![
+                Box::new(|| runnable.take().unwrap().run()),
+                Box::new(|| drop(handle.take())),
+                Box::new(|| drop(kept.take())),
+            ];
+            steps.rotate_left(order % 3);
+            if order >= 3 {
+                steps.swap(1, 2);
+            }
+            for step in &mut steps {
+                step();
+            }
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 6, "every closure ran once");
+    }
+}
