@@ -258,7 +258,8 @@ struct ReadmeDoctests;
 // * monitor: the thread that finds blocked workers and applies the policy.
 // * worker:  worker threads: spawning, scheduling, the run loop, thread starts.
 // * runtime: the state a pool shares: queues, entries, parking, the latch,
-//            the task cell and the thread-locals. Starts no thread.
+//            the task cells (a future's, a work item's) and the
+//            thread-locals. Starts no thread.
 // * control: slot accounting, policies, pacing, the monitor's signal.
 // * interop: the tokio context worker threads enter (feature `tokio`).
 // * reactor: tidepool's I/O reactor and `Async` (registered once, readiness

@@ -28,12 +28,13 @@
 //!
 //! * `DONE`: set once, by the runnable's owner, after it stored the output
 //!   (or, for an item dropped unrun, none). From then on the output is the
-//!   handle's: only the handle takes it, or drops it when detached.
-//!   Before it, only the runnable's owner touches the output slot.
+//!   handle's: the handle takes it, or drops it when it lets go (and what a
+//!   handle leaves, `STORED` says, is dropped by the free). Before it, only
+//!   the runnable's owner touches the output slot.
 //! * `AWAITING`: the handle put a waker in `awaiter` and wants a wake-up
 //!   at `DONE`.
 //! * `STORED`: set with `DONE` when an output was stored for the handle,
-//!   cleared when the owner that emptied the slot lets go.
+//!   cleared by the owner that emptied the slot, as it lets go.
 //!
 //! Invariants a reviewer can check against the code:
 //!
@@ -96,7 +97,7 @@ const DONE: usize = 1 << 3;
 /// A waker waits in `awaiter` for `DONE`.
 const AWAITING: usize = 1 << 4;
 /// The output slot may hold an output: set with `DONE` when one was
-/// stored, cleared when the handle goes.
+/// stored, cleared by the owner that empties the slot, as it lets go.
 const STORED: usize = 1 << 5;
 
 /// What every cell starts with, whatever its closure: all that the
