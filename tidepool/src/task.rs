@@ -28,8 +28,9 @@ pub struct JoinHandle<T> {
     refused: bool,
 }
 
-/// The task cell as the handle holds it: as spawned, until the first poll
-/// needs the fallible form (which keeps the claim in reach for `cancel`).
+/// The task cell as the handle holds it: a future's as spawned, until the
+/// first poll needs the fallible form (a cancelled `Task` panics when
+/// polled); or a work item's.
 enum Cell<T> {
     Fresh(TaskCell<T>),
     Polled(FallibleCell<T>),

@@ -651,9 +651,9 @@ pub(crate) fn wait_here<F: Future>(future: F) -> F::Output {
     return async_io::block_on(future);
 }
 
-/// Spawns a plain future on `shared`'s pool: the one spawn path of `Pool`,
-/// `TaskBuilder` and the free functions. `closure` says the future runs a
-/// closure (see `worker::spawn`).
+/// Spawns a plain future on `shared`'s pool: the one spawn path of
+/// `Pool`, `TaskBuilder` and the free functions for futures
+/// ([`spawn_fn_in`] is closures').
 pub(crate) fn spawn_in<F>(
     shared: &Arc<Shared>,
     future: F,

@@ -85,10 +85,6 @@ pub(crate) enum Runnable {
     Item(super::item::ItemRunnable),
 }
 
-/// The tag of a work item's pointer in [`Runnable::into_raw`] (bit 0 is
-/// `runtime::work`'s, for jobs; both cells are aligned to 8).
-const ITEM_TAG: usize = 2;
-
 impl Runnable {
     /// What the scheduler needs to know about it.
     #[inline]
@@ -110,53 +106,9 @@ impl Runnable {
             Runnable::Item(item) => item.run(),
         }
     }
-
-    /// One pointer for a queue (`runtime::work::Queued`), a work item's
-    /// tagged with [`ITEM_TAG`]; back with [`Runnable::from_raw`].
-    #[inline]
-    pub(crate) fn into_raw(self) -> std::ptr::NonNull<()> {
-        match self {
-            Runnable::Future(runnable) => {
-                let raw = runnable.into_raw();
-                debug_assert_eq!(raw.as_ptr() as usize & 7, 0, "a cell is aligned");
-                raw
-            }
-            Runnable::Item(item) => {
-                let raw = item.into_raw();
-                debug_assert_eq!(raw.as_ptr() as usize & 7, 0, "a cell is aligned");
-                // `wrapping_add` keeps the pointer's provenance.
-                let tagged = raw.as_ptr().cast::<u8>().wrapping_add(ITEM_TAG);
-                // SAFETY: a non-null pointer with a zero bit set is not null.
-                unsafe { std::ptr::NonNull::new_unchecked(tagged.cast()) }
-            }
-        }
-    }
-
-    /// The runnable [`Runnable::into_raw`] gave `raw` for.
-    ///
-    /// # Safety
-    ///
-    /// `raw` came from `into_raw`, and this is its one way back.
-    #[inline]
-    pub(crate) unsafe fn from_raw(raw: std::ptr::NonNull<()>) -> Runnable {
-        if raw.as_ptr() as usize & ITEM_TAG == 0 {
-            // SAFETY: untagged, `raw` is what async-task's `into_raw` gave,
-            // and this is its one way back (the caller's contract).
-            Runnable::Future(unsafe { FutureRunnable::from_raw(raw) })
-        } else {
-            let untagged = raw.as_ptr().cast::<u8>().wrapping_sub(ITEM_TAG);
-            // SAFETY: untagged, this is the item's pointer (not null), and
-            // this is its one way back (the caller's contract).
-            Runnable::Item(unsafe {
-                super::item::ItemRunnable::from_raw(std::ptr::NonNull::new_unchecked(
-                    untagged.cast(),
-                ))
-            })
-        }
-    }
 }
 
-/// The join side of a task cell.
+/// The join side of a future's task cell.
 pub(crate) type TaskCell<T> = async_task::Task<TaskOutput<T>, TaskMeta>;
 
 /// [`TaskCell`] after `fallible()`: resolves to `None` if cancelled.

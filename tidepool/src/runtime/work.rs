@@ -16,10 +16,11 @@
 //! buffer with one 16-byte load: a load the CPU cannot forward from the two
 //! pending stores, so every push waited for them to reach the cache. `perf`
 //! put half of a join's time on that copy (fib(30) with a join per call).
-//! A [`Queued`] is one pointer, tagged in its lowest bit.
+//! A [`Queued`] is one pointer, tagged in its two lowest bits.
 
+use super::item::ItemRunnable;
 use super::kinds::Kind;
-use super::task::Runnable;
+use super::task::{FutureRunnable, Runnable};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 
@@ -32,15 +33,40 @@ pub(crate) enum Work {
     Job(JobRef),
 }
 
-/// A [`Work`] as the queues store it: one pointer, a task's
-/// (`Runnable::into_raw`) or, with its lowest bit set, a job's
-/// [`JobSlot`]. Dropping it drops the work (a task is cancelled, a job
-/// abandoned).
+/// A [`Work`] as the queues store it: one pointer, tagged in its two
+/// lowest bits with what it points to: a future's task cell
+/// (`async_task::Runnable::into_raw`, [`FUTURE_TAG`]), a job's
+/// [`JobSlot`] ([`JOB_TAG`]) or a work item's cell
+/// (`ItemRunnable::into_raw`, [`ITEM_TAG`]). Dropping it drops the work (a
+/// task is cancelled, a job abandoned).
 pub(crate) struct Queued(NonNull<u8>);
 
-/// The tag of a job's pointer (both pointees are aligned to 8 or more:
-/// `Queued::from` checks it in debug builds).
+/// A future's task cell: the pointer as it is.
+const FUTURE_TAG: usize = 0;
+/// A job's slot.
 const JOB_TAG: usize = 1;
+/// A work item's cell.
+const ITEM_TAG: usize = 2;
+/// The bits a tag takes: every pointee is aligned to 8 or more (a cell's
+/// header and a job slot start with a pointer-sized field; `tagged`
+/// checks it in debug builds).
+const TAG_BITS: usize = 3;
+
+/// `pointer` with `tag` in its low bits.
+#[inline]
+fn tagged(pointer: NonNull<u8>, tag: usize) -> Queued {
+    debug_assert_eq!(
+        pointer.as_ptr() as usize & TAG_BITS,
+        0,
+        "a queued pointee is aligned"
+    );
+    // `wrapping_add` keeps the pointer's provenance (the tag is taken off
+    // the same way in `into_work`).
+    let tagged = pointer.as_ptr().wrapping_add(tag);
+    // SAFETY: a non-null pointer with zero low bits, plus a tag below the
+    // alignment, is not null.
+    Queued(unsafe { NonNull::new_unchecked(tagged) })
+}
 
 // SAFETY: a `Queued` owns what it points to exactly as the `Work` it was
 // made from did (a `Runnable` or a `JobRef`, both `Send`), and gives it
@@ -51,21 +77,14 @@ impl From<Work> for Queued {
     #[inline]
     fn from(work: Work) -> Queued {
         match work {
-            Work::Task(runnable) => {
-                let raw = runnable.into_raw().cast::<u8>();
-                debug_assert_eq!(raw.as_ptr() as usize & JOB_TAG, 0, "a task is aligned");
-                Queued(raw)
+            Work::Task(Runnable::Future(runnable)) => {
+                tagged(runnable.into_raw().cast(), FUTURE_TAG)
             }
+            Work::Task(Runnable::Item(item)) => tagged(item.into_raw().cast(), ITEM_TAG),
             Work::Job(job) => {
                 let slot = job.slot.cast::<u8>();
                 std::mem::forget(job);
-                debug_assert_eq!(slot.as_ptr() as usize & JOB_TAG, 0, "a job slot is aligned");
-                // `wrapping_add` keeps the pointer's provenance (its tag is
-                // taken off the same way in `into_work`).
-                let tagged = slot.as_ptr().wrapping_add(JOB_TAG);
-                // SAFETY: a non-null pointer with its (zero) lowest bit set
-                // is not null.
-                Queued(unsafe { NonNull::new_unchecked(tagged) })
+                tagged(slot, JOB_TAG)
             }
         }
     }
@@ -84,17 +103,24 @@ impl Queued {
     pub(crate) fn into_work(self) -> Work {
         let raw = self.0;
         std::mem::forget(self);
-        if raw.as_ptr() as usize & JOB_TAG == 0 {
-            // SAFETY: an untagged pointer is what `Runnable::into_raw` gave
-            // `from`, and this is its one way back (`self` is forgotten).
-            Work::Task(unsafe { Runnable::from_raw(raw.cast::<()>()) })
-        } else {
-            let slot = raw.as_ptr().wrapping_sub(JOB_TAG).cast::<JobSlot>();
-            // SAFETY: untagged, this is the job slot pointer `from` was
-            // given, so not null. The `JobRef` it came from was forgotten
-            // there, so this is the one entry for the job again.
-            let slot = unsafe { NonNull::new_unchecked(slot) };
-            Work::Job(JobRef { slot })
+        let tag = raw.as_ptr() as usize & TAG_BITS;
+        // SAFETY: untagged, this is the non-null pointer `from` was given.
+        let pointer = unsafe { NonNull::new_unchecked(raw.as_ptr().wrapping_sub(tag)) };
+        match tag {
+            // SAFETY: the pointer `into_raw` gave `from`, and this is its
+            // one way back (`self` is forgotten).
+            FUTURE_TAG => Work::Task(Runnable::Future(unsafe {
+                FutureRunnable::from_raw(pointer.cast())
+            })),
+            // SAFETY: as above, for an item's `into_raw`.
+            ITEM_TAG => Work::Task(Runnable::Item(unsafe {
+                ItemRunnable::from_raw(pointer.cast())
+            })),
+            // The `JobRef` it came from was forgotten in `from`, so this
+            // is the one entry for the job again.
+            _ => Work::Job(JobRef {
+                slot: pointer.cast::<JobSlot>(),
+            }),
         }
     }
 }
@@ -107,10 +133,10 @@ impl Drop for Queued {
 
 impl std::fmt::Debug for Queued {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = if self.0.as_ptr() as usize & JOB_TAG == 0 {
-            "task"
-        } else {
-            "job"
+        let kind = match self.0.as_ptr() as usize & TAG_BITS {
+            FUTURE_TAG => "future",
+            ITEM_TAG => "item",
+            _ => "job",
         };
         f.debug_tuple("Queued").field(&kind).field(&self.0).finish()
     }

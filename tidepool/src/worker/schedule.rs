@@ -624,7 +624,7 @@ mod tests {
     /// (its claim was taken), and its handle has its result; an async
     /// task's claim never changes.
     #[test]
-    fn a_closure_that_returned_or_panicked_is_marked_done() {
+    fn a_closure_that_ran_cannot_be_cancelled_and_its_handle_has_its_result() {
         let pool = Pool::builder().concurrency(1).build().unwrap();
         let shared = pool.shared();
         let item = |panics: bool| {
@@ -639,12 +639,12 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the tasks ran");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        // Its claim says started (`Running`): the free ring asks the cell
+        // whether its worker let it go before it asks the claim.
         assert_eq!(returned.metadata().claim.phase(), Phase::Running);
         assert!(!returned.metadata().claim.cancel(), "it ran");
         assert!(!panicked.metadata().claim.cancel(), "it ran");
-        let waker = futures_lite::future::block_on(futures_lite::future::poll_fn(|cx| {
-            std::task::Poll::Ready(cx.waker().clone())
-        }));
+        let (_, waker) = crate::sync::counting::waker();
         let mut cx = std::task::Context::from_waker(&waker);
         assert!(matches!(
             returned.poll_output(&mut cx),
