@@ -8,7 +8,7 @@
 //! the spawner's free ring, a compare-and-swap loop to detach the handle,
 //! the poll's state machine, and a 120-byte allocation that, with two
 //! captured `Arc`s, outgrew glibc's fast bins. `perf record` of
-//! `spawn_profile inside` (two workers) put 56% of the spawning thread's
+//! `spawn_profile inside` (two workers, one profile) put 56% of the spawning thread's
 //! samples on that cell's life (docs/measurements.md has the figures
 //! before and after).
 //!
