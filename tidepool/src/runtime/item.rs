@@ -12,6 +12,17 @@
 //! samples on that cell's life (docs/measurements.md has the figures
 //! before and after).
 //!
+//! # The layout
+//!
+//! A 40-byte header (state, vtable, metadata, queue stamp, and a pointer
+//! to the handle's waker, made only if the handle ever waits), then one
+//! slot that holds the closure until it runs and the output after: a
+//! closure that captures a pointer or two and returns nothing makes a
+//! 56-byte cell, one 64-byte block of glibc's. The worker that runs it
+//! pulls one or two cache lines across from the spawner's core, not two or
+//! three, and a backlog of queued items takes half the memory it took
+//! (docs/measurements.md, "A 56-byte cell").
+//!
 //! # The protocol
 //!
 //! A cell is shared by up to three references, each one bit of its
@@ -30,9 +41,9 @@
 //!   (or, for an item dropped unrun, none). From then on the output is the
 //!   handle's: the handle takes it, or drops it when it lets go (and what a
 //!   handle leaves, `STORED` says, is dropped by the free). Before it, only
-//!   the runnable's owner touches the output slot.
-//! * `AWAITING`: the handle put a waker in `awaiter` and wants a wake-up
-//!   at `DONE`.
+//!   the runnable's owner touches the slot.
+//! * `AWAITING`: the handle put a waker in its awaiter (published in the
+//!   header before this bit) and wants a wake-up at `DONE`.
 //! * `STORED`: set with `DONE` when an output was stored for the handle,
 //!   cleared by the owner that emptied the slot, as it lets go.
 //!
@@ -41,26 +52,28 @@
 //! 1. A reference bit is cleared once, by its owner, with an `AcqRel`
 //!    read-modify-write; the owner that sees itself last frees, so every
 //!    other owner's writes to the cell happen before the free.
-//! 2. The closure slot is touched only by the runnable's owner (it takes
-//!    the closure to run it, or drops it unrun), and by the free.
-//! 3. The output slot is written only by the runnable's owner before
-//!    `DONE`, and read or dropped only by the handle after it saw `DONE`
-//!    (acquire), or by the runnable's owner when `HANDLE` was already
-//!    clear (no handle will ever look), or by the free.
+//! 2. The slot holds the closure until the runnable's owner takes it out
+//!    (to run it, or to drop it unrun), once; before `DONE` nobody else
+//!    touches the slot.
+//! 3. An output is written into the slot only by the runnable's owner,
+//!    after it took the closure and before `DONE`, and read or dropped
+//!    only by the handle after it saw `DONE` (acquire) with `STORED`, or
+//!    by the runnable's owner when `HANDLE` was already clear (no handle
+//!    will ever look), or by the free.
 //! 4. `DONE` and `AWAITING` are both set with read-modify-writes of the one
 //!    word, so of a handle starting to wait and the item finishing, one
 //!    sees the other: the handle finds `DONE` and does not wait, or the
 //!    finisher finds `AWAITING` and wakes the waker stored before it.
-//! 5. When the last reference goes, the closure slot is empty (the
-//!    runnable's owner took it and set `DONE` before it let go), and so is
-//!    the output slot unless `STORED` is still set: an output is taken by
+//! 5. When the last reference goes, the closure is gone (the runnable's
+//!    owner took it and set `DONE` before it let go), and the slot holds
+//!    nothing unless `STORED` is still set: an output is taken by
 //!    the handle when it sees `DONE` (polled, or dropped: it clears
 //!    `STORED` as it lets go), or by the runnable's owner if the handle
 //!    left before its `DONE` (it finds `HANDLE` clear, and clears `STORED`
 //!    as it lets go). A handle that looked just before `DONE` and let go
 //!    just after leaves the output, with `STORED`, to the free (loom found
-//!    that order). So a free drops nothing unless `STORED` or `AWAITING`
-//!    (a waker a handle stored after `DONE`) is set.
+//!    that order). So a free drops nothing but an output `STORED` says is
+//!    there and the awaiter of a handle that ever waited.
 //! 6. A reference that finds itself the only one left (an acquire load of
 //!    the state shows no other reference bit) frees without clearing its
 //!    bit: no other owner exists to race with, and none can appear.
@@ -76,9 +89,10 @@
 
 use super::task::{drop_caught, start_sampler, PanicPayload, TaskMeta};
 use crate::metrics::Outcome;
-use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock, AtomicPtr, AtomicUsize, Mutex, Ordering};
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::AssertUnwindSafe;
 use std::ptr::NonNull;
 use std::task::{Context, Poll, Waker};
@@ -101,7 +115,11 @@ const AWAITING: usize = 1 << 4;
 const STORED: usize = 1 << 5;
 
 /// What every cell starts with, whatever its closure: all that the
-/// type-erased owners (the runnable in a queue, the free ring) read.
+/// type-erased owners (the runnable in a queue, the free ring) read. Forty
+/// bytes, so a cell whose closure captures a pointer or two and returns
+/// nothing is 56 bytes, a 64-byte block of glibc's: the worker that runs
+/// the item pulls one or two cache lines from the spawner's core, not two
+/// or three (docs/measurements.md, "A 56-byte cell").
 #[repr(C)]
 struct Header {
     state: AtomicUsize,
@@ -111,14 +129,21 @@ struct Header {
     /// When the item was queued (`start_sampler::stamp`), read once when
     /// it starts.
     queued_at: u64,
-    /// The handle's waker while it waits (`AWAITING`). A lock, not a
-    /// lock-free slot: only a handle that waits takes it, and only the
-    /// finisher of an item that handle waits for.
-    awaiter: Mutex<Option<Waker>>,
+    /// The handle's waker, once it waited: null until then. Made and
+    /// published by the handle the first time it waits, before it sets
+    /// `AWAITING`; read by the finisher only after it saw `AWAITING`;
+    /// freed with the cell. Out of line because few handles ever wait (a
+    /// detached item's never does), and inline it made every cell 16
+    /// bytes longer. A lock inside, not a lock-free slot: only a waiting
+    /// handle and the finisher of the item it waits for take it.
+    awaiter: AtomicPtr<Awaiter>,
     /// Under loom, a cell never freed (or freed twice) fails the model.
     #[cfg(tidepool_loom)]
     _tracked: loom::alloc::Track<()>,
 }
+
+/// A waiting handle's waker.
+type Awaiter = Mutex<Option<Waker>>;
 
 /// The functions of one closure type, for the owners that do not know it.
 struct VTable {
@@ -128,21 +153,40 @@ struct VTable {
     drop_unrun: unsafe fn(NonNull<Header>),
     /// Frees the cell (the last reference).
     free: unsafe fn(NonNull<Header>),
+    /// How far the slot is from the header's start: it depends on the
+    /// closure's alignment as well as the output's, and the handle knows
+    /// only the output's type.
+    slot_offset: usize,
 }
 
-/// The header and the output slot, whose place depends on the output type
-/// only, so the handle (which knows `R`, not the closure's type) reaches it.
+/// The closure until the runnable's owner takes it, then the output, if
+/// one was stored (`STORED`): never both, so one place holds either.
 #[repr(C)]
-struct WithOutput<R> {
-    header: Header,
-    output: UnsafeCell<Option<Result<R, PanicPayload>>>,
+union Slot<F, R> {
+    closure: ManuallyDrop<F>,
+    output: ManuallyDrop<Result<R, PanicPayload>>,
 }
 
 /// A whole cell.
 #[repr(C)]
 struct Cell<F, R> {
-    head: WithOutput<R>,
-    closure: UnsafeCell<Option<F>>,
+    header: Header,
+    slot: UnsafeCell<Slot<F, R>>,
+}
+
+/// Where the output slot of the cell at `header` is, for a reader that
+/// knows the output's type `R`.
+///
+/// # Safety
+///
+/// `header` is the header of a live `Cell<F, R>` for this `R`.
+unsafe fn output_slot<R>(header: NonNull<Header>) -> *mut Result<R, PanicPayload> {
+    // SAFETY: the caller's cell is alive, so its vtable is readable.
+    let offset = unsafe { header.as_ref().vtable.slot_offset };
+    // SAFETY: `slot_offset` is the offset of the cell's slot (`repr(C)`,
+    // see `Cell::SLOT_OFFSET`), inside the allocation `header` points
+    // into; a union's fields all start where it does.
+    unsafe { header.as_ptr().cast::<u8>().add(offset).cast() }
 }
 
 impl<F, R> Cell<F, R>
@@ -154,7 +198,28 @@ where
         run: Self::run,
         drop_unrun: Self::drop_unrun,
         free: Self::free,
+        slot_offset: Self::SLOT_OFFSET,
     };
+
+    /// The slot's offset in a `repr(C)` cell: the header's size rounded up
+    /// to the slot's alignment (checked against the real field in debug
+    /// builds, in `spawn`).
+    const SLOT_OFFSET: usize = {
+        let align = std::mem::align_of::<Slot<F, R>>();
+        (std::mem::size_of::<Header>() + align - 1) / align * align
+    };
+
+    /// The closure, taken out of the slot by the runnable's owner.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the `QUEUED` reference of this live cell and has not
+    /// taken the closure yet (it does so once: `run` or `drop_unrun`).
+    unsafe fn take_closure(&self) -> F {
+        // SAFETY: invariant 2: the slot holds the closure until its owner,
+        // the caller, takes it, once.
+        unsafe { ManuallyDrop::take(&mut (*self.slot.get()).closure) }
+    }
 
     /// Runs the closure, stores its output, and lets the runnable's
     /// reference go.
@@ -168,17 +233,13 @@ where
         // `Cell` starts with its header (`repr(C)`), so the pointer is the
         // cell's.
         let cell = unsafe { header.cast::<Self>().as_ref() };
-        let queued_at = cell.head.header.queued_at;
+        let queued_at = cell.header.queued_at;
         if queued_at != start_sampler::NOT_SAMPLED {
             let latency = crate::sys::ticks().saturating_sub(queued_at);
             super::context::record_start(latency);
         }
-        // SAFETY: invariant 2: the closure slot is the runnable owner's.
-        let closure = unsafe { (*cell.closure.get()).take() };
-        let Some(closure) = closure else {
-            // Only `run` or `drop_unrun` takes it, once.
-            unreachable!("a work item runs once");
-        };
+        // SAFETY: the caller owns `QUEUED`, and `run` is its one use.
+        let closure = unsafe { cell.take_closure() };
         let result = std::panic::catch_unwind(AssertUnwindSafe(closure));
         // Counted before the handle can see the output (a caller that
         // joins it sees its end counted, and a presumed task's verdict).
@@ -199,8 +260,8 @@ where
     unsafe fn drop_unrun(header: NonNull<Header>) {
         // SAFETY: as in `run`.
         let cell = unsafe { header.cast::<Self>().as_ref() };
-        // SAFETY: invariant 2.
-        let closure = unsafe { (*cell.closure.get()).take() };
+        // SAFETY: the caller owns `QUEUED`, and `drop_unrun` is its one use.
+        let closure = unsafe { cell.take_closure() };
         drop_caught(move || drop(closure));
         super::context::count_task_end(Outcome::Cancelled);
         // SAFETY: as in `run`.
@@ -217,7 +278,7 @@ where
     unsafe fn finish(header: NonNull<Header>, output: Option<Result<R, PanicPayload>>) {
         // SAFETY: as in `run`.
         let cell = unsafe { header.cast::<Self>().as_ref() };
-        let state = &cell.head.header.state;
+        let state = &cell.header.state;
         if state.load(Ordering::Relaxed) & HANDLE == 0 {
             // Detached (the usual fire-and-forget item): nobody will take
             // the output, and nobody waits. `HANDLE` is never set again, so
@@ -228,26 +289,35 @@ where
             let before = state.fetch_add(DONE.wrapping_sub(QUEUED), Ordering::AcqRel);
             if before & REFERENCES == QUEUED {
                 // SAFETY: invariant 1: the last reference frees.
-                unsafe { (cell.head.header.vtable.free)(header) };
+                unsafe { (cell.header.vtable.free)(header) };
             }
             return;
         }
-        let stored = if output.is_some() { STORED } else { 0 };
-        // SAFETY: invariant 3: before `DONE`, the output slot is this
-        // owner's.
-        unsafe { *cell.head.output.get() = output };
+        let stored = match output {
+            Some(output) => {
+                // SAFETY: invariant 3: before `DONE`, the output slot is
+                // this owner's (and empty: the closure was taken).
+                unsafe { (*cell.slot.get()).output = ManuallyDrop::new(output) };
+                STORED
+            }
+            None => 0,
+        };
         let before = state.fetch_or(DONE | stored, Ordering::AcqRel);
         let mut letting_go = QUEUED;
-        if before & HANDLE == 0 {
+        if before & HANDLE == 0 && stored != 0 {
             // The handle went between the two looks, before `DONE`: it
             // left the output here, and will never look again.
-            // SAFETY: invariant 3 (`HANDLE` was clear).
-            let output = unsafe { (*cell.head.output.get()).take() };
+            // SAFETY: invariant 3 (`HANDLE` was clear); stored just above.
+            let output = unsafe { ManuallyDrop::take(&mut (*cell.slot.get()).output) };
             drop_caught(move || drop(output));
             letting_go |= stored;
         }
         let waker = if before & AWAITING != 0 {
-            lock(&cell.head.header.awaiter).take()
+            let awaiter = cell.header.awaiter.load(Ordering::Acquire);
+            // SAFETY: `AWAITING` is set only after the handle published
+            // its awaiter (the read-modify-writes order the two), which
+            // lives as long as the cell, kept alive by this reference.
+            lock(unsafe { &*awaiter }).take()
         } else {
             None
         };
@@ -263,12 +333,11 @@ where
 
     /// Frees the cell.
     ///
-    /// By invariant 5 there is nothing left in it to drop but a waker a
-    /// handle stored after the item finished (`AWAITING`), so the usual
-    /// free reads only the header's first cache line: reading the output
-    /// slot, on the cell's second line, was two thirds of this function's
-    /// samples in `perf record` of `spawn_profile inside` (the ring frees
-    /// a cell it has not touched for thousands of spawns).
+    /// By invariant 5 there is nothing left in it to drop but an output
+    /// nobody took (`STORED`) and the handle's waker if it ever waited (a
+    /// non-null `awaiter`): the usual free reads two words of the header
+    /// and drops nothing (the ring frees a cell it has not touched for
+    /// thousands of spawns).
     ///
     /// # Safety
     ///
@@ -278,40 +347,29 @@ where
         let cell = header.cast::<Self>();
         // SAFETY: invariant 1: the cell is alive and no other reference
         // remains, so nothing writes to it any more.
-        let head = unsafe { &cell.as_ref().head.header };
-        let bare = head.state.load(Ordering::Relaxed) & (AWAITING | STORED) == 0
-            && head.meta.gate.is_none();
-        if bare && !cfg!(debug_assertions) && !cfg!(tidepool_loom) {
-            // SAFETY: `spawn` allocated the cell with `Box::new`, so with
-            // this layout; nothing in it needs dropping: the slots are
-            // empty (invariant 5: `STORED` is clear), `awaiter` holds no waker (`AWAITING`
-            // clear) and its lock (`std`'s) owns no memory, and the
-            // metadata holds no gate (its other fields own nothing).
-            unsafe { std::alloc::dealloc(cell.as_ptr().cast(), std::alloc::Layout::new::<Self>()) };
-            return;
+        let head = unsafe { &cell.as_ref().header };
+        let state = head.state.load(Ordering::Relaxed);
+        // Invariant 5: the runnable's owner took the closure before it set
+        // `DONE` and let go.
+        debug_assert!(state & DONE != 0, "a freed item's closure was taken");
+        if state & STORED != 0 {
+            // SAFETY: `STORED` says the slot holds an output nobody took;
+            // the cell is this function's alone (above).
+            let output = unsafe { ManuallyDrop::take(&mut (*cell.as_ref().slot.get()).output) };
+            drop_caught(move || drop(output));
         }
-        // SAFETY: `spawn` made the cell with `Box::new` and leaked it;
-        // no other reference remains.
-        let cell = unsafe { Box::from_raw(cell.as_ptr()) };
-        let stored = cell.head.header.state.load(Ordering::Relaxed) & STORED != 0;
-        // Invariant 5, checked in debug builds and loom models; were it
-        // broken, the values are still dropped here (caught: a free runs on
-        // a worker between tasks or in the spawner's ring).
-        // SAFETY: the cell is this function's alone (above).
-        let closure = unsafe { (*cell.closure.get()).take() };
-        // SAFETY: as above.
-        let output = unsafe { (*cell.head.output.get()).take() };
-        if cfg!(any(debug_assertions, tidepool_loom)) {
-            assert!(closure.is_none(), "a freed item's closure was taken");
-            assert!(
-                stored || output.is_none(),
-                "an output is left only when STORED"
-            );
+        let awaiter = head.awaiter.load(Ordering::Relaxed);
+        if !awaiter.is_null() {
+            // SAFETY: the handle made it with `Box::new` and leaked it
+            // into `awaiter`, once; the cell is this function's alone.
+            let awaiter = unsafe { Box::from_raw(awaiter) };
+            drop_caught(move || drop(awaiter));
         }
-        if closure.is_some() || output.is_some() {
-            drop_caught(move || drop((closure, output)));
-        }
-        drop(cell);
+        // SAFETY: `spawn` made the cell with `Box::new` and leaked it; no
+        // other reference remains, and nothing in it needs dropping any
+        // more (a union and atomics), so this only deallocates (and, under
+        // loom, drops the tracker).
+        drop(unsafe { Box::from_raw(cell.as_ptr()) });
     }
 }
 
@@ -347,27 +405,31 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    debug_assert!(meta.gate.is_none(), "a work item has no gate");
     let cell = Box::new(Cell::<F, R> {
-        head: WithOutput {
-            header: Header {
-                state: AtomicUsize::new(QUEUED | HANDLE | KEPT),
-                vtable: &Cell::<F, R>::VTABLE,
-                meta,
-                queued_at: start_sampler::stamp(),
-                awaiter: Mutex::new(None),
-                #[cfg(tidepool_loom)]
-                _tracked: loom::alloc::Track::new(()),
-            },
-            output: UnsafeCell::new(None),
+        header: Header {
+            state: AtomicUsize::new(QUEUED | HANDLE | KEPT),
+            vtable: &Cell::<F, R>::VTABLE,
+            meta,
+            queued_at: start_sampler::stamp(),
+            awaiter: AtomicPtr::new(std::ptr::null_mut()),
+            #[cfg(tidepool_loom)]
+            _tracked: loom::alloc::Track::new(()),
         },
-        closure: UnsafeCell::new(Some(work)),
+        slot: UnsafeCell::new(Slot {
+            closure: ManuallyDrop::new(work),
+        }),
     });
+    debug_assert_eq!(
+        std::ptr::addr_of!(cell.slot) as usize - std::ptr::addr_of!(cell.header) as usize,
+        Cell::<F, R>::SLOT_OFFSET,
+        "the vtable's slot offset is the slot's"
+    );
     let header = NonNull::from(Box::leak(cell)).cast::<Header>();
     (
         ItemRunnable { header },
         ItemHandle {
             header,
+            taken: false,
             _output: PhantomData,
         },
         ItemKept { header },
@@ -448,6 +510,8 @@ impl std::fmt::Debug for ItemRunnable {
 /// The join side of a work item: its output once it finished.
 pub(crate) struct ItemHandle<R> {
     header: NonNull<Header>,
+    /// The handle took the output out of the slot.
+    taken: bool,
     _output: PhantomData<R>,
 }
 
@@ -485,31 +549,46 @@ impl<R> ItemHandle<R> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<R, PanicPayload>>> {
         let header = self.header();
-        if header.state.load(Ordering::Acquire) & DONE == 0 {
+        let mut state = header.state.load(Ordering::Acquire);
+        if state & DONE == 0 {
+            let mut awaiter = header.awaiter.load(Ordering::Acquire);
+            if awaiter.is_null() {
+                // Only the handle writes the pointer, once; published by
+                // the `AWAITING` read-modify-write below (and released
+                // here too).
+                awaiter = Box::into_raw(Box::new(Mutex::new(None)));
+                header.awaiter.store(awaiter, Ordering::Release);
+            }
             {
-                let mut awaiter = lock(&header.awaiter);
+                // SAFETY: made above or by an earlier wait of this handle;
+                // it lives as long as the cell.
+                let mut awaiter = lock(unsafe { &*awaiter });
                 match &mut *awaiter {
                     Some(waker) if waker.will_wake(cx.waker()) => {}
                     slot => *slot = Some(cx.waker().clone()),
                 }
             }
             // Invariant 4: the lock's release orders the store before this.
-            let before = header.state.fetch_or(AWAITING, Ordering::AcqRel);
-            if before & DONE == 0 {
+            state = header.state.fetch_or(AWAITING, Ordering::AcqRel);
+            if state & DONE == 0 {
                 return Poll::Pending;
             }
         }
-        Poll::Ready(self.take_output())
+        Poll::Ready(self.take_output(state))
     }
 
-    /// The output slot's contents.
-    fn take_output(&mut self) -> Option<Result<R, PanicPayload>> {
-        let cell = self.header.cast::<WithOutput<R>>();
-        // SAFETY: invariant 3: the caller saw `DONE` (acquire), so the
-        // output slot is the handle's; `WithOutput<R>` is the prefix
-        // (`repr(C)`) of the cell `spawn` made for this `R`; `&mut self`
-        // makes this the one access.
-        unsafe { (*cell.as_ref().output.get()).take() }
+    /// The output, once: `state` is a reading of the cell's state that
+    /// showed `DONE` (acquire), and with it whether an output was stored.
+    fn take_output(&mut self, state: usize) -> Option<Result<R, PanicPayload>> {
+        if self.taken || state & STORED == 0 {
+            return None;
+        }
+        self.taken = true;
+        // SAFETY: invariant 3: the caller saw `DONE`, so the output slot is
+        // the handle's, and `STORED` (set with `DONE`) says it holds an
+        // output of this `R`, not taken yet (`taken`); `&mut self` makes
+        // this the one access.
+        Some(unsafe { output_slot::<R>(self.header).read() })
     }
 }
 
@@ -520,7 +599,7 @@ impl<R> Drop for ItemHandle<R> {
         let state = self.header().state.load(Ordering::Acquire);
         let mut letting_go = HANDLE;
         if state & DONE != 0 {
-            let output = self.take_output();
+            let output = self.take_output(state);
             drop_caught(move || drop(output));
             // Set with `DONE`, so seen with it: the slot is empty now.
             letting_go |= state & STORED;
@@ -615,6 +694,48 @@ mod tests {
             Poll::Ready(Some(Ok(7)))
         ));
         drop((handle, kept));
+    }
+
+    #[test]
+    fn the_output_is_found_past_a_closure_more_aligned_than_the_header() {
+        // The slot sits at 64, not 40: the handle, which knows only the
+        // output's type, finds it through the vtable.
+        #[repr(align(64))]
+        struct Aligned(u8);
+        let aligned = Aligned(5);
+        let (runnable, mut handle, kept) = spawn(TaskMeta::for_tests(true), move || {
+            u16::from(aligned.0) * 1000
+        });
+        runnable.run();
+        let (_, waker) = counting::waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(
+            handle.poll_output(&mut cx),
+            Poll::Ready(Some(Ok(5000)))
+        ));
+        assert!(
+            matches!(handle.poll_output(&mut cx), Poll::Ready(None)),
+            "the output is taken once"
+        );
+        drop((handle, kept));
+    }
+
+    #[test]
+    fn a_handle_that_waited_and_left_before_the_run_leaves_nothing_behind() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (runnable, mut handle, kept) = {
+            let drops = Arc::clone(&drops);
+            spawn(TaskMeta::for_tests(true), move || Tracked(drops))
+        };
+        let (wakes, waker) = counting::waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(handle.poll_output(&mut cx).is_pending());
+        drop(handle);
+        runnable.run();
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped by the runner");
+        assert_eq!(wakes.get(), 0, "nobody waits any more");
+        // The free drops the waiter's waker (Miri checks nothing leaks).
+        drop(kept);
     }
 
     #[test]

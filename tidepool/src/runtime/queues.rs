@@ -82,7 +82,7 @@ impl Lanes {
     /// its lane: in the admitted FIFO if it has a gate (a gated task in the
     /// pool's queues was admitted), else with the plain tasks.
     pub(crate) fn requeue(&self, runnable: Runnable) {
-        if runnable.metadata().gate.is_some() {
+        if runnable.gate().is_some() {
             self.push_admitted(runnable);
         } else {
             self.push(runnable.metadata().priority, runnable);
@@ -193,7 +193,7 @@ pub(crate) fn retry_until_settled<T>(mut steal: impl FnMut() -> Steal<T>) -> Opt
 mod tests {
     use super::*;
     use crate::metrics::Outcome;
-    use crate::runtime::task::{Gate, TaskMeta};
+    use crate::runtime::task::{FutureMeta, Gate, TaskMeta};
     use std::sync::{Arc, Mutex};
 
     /// A gate that admits everything: marks a task as a gated one.
@@ -213,10 +213,12 @@ mod tests {
     /// A runnable of `lane`, gated or not, that records `id` when run.
     fn task(lane: Priority, gated: bool, id: usize, ran: &Arc<Mutex<Vec<usize>>>) -> Runnable {
         let ran = Arc::clone(ran);
-        let meta = TaskMeta {
-            priority: lane,
+        let meta = FutureMeta {
             gate: gated.then(|| Arc::new(Open) as Arc<dyn Gate>),
-            ..TaskMeta::for_tests(false)
+            task: TaskMeta {
+                priority: lane,
+                ..TaskMeta::for_tests(false)
+            },
         };
         let (runnable, cell) = async_task::Builder::new()
             .metadata(meta)

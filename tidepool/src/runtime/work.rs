@@ -303,7 +303,7 @@ mod tests {
     /// A task whose future records that it ran, and its runnable.
     fn task(ran: &std::sync::Arc<AtomicUsize>) -> Runnable {
         let ran = std::sync::Arc::clone(ran);
-        let meta = TaskMeta::for_tests(false);
+        let meta = TaskMeta::future_for_tests();
         let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
             move |_| async move {
                 ran.fetch_add(1, Ordering::Relaxed);

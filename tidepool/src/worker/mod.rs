@@ -404,10 +404,7 @@ impl RunLoop<'_> {
                 return;
             }
             let fifo = match &work {
-                Work::Task(task) => {
-                    let meta = task.metadata();
-                    (meta.priority, meta.gate.is_some())
-                }
+                Work::Task(task) => (task.metadata().priority, task.gate().is_some()),
                 Work::Job(_) => (Priority::Normal, false),
             };
             if let Some(index) = FIFOS.iter().position(|f| *f == fifo) {
@@ -907,7 +904,7 @@ fn run_presumed_blocking(
 /// Runs one task (between its status's begin and end).
 fn run_task(task: Runnable) {
     // Only a gated task pays for its gate: one branch for the others.
-    let gate = task.metadata().gate.clone();
+    let gate = task.gate().cloned();
     // The task wrapper catches panics of the future's poll; this catches
     // whatever else unwinds out of `run` (a panicking waker or scheduler
     // path), so a worker never unwinds. A future whose destructor panics

@@ -10,7 +10,7 @@ use crate::runtime::context;
 use crate::runtime::item::{self, ItemHandle};
 use crate::runtime::kinds::Kind;
 use crate::runtime::park;
-use crate::runtime::task::{self, MaybeGate, Runnable, TaskCell, TaskMeta};
+use crate::runtime::task::{self, FutureMeta, MaybeGate, Runnable, TaskCell, TaskMeta};
 use crate::runtime::{Priority, Shared, StartFailure};
 use crate::sync::{Arc, Ordering};
 use crate::trace;
@@ -34,16 +34,18 @@ where
     if !admit_spawn(shared) {
         return None;
     }
-    let meta = TaskMeta {
-        kind: Kind::of::<F>(),
-        priority,
+    let meta = FutureMeta {
         gate: gate.to_meta(),
-        claim: task::Claim::new(false),
-        presumption: Default::default(),
+        task: TaskMeta {
+            kind: Kind::of::<F>(),
+            priority,
+            claim: task::Claim::new(false),
+            presumption: Default::default(),
+        },
     };
     let scheduler = Arc::clone(shared);
     let (runnable, cell) = async_task::Builder::new().metadata(meta).spawn(
-        move |_: &TaskMeta| task::wrap(future, gate),
+        move |_: &FutureMeta| task::wrap(future, gate),
         WithInfo(move |runnable, info: ScheduleInfo| {
             schedule(
                 &scheduler,
@@ -82,7 +84,6 @@ where
     let meta = TaskMeta {
         kind,
         priority,
-        gate: None,
         claim: task::Claim::new(true),
         presumption: Default::default(),
     };
@@ -118,7 +119,7 @@ fn waking_from_poll() -> bool {
 /// yielded): it goes to the back of its lane, never on top of the worker's
 /// LIFO deque, where it would run again at once and starve the rest.
 pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) {
-    let mut runnable = match runnable.metadata().gate.clone() {
+    let mut runnable = match runnable.gate().cloned() {
         Some(gate) => {
             // Admitted at once, or kept by the gate and queued when admitted
             // (`push_admitted`): either way never on a worker's deque.
@@ -655,7 +656,7 @@ mod tests {
             std::task::Poll::Ready(Some(Err(_)))
         ));
         assert!(
-            task.metadata().claim.cancel(),
+            task.metadata().task.claim.cancel(),
             "an async task's claim is untouched"
         );
     }
