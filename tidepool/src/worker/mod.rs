@@ -281,6 +281,11 @@ impl RunLoop<'_> {
             if !self.searching {
                 self.shared().slots.start_searching();
                 self.searching = true;
+                if let Some(task) = self.first_look_after_running_dry() {
+                    if let Some(exit) = self.run_found(task) {
+                        break exit;
+                    }
+                }
                 continue;
             }
             if let Some(task) = self.search_a_little() {
@@ -445,6 +450,30 @@ impl RunLoop<'_> {
         find_task(self.ctx, self.tick.wrapping_add(1), self.searching)
     }
 
+    /// The first look of a worker that ran out of its own work: as
+    /// [`find_task`] looks (the lanes at once), but a steal from another
+    /// worker's deque first waits the coalescer's wait, and tells it how
+    /// many tasks it took (see `coalesce`, "Stealing from a worker that
+    /// spawns").
+    fn first_look_after_running_dry(&mut self) -> Option<Work> {
+        let ctx = self.ctx;
+        let coalescer = &mut self.coalescer;
+        let mut stole = false;
+        let found = find_task_stealing_with(ctx, self.tick.wrapping_add(1), true, |ctx, pick| {
+            wait_for_batch(&ctx.shared, coalescer.steal_wait_nanos());
+            let stolen = steal(ctx, pick);
+            if stolen.is_some() {
+                coalescer.stole(1 + ctx.local.len());
+                stole = true;
+            }
+            stolen
+        });
+        if found.is_some() && !stole {
+            coalescer.took_from_lanes();
+        }
+        found
+    }
+
     /// Runs one task or job (see [`run_work`]) and moves this loop's tick on.
     fn run_task(&mut self, work: Work) -> bool {
         let kept = run_work(self.ctx, work);
@@ -468,7 +497,7 @@ impl RunLoop<'_> {
     /// stream the first look waits a little so tasks are taken in batches
     /// (see `coalesce`).
     fn search_a_little(&mut self) -> Option<Work> {
-        self.wait_for_batch();
+        wait_for_batch(self.shared(), self.coalescer.wait_nanos());
         let backoff = Backoff::new();
         let mut looks = 0;
         while !backoff.is_completed() {
@@ -486,26 +515,6 @@ impl RunLoop<'_> {
         }
         self.coalescer.ran_out();
         None
-    }
-
-    /// Waits the coalescer's current wait, without touching the queues a
-    /// spawner writes. Ends early when high-priority work or shutdown
-    /// arrives: only normal and low-priority tasks are ever batched.
-    fn wait_for_batch(&self) {
-        let wait = self.coalescer.wait_nanos();
-        if wait == 0 {
-            return;
-        }
-        let deadline = Instant::now() + Duration::from_nanos(u64::from(wait));
-        let shared = self.shared();
-        while Instant::now() < deadline {
-            if shared.lanes.has_work(Priority::High) || shared.is_stopped() {
-                return;
-            }
-            for _ in 0..16 {
-                std::hint::spin_loop();
-            }
-        }
     }
 
     /// A searcher found nothing: park until woken. Returns `Some` to leave.
@@ -608,6 +617,16 @@ impl RunLoop<'_> {
 /// the worker's own deque are looked at; a searcher looks everywhere. See
 /// the module docs for the order and the fairness turns.
 fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Work> {
+    find_task_stealing_with(ctx, pick, searching, steal)
+}
+
+/// [`find_task`], stealing from other workers' deques with `steal`.
+fn find_task_stealing_with(
+    ctx: &WorkerContext,
+    pick: u64,
+    searching: bool,
+    steal: impl FnOnce(&WorkerContext, u64) -> Option<Work>,
+) -> Option<Work> {
     let shared = &ctx.shared;
     let lanes = &shared.lanes;
     let local = &ctx.local;
@@ -663,6 +682,24 @@ fn admitted_turn_start(turn: u64) -> Priority {
         0 => Priority::Normal,
         1 => Priority::Low,
         _ => Priority::High,
+    }
+}
+
+/// Waits `wait` nanoseconds (a coalescer's wait), without touching the
+/// queues a spawner writes. Ends early when high-priority work or shutdown
+/// arrives: only normal and low-priority tasks are ever batched.
+fn wait_for_batch(shared: &Shared, wait: u32) {
+    if wait == 0 {
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_nanos(u64::from(wait));
+    while Instant::now() < deadline {
+        if shared.lanes.has_work(Priority::High) || shared.is_stopped() {
+            return;
+        }
+        for _ in 0..16 {
+            std::hint::spin_loop();
+        }
     }
 }
 
