@@ -110,11 +110,18 @@ impl Coalescer {
         let dense = looks <= 1 && (self.wait_nanos == 0 || batch >= 2);
         self.wait_nanos = if dense {
             (self.wait_nanos * 2).clamp(FIRST_WAIT_NANOS, MAX_WAIT_NANOS)
-        } else if self.wait_nanos / 2 < FIRST_WAIT_NANOS {
+        } else {
+            self.halved()
+        };
+    }
+
+    /// Half the wait, or none below [`FIRST_WAIT_NANOS`].
+    fn halved(self) -> u32 {
+        if self.wait_nanos / 2 < FIRST_WAIT_NANOS {
             0
         } else {
             self.wait_nanos / 2
-        };
+        }
     }
 
     /// The first look after running dry stole `batch` tasks from another
@@ -125,11 +132,7 @@ impl Coalescer {
     pub(crate) fn stole(&mut self, batch: usize) {
         self.fed_by_steals = true;
         if batch >= FULL_STEAL {
-            self.wait_nanos = if self.wait_nanos / 2 < FIRST_WAIT_NANOS {
-                0
-            } else {
-                self.wait_nanos / 2
-            };
+            self.wait_nanos = self.halved();
         } else {
             self.found(1, batch);
         }

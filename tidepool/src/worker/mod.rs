@@ -285,8 +285,11 @@ impl RunLoop<'_> {
                     if let Some(exit) = self.run_found(task) {
                         break exit;
                     }
+                    continue;
                 }
-                continue;
+                // Nothing: on to the search, without looking again at
+                // once (its first look, after the coalescer's wait, also
+                // sees work that reached a lane meanwhile).
             }
             if let Some(task) = self.search_a_little() {
                 // Run here, not pushed on our deque for the next turn: an
