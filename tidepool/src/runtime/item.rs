@@ -734,8 +734,14 @@ mod tests {
         runnable.run();
         assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped by the runner");
         assert_eq!(wakes.get(), 0, "nobody waits any more");
-        // The free drops the waiter's waker (Miri checks nothing leaks).
+        // `wakes`, `waker`, and the clone in the cell's awaiter.
+        assert_eq!(Arc::strong_count(&wakes), 3, "the awaiter keeps the waker");
         drop(kept);
+        assert_eq!(
+            Arc::strong_count(&wakes),
+            2,
+            "the free drops the awaiter and its waker"
+        );
     }
 
     #[test]
