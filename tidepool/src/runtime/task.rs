@@ -525,9 +525,9 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// state says so, and its claim whether it started): that would leave the
 /// cell's last reference, and so its free, to the worker. Eviction stops at the oldest item still queued until it
 /// starts, and at one running until it returns or has been found running
-/// [`RUNNING_LOOKS`](local_free::RUNNING_LOOKS) times (then it goes to the
-/// ring's back: a closure that loops for the pool's life must not hold the
-/// front), so the
+/// [`RUNNING_LOOKS`](local_free::RUNNING_LOOKS) times (then it is kept
+/// apart, and looked at once every as many spawns: a closure that loops
+/// for the pool's life must not hold the front), so the
 /// ring also covers a backlog longer than its length: a worker that
 /// fans out pushes onto its own deque, which one other worker drains while
 /// it spawns, and one spawning a million items held ~55,000 still queued
@@ -541,9 +541,10 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// see docs/measurements.md, "The free ring waits for the closure's
 /// return".
 ///
-/// The cost is memory: up to 65,536 finished cells (~100 bytes each: their
-/// closures and outputs are gone) beyond the queued ones, and the ring
-/// itself (16 bytes an item), about 7 MiB per thread that spawned a large
+/// The cost is memory: up to 65,536 finished cells (64-byte blocks for a
+/// closure capturing a pointer: their closures and outputs are gone)
+/// beyond the queued ones, and the ring itself (8 bytes an item), about
+/// 4.5 MiB per thread that spawned a large
 /// burst, until it spawns again (the ring then shrinks) or exits (the ring
 /// is freed). glibc would keep most of that memory in its free lists
 /// anyway. An item that never starts (dropped unrun by a stopped pool)
@@ -588,38 +589,83 @@ pub(crate) mod local_free {
     /// ~26 MiB at this length) until then.
     pub(crate) const KEPT_AT_MOST: usize = 262_144;
 
-    /// A kept item, and how often the ring found it running.
-    pub(crate) struct Kept {
-        /// The reference that keeps the cell alive.
-        item: ItemKept,
-        /// How many times the ring found the item running at its front.
-        running_looks: u8,
-    }
+    /// A kept item: the reference that keeps its cell alive. Eight bytes, so
+    /// that a ring of [`KEPT_IN_BURST`] is 512 KiB (see [`Ring`]).
+    pub(crate) struct Kept(ItemKept);
 
     impl Kept {
         /// The ring's entry for `item`.
         #[inline]
         pub(crate) fn of(item: ItemKept) -> Kept {
-            Kept {
-                item,
-                running_looks: 0,
-            }
+            Kept(item)
         }
 
         /// The item's phase. Evicting an item queued or running would
         /// leave its last reference, and so the free, to the worker that
         /// runs it.
         fn phase(&self) -> Phase {
-            if self.item.is_done() {
+            if self.0.is_done() {
                 Phase::Done
             } else {
-                self.item.metadata().claim.phase()
+                self.0.metadata().claim.phase()
             }
         }
     }
 
+    /// This thread's kept items, oldest first, and how many times in a row
+    /// the oldest was found running; apart, the items found running for
+    /// long. Only the front is ever looked at, so the count is the ring's,
+    /// not each entry's: entries of 16 bytes (a pointer and a count) made a
+    /// burst's ring 1 MiB, twice the cache lines to read at its front and
+    /// write at its back on every spawn.
+    struct Ring {
+        kept: VecDeque<Kept>,
+        front_running_looks: u8,
+        /// Items found running [`RUNNING_LOOKS`] times at the ring's front,
+        /// maybe for good (a closure that loops for the pool's life): kept
+        /// here so that they never hold the front again, and looked at one
+        /// at a time every [`RUNNING_LOOKS`] spawns (freed once done).
+        long_running: VecDeque<Kept>,
+        /// Spawns until the next look at `long_running`.
+        until_long_look: u8,
+    }
+
+    impl Ring {
+        /// Items kept, in the ring and apart.
+        fn len(&self) -> usize {
+            self.kept.len() + self.long_running.len()
+        }
+
+        /// Every [`RUNNING_LOOKS`] spawns, takes the longest-kept of the
+        /// items found running for long if it is done (for the caller to
+        /// drop), else moves it behind the others.
+        fn take_long_runner_if_done(&mut self) -> Option<Kept> {
+            if self.long_running.is_empty() {
+                return None;
+            }
+            if self.until_long_look > 0 {
+                self.until_long_look -= 1;
+                return None;
+            }
+            self.until_long_look = RUNNING_LOOKS;
+            let oldest = self.long_running.pop_front()?;
+            if oldest.phase() == Phase::Done {
+                return Some(oldest);
+            }
+            self.long_running.push_back(oldest);
+            None
+        }
+    }
+
     thread_local! {
-        static RING: RefCell<VecDeque<Kept>> = const { RefCell::new(VecDeque::new()) };
+        static RING: RefCell<Ring> = const {
+            RefCell::new(Ring {
+                kept: VecDeque::new(),
+                front_running_looks: 0,
+                long_running: VecDeque::new(),
+                until_long_look: 0,
+            })
+        };
     }
 
     /// Keeps `kept` (of a work item just spawned) and evicts the oldest
@@ -633,16 +679,20 @@ pub(crate) mod local_free {
             KEPT_IN_TRICKLE
         };
         let _ = RING.try_with(|ring| {
-            let over = {
+            let (over, done) = {
                 let mut ring = ring.borrow_mut();
-                ring.push_back(kept);
+                ring.kept.push_back(kept);
                 // The claim a later spawn looks at before it frees the cell:
                 // by then long out of the cache (see `PREFETCH_AHEAD`).
-                if let Some(ahead) = ring.get(PREFETCH_AHEAD) {
-                    crate::sys::prefetch(ahead.item.address());
+                if let Some(ahead) = ring.kept.get(PREFETCH_AHEAD) {
+                    crate::sys::prefetch(ahead.0.address());
                 }
-                ring.len().saturating_sub(length).min(TRIM_STEP + 1)
+                let done = ring.take_long_runner_if_done();
+                let over = ring.len().saturating_sub(length).min(TRIM_STEP + 1);
+                (over, done)
             };
+            // Dropped outside the borrow (see `evict_oldest`).
+            drop(done);
             if over > 0 {
                 evict_oldest(ring, over);
             }
@@ -651,33 +701,40 @@ pub(crate) mod local_free {
 
     /// Drops up to `over` of the ring's oldest items (see [`keep`]).
     #[inline(never)]
-    fn evict_oldest(ring: &RefCell<VecDeque<Kept>>, over: usize) {
+    fn evict_oldest(ring: &RefCell<Ring>, over: usize) {
         // Dropped outside the borrow, one at a time: freeing a cell
         // runs no user code for a finished task, but a task's last
         // reference may run its destructor, which may spawn.
         for _ in 0..over {
             let evicted = {
                 let mut ring = ring.borrow_mut();
-                let Some(mut oldest) = ring.pop_front() else {
+                let Some(oldest) = ring.kept.pop_front() else {
                     break;
                 };
                 match oldest.phase() {
-                    Phase::Done => oldest,
-                    _ if ring.len() >= KEPT_AT_MOST => oldest,
-                    Phase::Running if oldest.running_looks >= RUNNING_LOOKS => {
+                    Phase::Done => {
+                        ring.front_running_looks = 0;
+                        oldest
+                    }
+                    _ if ring.len() >= KEPT_AT_MOST => {
+                        ring.front_running_looks = 0;
+                        oldest
+                    }
+                    Phase::Running if ring.front_running_looks >= RUNNING_LOOKS => {
                         // A worker has been inside it for a while, maybe
                         // for good (a closure that loops for the pool's
-                        // life): it goes behind the rest, so it does not
-                        // hold the front, and the next one is looked at.
-                        ring.push_back(oldest);
+                        // life): it goes apart, so it does not hold the
+                        // front, and the next one is looked at.
+                        ring.front_running_looks = 0;
+                        ring.long_running.push_back(oldest);
                         continue;
                     }
                     Phase::Running => {
                         // Most likely a tiny item about to return (the
                         // spawner has caught up with the workers): look
                         // again at the next spawn.
-                        oldest.running_looks += 1;
-                        ring.push_front(oldest);
+                        ring.front_running_looks += 1;
+                        ring.kept.push_front(oldest);
                         break;
                     }
                     Phase::Queued => {
@@ -685,7 +742,7 @@ pub(crate) mod local_free {
                         // after it: stop here. Looking further would
                         // touch a cold cell per look on every spawn of
                         // a long backlog.
-                        ring.push_front(oldest);
+                        ring.kept.push_front(oldest);
                         break;
                     }
                 }
@@ -705,9 +762,11 @@ pub(crate) mod local_free {
     #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) fn holds(claim: &super::Claim) -> bool {
         RING.try_with(|ring| {
-            ring.borrow()
+            let ring = ring.borrow();
+            ring.kept
                 .iter()
-                .any(|kept| std::ptr::eq(&kept.item.metadata().claim, claim))
+                .chain(&ring.long_running)
+                .any(|kept| std::ptr::eq(&kept.0.metadata().claim, claim))
         })
         .unwrap_or(false)
     }
@@ -773,11 +832,7 @@ pub(crate) mod start_sampler {
         }
         let now = now().max(1);
         let mean_gap = now.saturating_sub(last) / u64::from(every);
-        let every = if mean_gap < BURST_GAP_TICKS {
-            BURST_EVERY
-        } else {
-            1
-        };
+        let every = if mean_gap < BURST_GAP_TICKS { BURST_EVERY } else { 1 };
         ((every, every, now), now)
     }
 
