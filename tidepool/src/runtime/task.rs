@@ -831,8 +831,9 @@ pub(crate) mod start_sampler {
             return ((left - 1, every, last), NOT_SAMPLED);
         }
         let now = now().max(1);
-        let mean_gap = now.saturating_sub(last) / u64::from(every);
-        let every = if mean_gap < BURST_GAP_TICKS { BURST_EVERY } else { 1 };
+        // The mean gap below `BURST_GAP_TICKS`, without a division.
+        let burst = now.saturating_sub(last) < BURST_GAP_TICKS * u64::from(every);
+        let every = if burst { BURST_EVERY } else { 1 };
         ((every, every, now), now)
     }
 
