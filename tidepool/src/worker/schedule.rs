@@ -31,9 +31,7 @@ where
     F::Output: Send + 'static,
     G: MaybeGate,
 {
-    if !admit_spawn(shared) {
-        return None;
-    }
+    let caller = admit_spawn(shared)?;
     let meta = FutureMeta {
         gate: gate.to_meta(),
         task: TaskMeta {
@@ -59,7 +57,7 @@ where
     // captures the pool it guards the call with a temporary waker, two
     // atomic updates of the cell's state per spawn. Here the caller's
     // `shared` and the runnable itself keep everything alive.
-    schedule(shared, Runnable::Future(runnable), false);
+    schedule_from(shared, Runnable::Future(runnable), false, caller);
     Some(cell)
 }
 
@@ -78,9 +76,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    if !admit_spawn(shared) {
-        return None;
-    }
+    let caller = admit_spawn(shared)?;
     let meta = TaskMeta {
         kind,
         priority,
@@ -88,20 +84,39 @@ where
         presumption: Default::default(),
     };
     let (runnable, handle, kept) = item::spawn(meta, work);
-    schedule(shared, Runnable::Item(runnable), false);
+    schedule_from(shared, Runnable::Item(runnable), false, caller);
     // Kept after scheduling: an evicted cell's free must not delay the
     // item's start.
     task::local_free::keep(task::local_free::Kept::of(kept));
     Some(handle)
 }
 
-/// Counts a spawn and asks the latch whether the pool accepts it.
+/// Where a task is scheduled from, as far as its scheduler knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Caller {
+    /// Not known: a wake-up, or a spawn on a thread that may be a worker
+    /// of the pool.
+    Unknown,
+    /// A thread that is not one of the pool's workers: a spawn that looked
+    /// (`admit_spawn`), so that scheduling need not look again.
+    Outside,
+}
+
+/// Counts a spawn and asks the latch whether the pool accepts it; `None`
+/// if it does not, else what the count learned of the calling thread.
 #[inline]
-fn admit_spawn(shared: &Arc<Shared>) -> bool {
+fn admit_spawn(shared: &Arc<Shared>) -> Option<Caller> {
     // Count before asking the latch: see `runtime::lifecycle`.
-    let counters = shared.counters(context::current_index(shared));
+    let index = context::current_index(shared);
+    let counters = shared.counters(index);
     counters.spawned();
-    shared.admit_spawn(counters)
+    if !shared.admit_spawn(counters) {
+        return None;
+    }
+    Some(match index {
+        Some(_) => Caller::Unknown,
+        None => Caller::Outside,
+    })
 }
 
 #[cfg(unix)]
@@ -119,6 +134,14 @@ fn waking_from_poll() -> bool {
 /// yielded): it goes to the back of its lane, never on top of the worker's
 /// LIFO deque, where it would run again at once and starve the rest.
 pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) {
+    schedule_from(shared, runnable, yielded, Caller::Unknown);
+}
+
+/// [`schedule`], from a `caller` the spawn path knows (a thread outside the
+/// pool has no deque of the pool's to push onto: no second look at the
+/// thread-local that says so).
+#[inline]
+fn schedule_from(shared: &Arc<Shared>, runnable: Runnable, yielded: bool, caller: Caller) {
     let mut runnable = match runnable.gate().cloned() {
         Some(gate) => {
             // Admitted at once, or kept by the gate and queued when admitted
@@ -141,11 +164,13 @@ pub(crate) fn schedule(shared: &Arc<Shared>, runnable: Runnable, yielded: bool) 
     // that worker's own deque (cache-warm, no contention); everything else
     // on its lane, and so do tasks a reactor poll woke (FIFO: see
     // `reactor::waking_from_poll`).
-    let runnable = if lane == Priority::Normal && !yielded && !waking_from_poll() {
-        context::push_local(shared, runnable)
-    } else {
-        Some(runnable)
-    };
+    let runnable =
+        if lane == Priority::Normal && !yielded && caller == Caller::Unknown && !waking_from_poll()
+        {
+            context::push_local(shared, runnable)
+        } else {
+            Some(runnable)
+        };
     let on_lane = runnable.is_some();
     if let Some(runnable) = runnable {
         shared.lanes.push(lane, runnable);
