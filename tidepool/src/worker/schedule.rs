@@ -66,6 +66,15 @@ where
 /// or returns `None` if the pool is closed. The item's cell
 /// (`runtime::item`) is kept in the spawning thread's free ring, so this
 /// thread frees it (see `runtime::task::local_free`).
+///
+/// Never inlined into the caller's spawn loop: inlined there (through
+/// `spawn_fn_in`), the handle came back through memory, a few more stores
+/// per spawn behind those of the cell, the free ring and the lane, and a
+/// spawner whose stores wait on cache lines other cores hold stalls on
+/// them (`perf annotate` put 96% of the caller's samples on the first
+/// store after the call). See docs/measurements.md, "Which store the
+/// spawner waits on".
+#[inline(never)]
 pub(crate) fn spawn_item<F, R>(
     shared: &Arc<Shared>,
     work: F,
