@@ -354,3 +354,37 @@ fn live_snapshots_add_up_while_tasks_move_between_workers() {
         assert_counters_add_up(&pool.metrics());
     });
 }
+
+/// A closure spawned by a task goes on its worker's own deque, not on the
+/// pool's lane: on one slot, the last spawned runs first (the deque is
+/// LIFO, the lane FIFO). Fails if the spawn path took the worker for a
+/// thread outside the pool.
+#[test]
+fn closures_spawned_by_a_task_go_on_its_workers_deque() {
+    let order = within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .controller(tidepool::Controller::Fixed)
+            .build()
+            .unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (p, o) = (pool.clone(), order.clone());
+        let children = pool
+            .spawn_fn(move || {
+                (0..3)
+                    .map(|id| {
+                        let o = o.clone();
+                        p.spawn_fn(move || o.lock().unwrap().push(id))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .join()
+            .unwrap();
+        for child in children {
+            child.join().unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        order
+    });
+    assert_eq!(order, [2, 1, 0], "run in LIFO order, from the deque");
+}
