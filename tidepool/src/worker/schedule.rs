@@ -71,9 +71,9 @@ where
 /// `spawn_fn_in`), the handle came back through memory, a few more stores
 /// per spawn behind those of the cell, the free ring and the lane, and a
 /// spawner whose stores wait on cache lines other cores hold stalls on
-/// them (`perf annotate` put 96% of the caller's samples on the first
-/// store after the call). See docs/measurements.md, "Which store the
-/// spawner waits on".
+/// them (in one profile, `perf annotate` put 96% of the caller's samples
+/// on the first store after the call). See docs/measurements.md, "Which
+/// store the spawner waits on".
 #[inline(never)]
 pub(crate) fn spawn_item<F, R>(
     shared: &Arc<Shared>,
