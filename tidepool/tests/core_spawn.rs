@@ -253,11 +253,7 @@ fn start_latency_snapshots_include_a_busy_workers_starts() {
     within(HANG, || {
         // Fixed: the parent's sleeps must not get it replaced by a second
         // worker, which would steal the children out of order.
-        let pool = Pool::builder()
-            .concurrency(1)
-            .controller(tidepool::Controller::Fixed)
-            .build()
-            .unwrap();
+        let pool = one_fixed_slot();
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         let (inside_tx, inside_rx) = std::sync::mpsc::channel::<()>();
         let p = pool.clone();
@@ -281,17 +277,23 @@ fn start_latency_snapshots_include_a_busy_workers_starts() {
     });
 }
 
+/// A pool of one slot and one worker (`Fixed`): what runs next is decided
+/// by the queues alone.
+fn one_fixed_slot() -> Pool {
+    Pool::builder()
+        .concurrency(1)
+        .controller(tidepool::Controller::Fixed)
+        .build()
+        .unwrap()
+}
+
 /// A task that yields goes behind the work that waits, not back on top of
 /// its worker's (LIFO) deque: on one slot, its sibling runs at its first
 /// yield.
 #[test]
 fn a_yielding_task_lets_its_sibling_run_at_once() {
     let yields = within(HANG, || {
-        let pool = Pool::builder()
-            .concurrency(1)
-            .controller(tidepool::Controller::Fixed)
-            .build()
-            .unwrap();
+        let pool = one_fixed_slot();
         let p = pool.clone();
         let spinner = pool.spawn(async move {
             let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -362,11 +364,7 @@ fn live_snapshots_add_up_while_tasks_move_between_workers() {
 #[test]
 fn closures_spawned_by_a_task_go_on_its_workers_deque() {
     let order = within(HANG, || {
-        let pool = Pool::builder()
-            .concurrency(1)
-            .controller(tidepool::Controller::Fixed)
-            .build()
-            .unwrap();
+        let pool = one_fixed_slot();
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let (p, o) = (pool.clone(), order.clone());
         let children = pool
