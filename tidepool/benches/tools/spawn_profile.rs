@@ -1,7 +1,8 @@
 //! Spawns batches of tiny tasks from outside the pool (or inside with
 //! `inside` as the first argument) for profiling under `perf` or callgrind:
 //! `cargo run --release --example spawn_profile -- outside 1000000 5`.
-//! Each task decrements a static counter, as in `benches/spawn_many.rs`.
+//! Each task decrements a static counter, as in `benches/spawn_many.rs`;
+//! with `FUTURES=1` each task is an `async` block instead of a closure.
 
 use std::time::Instant;
 
@@ -28,6 +29,9 @@ fn main() {
         builder = builder.controller(tidepool::Controller::Fixed);
     }
     let pool = builder.build().expect("pool");
+    // `FUTURES=1`: each task is an `async` block (`Pool::spawn`), not a
+    // closure (`Pool::spawn_fn`).
+    let futures = std::env::var_os("FUTURES").is_some();
     for _ in 0..rounds {
         countdown::arm(n);
         let start = Instant::now();
@@ -35,7 +39,11 @@ fn main() {
             let pool = pool.clone();
             move || {
                 for _ in 0..n {
-                    drop(pool.spawn_fn(tick));
+                    if futures {
+                        drop(pool.spawn(async { tick() }));
+                    } else {
+                        drop(pool.spawn_fn(tick));
+                    }
                 }
             }
         };
