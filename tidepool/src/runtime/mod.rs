@@ -156,6 +156,9 @@ impl Drop for OpenHandle {
         // Nobody can stop the pool now: the wakers the registry holds only
         // keep alive tasks that may never be woken (`runtime::waiting`).
         self.shared.waiting.abandon();
+        // So do the wakers the spawning threads keep to free the cells of
+        // tasks they spawned (`task::local_free`).
+        task::local_free::let_go_of_kept_futures(Arc::as_ptr(&self.shared).cast());
     }
 }
 

@@ -502,11 +502,10 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// oldest go as new ones come: by then the item has usually run, and the
 /// cell is freed here, into this thread's allocator cache.
 ///
-/// Only for closures: a closure runs once, so the kept reference never
-/// keeps an unfinished task alive (an async task whose only reference
-/// were the ring's would otherwise linger until evicted). If the item has
-/// not run by eviction, letting it go is an ordinary reference drop and the
-/// worker frees the cell as before.
+/// A closure runs once, so the kept reference never keeps an unfinished
+/// item alive for long. If the item has not run by eviction, letting it go
+/// is an ordinary reference drop and the worker frees the cell as before.
+/// Async tasks have a ring of their own (see "Async tasks" below).
 ///
 /// # How long the ring is
 ///
@@ -549,11 +548,59 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// is freed). glibc would keep most of that memory in its free lists
 /// anyway. An item that never starts (dropped unrun by a stopped pool)
 /// stays until the ring holds [`KEPT_AT_MOST`](local_free::KEPT_AT_MOST).
+///
+/// # Async tasks
+///
+/// A future's cell is `async-task`'s, freed by whoever lets go of its last
+/// reference: for a detached task, the worker that ran it to its end. So a
+/// thread spawning tiny futures paid the same cross-core free: `FUTURES=1
+/// spawn_profile outside` ran at ~170 ns a task against ~65 for closures,
+/// and one profile put ~20% of all samples in the spawning thread's
+/// `malloc` (refilled from glibc's arena, as its own cache never got a
+/// cell back). So while a thread spawns small futures (at most
+/// [`FUTURE_KEPT_MAX_BYTES`](local_free::FUTURE_KEPT_MAX_BYTES), and
+/// their outputs too) in a burst, it keeps a waker of each, the one
+/// reference `async-task` lets anyone hold, and lets the oldest go beyond
+/// [`KEPT_IN_BURST`](local_free::KEPT_IN_BURST): by then the task has
+/// usually ended, and the drop frees its cell here. Out of a burst, each
+/// spawn of a future lets go of up to [`TRIM_STEP`](local_free::TRIM_STEP)
+/// more, until none is kept. docs/measurements.md ("Async tasks freed
+/// where they were spawned") has the figures.
+///
+/// A waker, unlike an item's reference, is let go of whether or not its
+/// task ended (nothing outside the cell says which), and it keeps the task
+/// alive while held. That matters for a task nothing else will ever wake:
+/// the pool's registry of waiting tasks lets go of such a task's waker
+/// when the pool's last handle goes, so that the task is dropped and the
+/// pool can stop (`runtime::waiting`, "A pool nobody holds"). So that a
+/// ring's waker does not keep it, each thread's ring sits behind a lock
+/// (uncontended: its owner takes it on every spawn, anyone else only
+/// then), and the abandoning thread lets go of that pool's tasks in every
+/// thread's ring ([`let_go_of_kept_futures`](local_free::let_go_of_kept_futures)).
+/// The cost is memory, as for items: up to
+/// [`KEPT_IN_BURST`](local_free::KEPT_IN_BURST) finished cells of at most
+/// a few hundred bytes (an `async` block capturing two `Arc`s makes a
+/// 120-byte cell: 8 MiB of cells, and 1.5 MiB of ring), until the thread
+/// spawns futures again or exits; and each pool's shared state lives
+/// until the last of its tasks' cells goes.
+/// Futures are not kept out of a burst: a thread that spawns now and then
+/// (an accept loop, say) gains little, and would hold its long-lived
+/// tasks' cells for nothing.
 pub(crate) mod local_free {
     use super::super::item::ItemKept;
     use super::Phase;
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::collections::VecDeque;
+    use std::future::Future;
+    use std::sync::{Arc, Mutex, Weak};
+    use std::task::Waker;
+
+    /// Locks `mutex`, poisoned or not: nothing panics while holding it.
+    fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        mutex
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 
     /// Items kept while this thread spawns in a burst.
     pub(crate) const KEPT_IN_BURST: usize = 65_536;
@@ -588,6 +635,10 @@ pub(crate) mod local_free {
     /// would hold the ring's front (and the finished cells behind it,
     /// ~26 MiB at this length) until then.
     pub(crate) const KEPT_AT_MOST: usize = 262_144;
+    /// The largest future, or output, whose task is kept (bytes): the
+    /// tiny tasks whose cost the allocator dominates (see "Async tasks" in
+    /// the module docs).
+    pub(crate) const FUTURE_KEPT_MAX_BYTES: usize = 256;
 
     /// A kept item: the reference that keeps its cell alive. Eight bytes, so
     /// that a ring of [`KEPT_IN_BURST`] is 512 KiB (see [`Ring`]).
@@ -699,6 +750,136 @@ pub(crate) mod local_free {
         });
     }
 
+    /// Whether an async task of future `F`, spawned now, is kept: a small
+    /// future (and output), spawned in a burst.
+    #[inline]
+    pub(crate) fn keeps_future<F: Future>() -> bool {
+        // Not under loom: the rings outlive a model's executions.
+        !cfg!(tidepool_loom)
+            && std::mem::size_of::<F>() <= FUTURE_KEPT_MAX_BYTES
+            && std::mem::size_of::<F::Output>() <= FUTURE_KEPT_MAX_BYTES
+            && super::start_sampler::in_burst()
+    }
+
+    /// One thread's kept async tasks, oldest first. Behind a lock, unlike
+    /// the items' ring, so that [`let_go_of_kept_futures`] can empty it
+    /// from the thread that abandons a pool; its owner is the only other
+    /// user, so the lock is uncontended but for that.
+    type FutureRing = Mutex<VecDeque<KeptFuture>>;
+
+    /// A kept async task: a waker, the reference `async-task` lets one
+    /// hold, and the pool it was spawned on (its shared state's address:
+    /// the task's cell holds that state alive, so the address names no
+    /// other pool while the entry lives).
+    pub(crate) struct KeptFuture {
+        /// Held for its drop: the reference that keeps the cell alive.
+        _waker: Waker,
+        pool: usize,
+    }
+
+    impl KeptFuture {
+        /// The ring's entry for the task `waker` wakes, of the pool whose
+        /// shared state is at `pool`.
+        pub(crate) fn new(waker: Waker, pool: *const ()) -> Self {
+            KeptFuture {
+                _waker: waker,
+                pool: pool as usize,
+            }
+        }
+    }
+
+    /// Every thread's [`FutureRing`], for [`let_go_of_kept_futures`].
+    static FUTURE_RINGS: Mutex<Vec<Weak<FutureRing>>> = Mutex::new(Vec::new());
+
+    /// This thread's [`FutureRing`], registered in [`FUTURE_RINGS`] on
+    /// first use, emptied as the thread exits.
+    struct ThisThreadsFutures(Arc<FutureRing>);
+
+    impl ThisThreadsFutures {
+        fn register() -> Self {
+            let ring = Arc::new(Mutex::new(VecDeque::new()));
+            let mut rings = lock(&FUTURE_RINGS);
+            rings.retain(|ring| ring.strong_count() > 0);
+            rings.push(Arc::downgrade(&ring));
+            ThisThreadsFutures(ring)
+        }
+    }
+
+    impl Drop for ThisThreadsFutures {
+        fn drop(&mut self) {
+            // Taken out before the drop (see `keep_future`); dropped here,
+            // on the exiting thread, not left to `let_go_of_kept_futures`.
+            let kept = std::mem::take(&mut *lock(&self.0));
+            drop(kept);
+        }
+    }
+
+    thread_local! {
+        static FUTURES: ThisThreadsFutures = ThisThreadsFutures::register();
+        /// Whether this thread's [`FutureRing`] may hold a waker: spawns
+        /// outside a burst look at the ring only then.
+        static MAYBE_KEEPS: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Keeps `entry` (an async task just spawned, if [`keeps_future`] said
+    /// so) and lets the oldest kept ones go beyond [`KEPT_IN_BURST`]; once
+    /// this thread's futures stop coming in a burst (`entry` is `None`), up
+    /// to [`TRIM_STEP`] more per spawn, until none is kept.
+    #[inline]
+    pub(crate) fn keep_future(entry: Option<KeptFuture>) {
+        let keeping = entry.is_some();
+        if !keeping && !MAYBE_KEEPS.try_with(Cell::get).unwrap_or(false) {
+            return; // nothing kept here: no lock
+        }
+        let length = if keeping { KEPT_IN_BURST } else { 0 };
+        let _ = FUTURES.try_with(|ring| {
+            let (mut over, left) = {
+                let mut kept = lock(&ring.0);
+                kept.extend(entry);
+                let over = kept.len().saturating_sub(length).min(TRIM_STEP + 1);
+                (over, kept.len() - over)
+            };
+            // Wrong only in saying "maybe" after another thread emptied the
+            // ring (`let_go_of_kept_futures`): then one more lock finds it
+            // empty.
+            let _ = MAYBE_KEEPS.try_with(|maybe| maybe.set(left > 0));
+            // Dropped outside the lock, one at a time: the last reference
+            // to a task that has not ended schedules it once more
+            // (`async-task` closes it, and a worker drops its future).
+            while over > 0 {
+                let oldest = lock(&ring.0).pop_front();
+                drop(oldest);
+                over -= 1;
+            }
+        });
+    }
+
+    /// Lets go of every task of the pool whose shared state is at `pool`
+    /// that any thread keeps, for a pool whose last handle went
+    /// (`runtime::waiting`, "A pool nobody holds"): a task nothing else
+    /// can wake must lose its last reference, so that the pool drops it
+    /// and stops. Other pools' tasks stay. Reads every ring through: a
+    /// pool is abandoned once.
+    pub(crate) fn let_go_of_kept_futures(pool: *const ()) {
+        let pool = pool as usize;
+        let rings: Vec<Arc<FutureRing>> = lock(&FUTURE_RINGS)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for ring in rings {
+            let of_pool: VecDeque<KeptFuture> = {
+                let mut kept = lock(&ring);
+                let (of_pool, others) = std::mem::take(&mut *kept)
+                    .into_iter()
+                    .partition(|entry| entry.pool == pool);
+                *kept = others;
+                of_pool
+            };
+            // Dropped outside every lock (see `keep_future`).
+            drop(of_pool);
+        }
+    }
+
     /// Drops up to `over` of the ring's oldest items (see [`keep`]).
     #[inline(never)]
     fn evict_oldest(ring: &RefCell<Ring>, over: usize) {
@@ -755,6 +936,12 @@ pub(crate) mod local_free {
     #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) fn kept() -> usize {
         RING.try_with(|ring| ring.borrow().len()).unwrap_or(0)
+    }
+
+    /// How many async tasks this thread keeps (for tests).
+    #[cfg(all(test, not(tidepool_loom)))]
+    pub(crate) fn futures_kept() -> usize {
+        FUTURES.try_with(|ring| lock(&ring.0).len()).unwrap_or(0)
     }
 
     /// Whether this thread keeps the item whose claim this is (for
@@ -959,5 +1146,137 @@ mod tests {
         drop(queued_handle);
         keep_finished(4 * local_free::KEPT_IN_TRICKLE, false);
         assert_eq!(local_free::kept(), local_free::KEPT_IN_TRICKLE);
+    }
+
+    /// Records which thread dropped it.
+    struct DroppedOn(std::sync::Arc<std::sync::Mutex<Option<std::thread::ThreadId>>>);
+
+    impl Drop for DroppedOn {
+        fn drop(&mut self) {
+            *self.0.lock().unwrap() = Some(std::thread::current().id());
+        }
+    }
+
+    /// The pool the tests' tasks are of: none, so that no pool dropped by
+    /// a test running beside them lets go of them.
+    const NO_POOL: *const () = std::ptr::null();
+
+    /// A ring's entry for `runnable`'s task.
+    fn kept<M>(runnable: &async_task::Runnable<M>) -> local_free::KeptFuture {
+        local_free::KeptFuture::new(runnable.waker(), NO_POOL)
+    }
+
+    /// Lets go of every async task this thread keeps, as spawns outside a
+    /// burst do.
+    fn trim_futures() {
+        while local_free::futures_kept() > 0 {
+            local_free::keep_future(None);
+        }
+    }
+
+    #[test]
+    fn small_futures_are_kept_in_a_burst_only() {
+        start_sampler::set_in_burst(true);
+        assert!(local_free::keeps_future::<std::future::Ready<u64>>());
+        assert!(
+            !local_free::keeps_future::<std::future::Ready<[u8; 1024]>>(),
+            "a large future's cell would hold memory for little gain"
+        );
+        start_sampler::set_in_burst(false);
+        assert!(!local_free::keeps_future::<std::future::Ready<u64>>());
+    }
+
+    #[test]
+    fn a_kept_async_task_is_freed_by_the_thread_that_spawned_it() {
+        // The cell's scheduler is dropped when the cell is freed.
+        let freed_on = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let dropped = DroppedOn(freed_on.clone());
+        let (runnable, task) = async_task::spawn(async { 7 }, move |_| {
+            let _ = &dropped;
+        });
+        local_free::keep_future(Some(kept(&runnable)));
+        task.detach();
+        // A worker runs it to its end and lets go of its reference.
+        std::thread::spawn(move || runnable.run()).join().unwrap();
+        assert_eq!(*freed_on.lock().unwrap(), None, "the ring keeps the cell");
+        trim_futures();
+        assert_eq!(
+            *freed_on.lock().unwrap(),
+            Some(std::thread::current().id()),
+            "freed here, when the ring let go"
+        );
+    }
+
+    #[test]
+    fn a_kept_async_task_nothing_else_holds_is_dropped_when_let_go() {
+        // A future that waits for good, with no waker anywhere but the
+        // ring's: letting go closes it, and the executor drops its future.
+        let future_dropped = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let dropped = DroppedOn(future_dropped.clone());
+        let rescheduled = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let queue = rescheduled.clone();
+        let (runnable, task) = async_task::spawn(
+            async move {
+                let _dropped = dropped;
+                std::future::pending::<()>().await
+            },
+            move |runnable| queue.lock().unwrap().push(runnable),
+        );
+        local_free::keep_future(Some(kept(&runnable)));
+        task.detach();
+        runnable.run();
+        assert_eq!(*future_dropped.lock().unwrap(), None, "still waiting");
+        trim_futures();
+        let again: Vec<_> = std::mem::take(&mut *rescheduled.lock().unwrap());
+        assert_eq!(again.len(), 1, "scheduled once more, closed");
+        for runnable in again {
+            runnable.run();
+        }
+        assert!(
+            future_dropped.lock().unwrap().is_some(),
+            "its future dropped"
+        );
+    }
+
+    #[test]
+    fn an_abandoned_pool_has_every_thread_let_go_of_the_tasks_it_keeps() {
+        let freed = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let dropped = DroppedOn(freed.clone());
+        let (runnable, task) = async_task::spawn(async { 7 }, move |_| {
+            let _ = &dropped;
+        });
+        task.detach();
+        // Another thread keeps it, then waits (spawns nothing more).
+        let (kept_tx, kept_rx) = std::sync::mpsc::channel();
+        let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
+        let keeper = std::thread::spawn(move || {
+            local_free::keep_future(Some(kept(&runnable)));
+            kept_tx.send(runnable).unwrap();
+            let _ = exit_rx.recv();
+        });
+        kept_rx.recv().unwrap().run();
+        assert_eq!(*freed.lock().unwrap(), None, "the keeper holds it");
+        local_free::let_go_of_kept_futures(NO_POOL);
+        assert_eq!(
+            *freed.lock().unwrap(),
+            Some(std::thread::current().id()),
+            "let go of here, while its keeper waits"
+        );
+        drop(exit_tx);
+        keeper.join().unwrap();
+    }
+
+    #[test]
+    fn a_pool_keeps_the_small_futures_a_thread_spawns_in_a_burst() {
+        let pool = crate::Pool::builder().concurrency(1).build().unwrap();
+        trim_futures();
+        start_sampler::set_in_burst(true);
+        let handle = pool.spawn(async { 7 });
+        assert_eq!(local_free::futures_kept(), 1);
+        assert_eq!(handle.join().unwrap(), 7);
+        start_sampler::set_in_burst(false);
+        let handle = pool.spawn(async { 8 });
+        assert_eq!(local_free::futures_kept(), 0, "let go outside a burst");
+        assert_eq!(handle.join().unwrap(), 8);
     }
 }

@@ -48,7 +48,10 @@
 //! ([`WaitingTasks::release_if_abandoned`]), after the task's poll has
 //! returned: dropped inside that poll, the waker would not be the last
 //! reference (the worker's runnable is), and async-task would free the
-//! task without dropping its future when the runnable goes.
+//! task without dropping its future when the runnable goes. The wakers
+//! that spawning threads keep to free cells where they were allocated
+//! (`task::local_free`, "Async tasks") are let go of at the same time, for
+//! the same reason.
 //!
 //! # Cost
 //!
