@@ -2,7 +2,9 @@
 //! signals completion) on tidepool and its peers, in the same run.
 //!
 //! Two variants: spawned from a thread outside the pool, and spawned from
-//! inside one of the pool's own tasks. Run with `cargo bench --bench
+//! inside one of the pool's own tasks. tidepool's jobs are closures
+//! (`spawn_fn`), and once more `async` blocks (`tidepool-async`), the
+//! jobs tokio and async-executor run. Run with `cargo bench --bench
 //! spawn_many`; the README quotes the medians and ratios.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -95,6 +97,28 @@ impl System for Tidepool {
         drop(self.1.spawn_fn(move || {
             for _ in 0..n {
                 drop(pool.spawn_fn(move || c.tick()));
+            }
+        }));
+    }
+}
+
+/// tidepool's async tasks (`Pool::spawn` of an `async` block), the same
+/// jobs as tokio's and async-executor's below.
+struct TidepoolAsync(tidepool::Pool);
+impl System for TidepoolAsync {
+    fn name(&self) -> &'static str {
+        "tidepool-async"
+    }
+    fn outside(&self, n: usize, c: Counter) {
+        for _ in 0..n {
+            drop(self.0.spawn(async move { c.tick() }));
+        }
+    }
+    fn inside(&self, n: usize, c: Counter) {
+        let pool = self.0.clone();
+        drop(self.0.spawn(async move {
+            for _ in 0..n {
+                drop(pool.spawn(async move { c.tick() }));
             }
         }));
     }
@@ -232,6 +256,9 @@ fn systems(cores: usize) -> Vec<Box<dyn System>> {
                 .controller(tidepool::Controller::Fixed)
                 .build()
                 .expect("tidepool fixed pool"),
+        )),
+        Box::new(TidepoolAsync(
+            tidepool::Pool::builder().build().expect("tidepool pool"),
         )),
         Box::new(Tokio(
             tokio::runtime::Builder::new_multi_thread()
