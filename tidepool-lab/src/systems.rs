@@ -67,6 +67,9 @@ impl TidepoolConfig {
 pub enum System {
     /// A tidepool pool; items go through `Pool::spawn_fn`.
     Tidepool(Pool),
+    /// A tidepool pool; each item runs inside a `Pool::spawn`ed async
+    /// task, as on tokio's runtime ([`System::Tokio`]).
+    TidepoolAsync(Pool),
     /// tokio's multi-thread runtime; each item runs inside a `spawn`ed task.
     Tokio(tokio::runtime::Runtime),
     /// tokio's multi-thread runtime; items go through `spawn_blocking`.
@@ -108,7 +111,7 @@ impl System {
     /// The system's name as it appears in the results.
     pub fn name(&self) -> &'static str {
         match self {
-            System::Tidepool(_) => "tidepool",
+            System::Tidepool(_) | System::TidepoolAsync(_) => "tidepool",
             System::Tokio(_) | System::TokioBlocking(_) => "tokio",
             System::Rayon(_) => "rayon",
             System::ThreadPool(_) => "threadpool",
@@ -123,6 +126,7 @@ impl System {
     {
         match self {
             System::Tidepool(p) => drop(p.spawn_fn(f)),
+            System::TidepoolAsync(p) => drop(p.spawn(async move { f() })),
             System::Tokio(rt) => drop(rt.spawn(async move { f() })),
             System::TokioBlocking(rt) => drop(rt.spawn_blocking(f)),
             System::Rayon(p) => p.spawn(f),
@@ -139,7 +143,7 @@ impl System {
     /// tidepool's own metrics, for a tidepool system.
     pub fn tidepool_metrics(&self) -> Option<tidepool::Metrics> {
         match self {
-            System::Tidepool(p) => Some(p.metrics()),
+            System::Tidepool(p) | System::TidepoolAsync(p) => Some(p.metrics()),
             _ => None,
         }
     }
@@ -147,7 +151,7 @@ impl System {
     /// Shuts the system down and waits for its threads where it can.
     pub fn finish(self) {
         match self {
-            System::Tidepool(p) => shutdown_pool(&p),
+            System::Tidepool(p) | System::TidepoolAsync(p) => shutdown_pool(&p),
             System::Tokio(rt) | System::TokioBlocking(rt) => {
                 rt.shutdown_timeout(Duration::from_secs(10))
             }

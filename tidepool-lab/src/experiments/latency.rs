@@ -14,7 +14,9 @@ use crate::systems::System;
 /// thread spent working (`monitor_busy_ms`).
 pub(crate) fn finish(sys: System) -> SelfReport {
     let own = match &sys {
-        System::Tidepool(p) => Some((p.concurrency(), p.metrics().monitor_busy)),
+        System::Tidepool(p) | System::TidepoolAsync(p) => {
+            Some((p.concurrency(), p.metrics().monitor_busy))
+        }
         _ => None,
     };
     let mut report = finish_system(sys);

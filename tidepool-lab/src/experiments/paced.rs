@@ -83,7 +83,7 @@ pub(crate) fn tidepool_report(pool: &Pool) -> SelfReport {
 /// Finishes a [`System`] and returns its self-report.
 pub(crate) fn finish_system(sys: System) -> SelfReport {
     let report = match &sys {
-        System::Tidepool(p) => tidepool_report(p),
+        System::Tidepool(p) | System::TidepoolAsync(p) => tidepool_report(p),
         _ => SelfReport::default(),
     };
     sys.finish();

@@ -52,6 +52,19 @@ pub static EXPERIMENT: Experiment = Experiment {
             },
         },
         RunSpec {
+            id: TIDEPOOL_ASYNC,
+            system: "tidepool",
+            description: "Pool::spawn of an async block on the default pool, from one outside \
+thread: tokio's tasks, on tidepool.",
+            execute: |ctx| {
+                run(ctx, 1, || {
+                    TidepoolConfig::default_pool()
+                        .build()
+                        .map(System::TidepoolAsync)
+                })
+            },
+        },
+        RunSpec {
             id: "tokio",
             system: "tokio",
             description:
@@ -84,6 +97,8 @@ pub static EXPERIMENT: Experiment = Experiment {
 pub(crate) const TIDEPOOL: &str = "tidepool";
 /// A thread per task.
 pub(crate) const THREAD_PER_TASK: &str = "thread-per-task";
+/// tidepool's default pool running async tasks, beside tokio's.
+const TIDEPOOL_ASYNC: &str = "tidepool-async";
 
 /// Tasks at each scale (before `--items`).
 const SCALES: ScaleTable<usize> = ScaleTable {
@@ -208,6 +223,16 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         .collect();
     for (id, v) in &peers {
         let _ = write!(s, "; {id} {} ns", format_value(*v));
+    }
+    if let Some(ours_async) = cost(TIDEPOOL_ASYNC) {
+        let _ = write!(
+            s,
+            "; tidepool's async tasks {} ns",
+            format_value(ours_async)
+        );
+        if let Some(tokio) = cost("tokio") {
+            let _ = write!(s, " ({} tokio's)", times(ours_async, tokio));
+        }
     }
     s.push_str(". Verdict: ");
     match peers.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
