@@ -1179,7 +1179,7 @@ mod tests {
     }
 
     /// Records which thread dropped it.
-    struct DroppedOn(std::sync::Arc<std::sync::Mutex<Option<std::thread::ThreadId>>>);
+    struct DroppedOn(FreedOn);
 
     impl Drop for DroppedOn {
         fn drop(&mut self) {
@@ -1216,16 +1216,25 @@ mod tests {
         assert!(!local_free::keeps_future::<std::future::Ready<u64>>());
     }
 
-    #[test]
-    fn a_kept_async_task_is_freed_by_the_thread_that_spawned_it() {
-        // The cell's scheduler is dropped when the cell is freed.
-        let freed_on = std::sync::Arc::new(std::sync::Mutex::new(None));
+    /// Which thread freed a cell, once one did.
+    type FreedOn = std::sync::Arc<std::sync::Mutex<Option<std::thread::ThreadId>>>;
+
+    /// A detached async task whose cell records which thread freed it
+    /// (its scheduler, which the free drops, holds a [`DroppedOn`]).
+    fn task_that_says_where_it_was_freed() -> (async_task::Runnable, FreedOn) {
+        let freed_on = FreedOn::default();
         let dropped = DroppedOn(freed_on.clone());
         let (runnable, task) = async_task::spawn(async { 7 }, move |_| {
             let _ = &dropped;
         });
-        local_free::keep_future(Some(kept(&runnable)));
         task.detach();
+        (runnable, freed_on)
+    }
+
+    #[test]
+    fn a_kept_async_task_is_freed_by_the_thread_that_spawned_it() {
+        let (runnable, freed_on) = task_that_says_where_it_was_freed();
+        local_free::keep_future(Some(kept(&runnable)));
         // A worker runs it to its end and lets go of its reference.
         std::thread::spawn(move || runnable.run()).join().unwrap();
         assert_eq!(*freed_on.lock().unwrap(), None, "the ring keeps the cell");
@@ -1270,12 +1279,7 @@ mod tests {
 
     #[test]
     fn an_abandoned_pool_has_every_thread_let_go_of_the_tasks_it_keeps() {
-        let freed = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let dropped = DroppedOn(freed.clone());
-        let (runnable, task) = async_task::spawn(async { 7 }, move |_| {
-            let _ = &dropped;
-        });
-        task.detach();
+        let (runnable, freed) = task_that_says_where_it_was_freed();
         // Another thread keeps it, then waits (spawns nothing more).
         let (kept_tx, kept_rx) = std::sync::mpsc::channel();
         let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
