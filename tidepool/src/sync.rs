@@ -24,6 +24,16 @@ pub(crate) use loom::sync::{
 /// `Arc` in both builds keeps `self: &Arc<Self>` methods available.
 pub(crate) use std::sync::Arc;
 
+/// Locks a `std` mutex, in both builds, ignoring poisoning (see [`lock`]):
+/// for the locks no loom model checks, and those in `static`s (loom's
+/// `Mutex::new` is not `const`, and a static would outlive a model's
+/// executions).
+pub(crate) fn lock_std<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Locks a mutex, ignoring poisoning: every critical section in tidepool leaves
 /// its data consistent before anything that can panic, so a poisoned lock still
 /// guards valid data, and a pool must keep serving after a panic.

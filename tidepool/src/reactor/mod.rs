@@ -51,6 +51,7 @@ pub(crate) mod timers;
 pub use async_fd::Async;
 pub use timer::Timer;
 
+use crate::sync::lock_std;
 use handoff::Handoff;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token};
@@ -354,14 +355,6 @@ fn explain_refused(fd: RawFd, error: io::Error) -> io::Error {
              `spawn_fn` (tidepool detects the block) instead of wrapping them in `Async`"
         ),
     )
-}
-
-/// Locks a std mutex ignoring poisoning (the reactor's own locks: not a
-/// protocol a loom model checks, see `source` for the one that is).
-fn lock_std<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A worker's part in polling (`handoff`): whether it counts as awake, and
