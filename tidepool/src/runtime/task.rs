@@ -554,10 +554,10 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// A future's cell is `async-task`'s, freed by whoever lets go of its last
 /// reference: for a detached task, the worker that ran it to its end. So a
 /// thread spawning tiny futures paid the same cross-core free: `FUTURES=1
-/// spawn_profile outside` ran at ~170 ns a task against ~65 for closures,
-/// and one profile put ~20% of all samples in the spawning thread's
-/// `malloc` (refilled from glibc's arena, as its own cache never got a
-/// cell back). So while a thread spawns small futures (at most
+/// spawn_profile outside` ran at 170.5 ns a task (156-187, sixteen
+/// processes) where closures ran at 62-67, and one profile put 18.7% of
+/// all samples in the spawning thread's `malloc` (refilled from glibc's
+/// arena, as its own cache never got a cell back). So while a thread spawns small futures (at most
 /// [`FUTURE_KEPT_MAX_BYTES`](local_free::FUTURE_KEPT_MAX_BYTES), and
 /// their outputs too) in a burst, it keeps a waker of each, the one
 /// reference `async-task` lets anyone hold, and lets the oldest go beyond
@@ -594,13 +594,10 @@ pub(crate) mod local_free {
     use std::future::Future;
     use std::sync::{Arc, Mutex, Weak};
     use std::task::Waker;
-
-    /// Locks `mutex`, poisoned or not: nothing panics while holding it.
-    fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-        mutex
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
+    // `std`'s locks in both builds: the rings are in `static`s and
+    // thread-locals, which outlive a loom model's executions (and
+    // `keeps_future` keeps nothing under loom).
+    use crate::sync::lock_std as lock;
 
     /// Items kept while this thread spawns in a burst.
     pub(crate) const KEPT_IN_BURST: usize = 65_536;
@@ -1187,13 +1184,23 @@ mod tests {
         }
     }
 
-    /// The pool the tests' tasks are of: none, so that no pool dropped by
-    /// a test running beside them lets go of them.
-    const NO_POOL: *const () = std::ptr::null();
+    /// A stand-in for a pool: a `static` of its own per test (a distinct
+    /// address), so that a test letting go of its "pool's" tasks lets go
+    /// of none of a test running beside it, nor does a real pool dropped
+    /// by another test.
+    type FakePool = u8;
 
-    /// A ring's entry for `runnable`'s task.
-    fn kept<M>(runnable: &async_task::Runnable<M>) -> local_free::KeptFuture {
-        local_free::KeptFuture::new(runnable.waker(), NO_POOL, runnable.metadata())
+    /// A ring's entry for `runnable`'s task, of `pool`.
+    fn kept<M>(
+        runnable: &async_task::Runnable<M>,
+        pool: &'static FakePool,
+    ) -> local_free::KeptFuture {
+        local_free::KeptFuture::new(runnable.waker(), fake(pool), runnable.metadata())
+    }
+
+    /// `pool`'s address, as `let_go_of_kept_futures` takes it.
+    fn fake(pool: &'static FakePool) -> *const () {
+        (pool as *const FakePool).cast()
     }
 
     /// Lets go of every async task this thread keeps, as spawns outside a
@@ -1233,8 +1240,9 @@ mod tests {
 
     #[test]
     fn a_kept_async_task_is_freed_by_the_thread_that_spawned_it() {
+        static POOL: FakePool = 1;
         let (runnable, freed_on) = task_that_says_where_it_was_freed();
-        local_free::keep_future(Some(kept(&runnable)));
+        local_free::keep_future(Some(kept(&runnable, &POOL)));
         // A worker runs it to its end and lets go of its reference.
         std::thread::spawn(move || runnable.run()).join().unwrap();
         assert_eq!(*freed_on.lock().unwrap(), None, "the ring keeps the cell");
@@ -1248,6 +1256,7 @@ mod tests {
 
     #[test]
     fn a_kept_async_task_nothing_else_holds_is_dropped_when_let_go() {
+        static POOL: FakePool = 2;
         // A future that waits for good, with no waker anywhere but the
         // ring's: letting go closes it, and the executor drops its future.
         let future_dropped = std::sync::Arc::new(std::sync::Mutex::new(None));
@@ -1261,7 +1270,7 @@ mod tests {
             },
             move |runnable| queue.lock().unwrap().push(runnable),
         );
-        local_free::keep_future(Some(kept(&runnable)));
+        local_free::keep_future(Some(kept(&runnable, &POOL)));
         task.detach();
         runnable.run();
         assert_eq!(*future_dropped.lock().unwrap(), None, "still waiting");
@@ -1279,18 +1288,19 @@ mod tests {
 
     #[test]
     fn an_abandoned_pool_has_every_thread_let_go_of_the_tasks_it_keeps() {
+        static POOL: FakePool = 3;
         let (runnable, freed) = task_that_says_where_it_was_freed();
         // Another thread keeps it, then waits (spawns nothing more).
         let (kept_tx, kept_rx) = std::sync::mpsc::channel();
         let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
         let keeper = std::thread::spawn(move || {
-            local_free::keep_future(Some(kept(&runnable)));
+            local_free::keep_future(Some(kept(&runnable, &POOL)));
             kept_tx.send(runnable).unwrap();
             let _ = exit_rx.recv();
         });
         kept_rx.recv().unwrap().run();
         assert_eq!(*freed.lock().unwrap(), None, "the keeper holds it");
-        local_free::let_go_of_kept_futures(NO_POOL);
+        local_free::let_go_of_kept_futures(fake(&POOL));
         assert_eq!(
             *freed.lock().unwrap(),
             Some(std::thread::current().id()),
@@ -1298,6 +1308,28 @@ mod tests {
         );
         drop(exit_tx);
         keeper.join().unwrap();
+    }
+
+    #[test]
+    fn an_abandoned_pool_leaves_the_other_pools_tasks_kept() {
+        static POOL: FakePool = 4;
+        static OTHER_POOL: FakePool = 5;
+        let (ours, ours_freed) = task_that_says_where_it_was_freed();
+        let (other, other_freed) = task_that_says_where_it_was_freed();
+        trim_futures();
+        local_free::keep_future(Some(kept(&ours, &POOL)));
+        local_free::keep_future(Some(kept(&other, &OTHER_POOL)));
+        ours.run();
+        other.run();
+        local_free::let_go_of_kept_futures(fake(&POOL));
+        assert!(
+            ours_freed.lock().unwrap().is_some(),
+            "its pool's task let go"
+        );
+        assert_eq!(*other_freed.lock().unwrap(), None, "another pool's kept");
+        assert_eq!(local_free::futures_kept(), 1);
+        trim_futures();
+        assert!(other_freed.lock().unwrap().is_some());
     }
 
     #[test]
