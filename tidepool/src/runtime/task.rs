@@ -555,7 +555,7 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// reference: for a detached task, the worker that ran it to its end. So a
 /// thread spawning tiny futures paid the same cross-core free: `FUTURES=1
 /// spawn_profile outside` ran at 170.5 ns a task (156-187, sixteen
-/// processes) where closures ran at 62-67, and one profile put 18.7% of
+/// processes) where closures ran at 64.0 (62-81, six), and one profile put 18.7% of
 /// all samples in the spawning thread's `malloc` (refilled from glibc's
 /// arena, as its own cache never got a cell back). So while a thread spawns small futures (at most
 /// [`FUTURE_KEPT_MAX_BYTES`](local_free::FUTURE_KEPT_MAX_BYTES), and
