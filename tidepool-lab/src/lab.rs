@@ -23,6 +23,7 @@ use crate::report::plot::format_value;
 pub fn run(plan: &Plan, cores: usize) -> Vec<ExperimentResult> {
     // Bars need a terminal; a log (`| tee`, CI) gets one line per repetition.
     let bars = std::io::stderr().is_terminal();
+    crate::experiments::start_process_wide_threads();
     let mut results = Vec::new();
     for (kind, ids) in &plan.experiments {
         let experiment = kind.experiment();
