@@ -8,10 +8,10 @@
 //! in that pool.
 
 use crate::fork::{self, Scope};
-use crate::pool::{spawn_fn_in, spawn_in, wait_here, BuildError, Builder, Pool};
+use crate::pool::{execute_in, spawn_fn_in, spawn_in, wait_here, BuildError, Builder, Pool};
 use crate::runtime::{context, Priority, Shared};
 use crate::sync::Arc;
-use crate::task::JoinHandle;
+use crate::task::{JoinHandle, SpawnError};
 use std::fmt;
 use std::future::Future;
 use std::sync::OnceLock;
@@ -181,6 +181,28 @@ where
 {
     with_current_pool(|shared| spawn_fn_in(shared, work, Priority::Normal))
         .unwrap_or_else(|_| JoinHandle::refused())
+}
+
+/// Runs a closure on the current pool, with no handle: fire and forget.
+/// See [`Pool::execute`].
+///
+/// # Errors
+///
+/// [`SpawnError::ShutDown`] if the current pool accepts no new work (a
+/// pool shut down while its task runs this); [`SpawnError::NoThreads`] if
+/// it has no worker thread and the system refuses to start one.
+///
+/// ```
+/// use std::sync::mpsc;
+/// let (done, finished) = mpsc::channel();
+/// tidepool::execute(move || done.send("ran").unwrap()).unwrap();
+/// assert_eq!(finished.recv().unwrap(), "ran");
+/// ```
+pub fn execute<F>(work: F) -> Result<(), SpawnError>
+where
+    F: FnOnce() + Send + 'static,
+{
+    with_current_pool(|shared| execute_in(shared, work, Priority::Normal))
 }
 
 /// Runs a future to completion on the calling thread, with the current pool

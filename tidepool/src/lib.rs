@@ -334,7 +334,7 @@ pub use fair::{
 };
 pub use fork::Scope;
 pub use global::{
-    block_on, for_each, for_range, global, join, scope, spawn, spawn_fn, GlobalPoolError,
+    block_on, execute, for_each, for_range, global, join, scope, spawn, spawn_fn, GlobalPoolError,
 };
 pub use metrics::{Detection, LatencySummary, Metrics, ThreadSample};
 pub use pool::{

@@ -2,7 +2,8 @@
 //! `inside` as the first argument) for profiling under `perf` or callgrind:
 //! `cargo run --release --example spawn_profile -- outside 1000000 5`.
 //! Each task decrements a static counter, as in `benches/spawn_many.rs`;
-//! with `FUTURES=1` each task is an `async` block instead of a closure.
+//! with `FUTURES=1` each task is an `async` block instead of a closure,
+//! and with `EXECUTE=1` a closure run by `Pool::execute` (no handle).
 
 use std::time::Instant;
 
@@ -32,6 +33,8 @@ fn main() {
     // `FUTURES=1`: each task is an `async` block (`Pool::spawn`), not a
     // closure (`Pool::spawn_fn`).
     let futures = std::env::var_os("FUTURES").is_some();
+    // `EXECUTE=1`: each closure is run by `Pool::execute`, with no handle.
+    let execute = std::env::var_os("EXECUTE").is_some();
     for _ in 0..rounds {
         countdown::arm(n);
         let start = Instant::now();
@@ -41,6 +44,8 @@ fn main() {
                 for _ in 0..n {
                     if futures {
                         drop(pool.spawn(async { tick() }));
+                    } else if execute {
+                        pool.execute(tick).expect("the pool runs");
                     } else {
                         drop(pool.spawn_fn(tick));
                     }

@@ -121,3 +121,33 @@ fn a_handle_waiting_on_an_item_dropped_unrun_sees_no_output() {
         assert_eq!(outputs.load(Ordering::SeqCst), 0, "it never ran");
     });
 }
+
+/// A detached item (`Pool::execute`) is born without the handle's
+/// reference: its two owners, the runnable (run, or dropped unrun by a
+/// stopping pool) and the free ring, may each go last, and the closure is
+/// dropped once, the output (none) never looked for, the cell freed once.
+#[test]
+fn a_detached_items_two_owners_may_each_go_last() {
+    loom::model(|| {
+        for run in [true, false] {
+            let closures = Arc::new(AtomicUsize::new(0));
+            let captured = Tracked(Arc::clone(&closures));
+            let (runnable, kept) =
+                item::spawn_detached(TaskMeta::for_tests(true), move || drop(captured));
+            let worker = loom::thread::spawn(move || {
+                if run {
+                    runnable.run();
+                } else {
+                    drop(runnable);
+                }
+            });
+            drop(kept);
+            worker.join().unwrap();
+            assert_eq!(
+                closures.load(Ordering::SeqCst),
+                1,
+                "the closure dropped once"
+            );
+        }
+    });
+}

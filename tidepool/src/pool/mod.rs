@@ -219,6 +219,34 @@ impl Pool {
         self.task().try_spawn_fn(work)
     }
 
+    /// Runs `work` (a closure) on the pool, with no handle: fire and forget,
+    /// as the threadpool crate's `execute` or `rayon::spawn`. Cheaper than
+    /// dropping [`Pool::spawn_fn`]'s handle: no handle is made, and the
+    /// item's end releases one reference fewer. Everything else is
+    /// [`Pool::spawn_fn`]'s: blocking is noticed, a panic is caught (and
+    /// counted in [`Metrics::panicked`](crate::Metrics::panicked)), the
+    /// pool's hooks and metrics see the item.
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work (the
+    /// closure is dropped here); [`SpawnError::NoThreads`] if no worker
+    /// thread is alive and the system refuses to start one.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let (done, finished) = mpsc::channel();
+    /// pool.execute(move || done.send(6 * 7).unwrap()).unwrap();
+    /// assert_eq!(finished.recv().unwrap(), 42);
+    /// ```
+    pub fn execute<F>(&self, work: F) -> Result<(), SpawnError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.task().execute(work)
+    }
+
     /// Starts configuring a [`Group`](crate::Group): a throttled share of
     /// this pool with its own FIFO, limits, weight and priority. See
     /// [`GroupBuilder`](crate::GroupBuilder) for the settings and defaults.
@@ -609,6 +637,30 @@ impl TaskBuilder<'_> {
             .unwrap_or_else(|_| JoinHandle::refused())
     }
 
+    /// Runs a closure with these settings, with no handle. See
+    /// [`Pool::execute`].
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
+    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
+    /// refuses to start one.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use tidepool::{Pool, Priority};
+    /// let pool = Pool::builder().build().unwrap();
+    /// let (done, finished) = mpsc::channel();
+    /// pool.task().priority(Priority::High).execute(move || done.send("urgent").unwrap()).unwrap();
+    /// assert_eq!(finished.recv().unwrap(), "urgent");
+    /// ```
+    pub fn execute<F>(self, work: F) -> Result<(), SpawnError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        execute_in(self.pool.shared(), work, self.priority)
+    }
+
     /// Like [`TaskBuilder::spawn`], but says so if the pool is shut down.
     ///
     /// # Errors
@@ -684,6 +736,23 @@ where
     worker::spawn_item(shared, work, Kind::of::<F>(), priority)
         .map(JoinHandle::from_item)
         .ok_or(SpawnError::ShutDown)
+}
+
+/// Runs `work` on the pool of `shared` with `priority`, with no handle.
+pub(crate) fn execute_in<F>(
+    shared: &Arc<Shared>,
+    work: F,
+    priority: Priority,
+) -> Result<(), SpawnError>
+where
+    F: FnOnce() + Send + 'static,
+{
+    check_threads(shared)?;
+    if worker::spawn_detached_item(shared, work, Kind::of::<F>(), priority) {
+        Ok(())
+    } else {
+        Err(SpawnError::ShutDown)
+    }
 }
 
 /// Refuses a spawn on an open pool that has no thread and cannot start

@@ -30,7 +30,9 @@
 //!
 //! * `QUEUED`: the [`ItemRunnable`] in a queue, until a worker runs it or
 //!   it is dropped unrun (its handle cancelled it, or the pool stopped);
-//! * `HANDLE`: the [`ItemHandle`] inside the user's `JoinHandle`;
+//! * `HANDLE`: the [`ItemHandle`] inside the user's `JoinHandle` (an
+//!   item run by `Pool::execute` is born without it, as if its handle
+//!   had been dropped at once: [`spawn_detached`]);
 //! * `KEPT`: the spawning thread's free ring ([`ItemKept`]), which frees
 //!   the cell on the thread that allocated it (see
 //!   `runtime::task::local_free`).
@@ -79,7 +81,8 @@
 //!    bit: no other owner exists to race with, and none can appear.
 //!
 //! `loom_models::item` checks these against every interleaving of a
-//! worker, a handle (waiting, or dropped) and the free ring.
+//! worker, a handle (waiting, or dropped) and the free ring, and of a
+//! detached item's worker and ring.
 //!
 //! Accounting is the same as a future's (`task::Wrapped`): the start
 //! latency is recorded when the closure starts, a panic is caught, and the
@@ -405,9 +408,41 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
+    let header = make_cell::<F, R>(meta, work, QUEUED | HANDLE | KEPT);
+    (
+        ItemRunnable { header },
+        ItemHandle {
+            header,
+            taken: false,
+            _output: PhantomData,
+        },
+        ItemKept { header },
+    )
+}
+
+/// Makes a cell for `work` with `meta` that no handle will ever look at
+/// (`Pool::execute`): born as a cell whose handle was dropped at once,
+/// without the handle's making and its locked release. Its owners are the
+/// queued runnable and the free ring.
+pub(crate) fn spawn_detached<F>(meta: TaskMeta, work: F) -> (ItemRunnable, ItemKept)
+where
+    F: FnOnce() + Send + 'static,
+{
+    let header = make_cell::<F, ()>(meta, work, QUEUED | KEPT);
+    (ItemRunnable { header }, ItemKept { header })
+}
+
+/// Allocates a cell for `work` with `meta`, whose state starts at
+/// `references` (reference bits only).
+fn make_cell<F, R>(meta: TaskMeta, work: F, references: usize) -> NonNull<Header>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    debug_assert_eq!(references & !REFERENCES, 0, "reference bits only");
     let cell = Box::new(Cell::<F, R> {
         header: Header {
-            state: AtomicUsize::new(QUEUED | HANDLE | KEPT),
+            state: AtomicUsize::new(references),
             vtable: &Cell::<F, R>::VTABLE,
             meta,
             queued_at: start_sampler::stamp(),
@@ -424,16 +459,7 @@ where
         Cell::<F, R>::SLOT_OFFSET,
         "the vtable's slot offset is the slot's"
     );
-    let header = NonNull::from(Box::leak(cell)).cast::<Header>();
-    (
-        ItemRunnable { header },
-        ItemHandle {
-            header,
-            taken: false,
-            _output: PhantomData,
-        },
-        ItemKept { header },
-    )
+    NonNull::from(Box::leak(cell)).cast::<Header>()
 }
 
 /// The queued side of a work item: run it once, or drop it (unrun: its
@@ -676,6 +702,32 @@ mod tests {
     impl Drop for Tracked {
         fn drop(&mut self) {
             self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_detached_item_drops_its_closure_once_whether_it_runs_or_not() {
+        for run in [true, false] {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let ran = Arc::new(AtomicUsize::new(0));
+            let captured = Tracked(Arc::clone(&drops));
+            let counted = Arc::clone(&ran);
+            let (runnable, kept) = super::spawn_detached(TaskMeta::for_tests(true), move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                drop(captured);
+            });
+            assert!(!kept.is_done());
+            if run {
+                runnable.run();
+            } else {
+                drop(runnable);
+            }
+            assert!(kept.is_done(), "the runnable let go");
+            assert_eq!(ran.load(Ordering::SeqCst), usize::from(run));
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "the closure dropped once");
+            // The ring's reference is the last: this frees the cell (Miri
+            // checks the free, and that nothing else is left to drop).
+            drop(kept);
         }
     }
 

@@ -95,18 +95,54 @@ where
     R: Send + 'static,
 {
     let caller = admit_spawn(shared)?;
-    let meta = TaskMeta {
+    let (runnable, handle, kept) = item::spawn(item_meta(kind, priority), work);
+    queue_item(shared, runnable, kept, caller);
+    Some(handle)
+}
+
+/// Spawns a work item no handle will look at (`Pool::execute`). False if
+/// the pool accepts no new task (the closure is dropped).
+pub(crate) fn spawn_detached_item<F>(
+    shared: &Arc<Shared>,
+    work: F,
+    kind: Kind,
+    priority: Priority,
+) -> bool
+where
+    F: FnOnce() + Send + 'static,
+{
+    let Some(caller) = admit_spawn(shared) else {
+        return false;
+    };
+    let (runnable, kept) = item::spawn_detached(item_meta(kind, priority), work);
+    queue_item(shared, runnable, kept, caller);
+    true
+}
+
+/// A work item's metadata.
+#[inline]
+fn item_meta(kind: Kind, priority: Priority) -> TaskMeta {
+    TaskMeta {
         kind,
         priority,
         claim: task::Claim::new(true),
         presumption: Default::default(),
-    };
-    let (runnable, handle, kept) = item::spawn(meta, work);
+    }
+}
+
+/// Queues a new work item's runnable, and keeps its cell in this thread's
+/// free ring.
+#[inline]
+fn queue_item(
+    shared: &Arc<Shared>,
+    runnable: item::ItemRunnable,
+    kept: item::ItemKept,
+    caller: Caller,
+) {
     schedule_from(shared, Runnable::Item(runnable), false, caller);
     // Kept after scheduling: an evicted cell's free must not delay the
     // item's start.
     task::local_free::keep(task::local_free::Kept::of(kept));
-    Some(handle)
 }
 
 /// Where a task is scheduled from, as far as its scheduler knows.
