@@ -3,8 +3,10 @@
 //!
 //! Two variants: spawned from a thread outside the pool, and spawned from
 //! inside one of the pool's own tasks. tidepool's jobs are closures
-//! (`spawn_fn`), and once more `async` blocks (`tidepool-async`), the
-//! jobs tokio and async-executor run. Run with `cargo bench --bench
+//! (`spawn_fn`, its handle dropped), closures with no handle
+//! (`tidepool-execute`: `Pool::execute`, as rayon's `spawn` and the
+//! threadpool crate's `execute` run them), and `async` blocks
+//! (`tidepool-async`), the jobs tokio and async-executor run. Run with `cargo bench --bench
 //! spawn_many`; the README quotes the medians and ratios.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -99,6 +101,29 @@ impl System for Tidepool {
                 drop(pool.spawn_fn(move || c.tick()));
             }
         }));
+    }
+}
+
+/// tidepool's closures with no handle (`Pool::execute`).
+struct TidepoolExecute(tidepool::Pool);
+impl System for TidepoolExecute {
+    fn name(&self) -> &'static str {
+        "tidepool-execute"
+    }
+    fn outside(&self, n: usize, c: Counter) {
+        for _ in 0..n {
+            self.0.execute(move || c.tick()).expect("the pool runs");
+        }
+    }
+    fn inside(&self, n: usize, c: Counter) {
+        let pool = self.0.clone();
+        self.0
+            .execute(move || {
+                for _ in 0..n {
+                    pool.execute(move || c.tick()).expect("the pool runs");
+                }
+            })
+            .expect("the pool runs");
     }
 }
 
@@ -256,6 +281,9 @@ fn systems(cores: usize) -> Vec<Box<dyn System>> {
                 .controller(tidepool::Controller::Fixed)
                 .build()
                 .expect("tidepool fixed pool"),
+        )),
+        Box::new(TidepoolExecute(
+            tidepool::Pool::builder().build().expect("tidepool pool"),
         )),
         Box::new(TidepoolAsync(
             tidepool::Pool::builder().build().expect("tidepool pool"),
