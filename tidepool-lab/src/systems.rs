@@ -125,7 +125,14 @@ impl System {
         F: FnOnce() + Send + 'static,
     {
         match self {
-            System::Tidepool(p) => drop(p.spawn_fn(f)),
+            // Fire and forget, as rayon's `spawn` and the threadpool
+            // crate's `execute`: no handle to make and drop.
+            System::Tidepool(p) => {
+                if let Err(error) = p.execute(f) {
+                    // The run's wait for the item then fails, and says so.
+                    eprintln!("tidepool refused a work item: {error}");
+                }
+            }
             System::TidepoolAsync(p) => drop(p.spawn(async move { f() })),
             System::Tokio(rt) => drop(rt.spawn(async move { f() })),
             System::TokioBlocking(rt) => drop(rt.spawn_blocking(f)),

@@ -58,7 +58,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         RunSpec {
             id: TIDEPOOL_SLEEP,
             system: "tidepool",
-            description: "The default pool (Adaptive), Pool::spawn_fn; each item blocks in thread::sleep.",
+            description: "The default pool (Adaptive), Pool::execute; each item blocks in thread::sleep.",
             execute: |ctx| run(ctx, Work::Sleep(Share::All), default_pool),
         },
         RunSpec {
@@ -82,7 +82,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         RunSpec {
             id: TIDEPOOL_CPU,
             system: "tidepool",
-            description: "The default pool (Adaptive), Pool::spawn_fn; each item computes for about 2 ms.",
+            description: "The default pool (Adaptive), Pool::execute; each item computes for about 2 ms.",
             execute: |ctx| run(ctx, Work::Cpu, default_pool),
         },
         RunSpec {

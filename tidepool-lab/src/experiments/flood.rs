@@ -49,7 +49,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         RunSpec {
             id: UNTHROTTLED,
             system: "tidepool",
-            description: "Flood and urgent item through Pool::spawn_fn on the default pool.",
+            description: "Flood and urgent item through Pool::execute on the default pool.",
             execute: |ctx| run(ctx, || Ok(Route::Plain(System::Tidepool(default_pool()?)))),
         },
         RunSpec {

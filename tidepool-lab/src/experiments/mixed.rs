@@ -67,7 +67,7 @@ macro_rules! mixed_run {
 /// `|b| b.quantum(None)`) is one more line of this table.
 #[rustfmt::skip]
 const RUNS: &[RunSpec] = &[
-    mixed_run!(TIDEPOOL, "tidepool", "The default pool (Adaptive); tasks and items through Pool::spawn_fn.", Setup::Tidepool(|b| b)),
+    mixed_run!(TIDEPOOL, "tidepool", "The default pool (Adaptive); tasks and items through Pool::execute.", Setup::Tidepool(|b| b)),
     mixed_run!("tidepool-quantum-off", "tidepool", "The default pool with Builder::quantum(None): queued items wait for a CPU task to end.", Setup::Tidepool(|b| b.quantum(None))),
     mixed_run!(TIDEPOOL_FIXED, "tidepool", "Controller::Fixed with one thread per core: no compensation at all, the floor.", Setup::Tidepool(|b| b.controller(Controller::Fixed))),
     mixed_run!("tokio", "tokio", "Default multi-thread runtime: CPU tasks through spawn, items through spawn_blocking (a separate pool of blocking threads).", Setup::Tokio),

@@ -50,7 +50,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         RunSpec {
             id: TIDEPOOL,
             system: "tidepool",
-            description: "The default pool (Adaptive), Pool::spawn_fn.",
+            description: "The default pool (Adaptive), Pool::execute.",
             execute: |ctx| run(ctx, |_| TidepoolConfig::default_pool().build().map(System::Tidepool)),
         },
         RunSpec {

@@ -44,7 +44,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         RunSpec {
             id: TIDEPOOL,
             system: "tidepool",
-            description: "Pool::spawn_fn on the default pool, from one outside thread.",
+            description: "Pool::execute (no handle, as rayon::spawn and threadpool::execute) on the default pool, from one outside thread.",
             execute: |ctx| {
                 run(ctx, 1, || {
                     TidepoolConfig::default_pool().build().map(System::Tidepool)
