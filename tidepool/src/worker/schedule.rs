@@ -102,6 +102,13 @@ where
 
 /// Spawns a work item no handle will look at (`Pool::execute`). False if
 /// the pool accepts no new task (the closure is dropped).
+///
+/// Never inlined, as [`spawn_item`]: inlined into a worker's spawn loop it
+/// ran slower. `cargo bench --bench spawn_many -- 'tidepool-execute$'`,
+/// six processes of each build in turn: from inside a task 86.5 ns per
+/// task (72-121) against 98.0 (82-119) inlined, 0.83x, lower in 4 of 6;
+/// from outside 79.0 (66-117) against 78.0 (69-104), noise.
+#[inline(never)]
 pub(crate) fn spawn_detached_item<F>(
     shared: &Arc<Shared>,
     work: F,
