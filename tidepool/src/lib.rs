@@ -41,6 +41,7 @@
 //! | you have | use | why |
 //! |---|---|---|
 //! | a closure, blocking or not (file I/O, a sync HTTP call, a lock, CPU work) | [`spawn_fn`] / [`Pool::spawn_fn`] | a worker that blocks is detected and its slot given to another worker |
+//! | a closure whose end nothing waits for (fire and forget) | [`execute`] / [`Pool::execute`] | no handle to make and drop: the cheapest spawn; a shut-down pool is an `Err`, not a handle that resolves to one |
 //! | a future (async I/O, timers, other tasks) | [`spawn`] / [`Pool::spawn`] | while it awaits it holds no thread |
 //! | a blocking call *inside* a task, known in advance | [`blocking`] | hands the slot over at once instead of after the monitor interval (1 ms) |
 //! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | timers and sockets are served by the reactor's thread meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
@@ -72,17 +73,17 @@
 //! | tokio `on_thread_start` / `on_thread_stop`, `thread_name_fn` | `Builder::on_thread_start` / `on_thread_stop`, `thread_name_fn` | also run on the monitor thread; panics are counted, not fatal |
 //! | tokio `JoinError::is_cancelled` / `is_panic` / `into_panic` | the same on `tidepool::JoinError` | plus `JoinError::ShutDown` for a spawn on a shut-down pool |
 //! | tokio `Runtime::shutdown_timeout` | `Pool::shutdown_timeout` | `Pool::shutdown` waits for every task |
-//! | rayon `rayon::spawn(f)` | `tidepool::spawn_fn(f)` | returns a handle; drop it to detach |
+//! | rayon `rayon::spawn(f)` | `tidepool::execute(f)` | no handle, like rayon's; `tidepool::spawn_fn(f)` returns one (drop it to detach); `execute` returns `Err` if the pool is shut down, where rayon's `spawn` cannot fail |
 //! | rayon `ThreadPoolBuilder::build_global` | `Builder::build_global` | once, before the global pool is used |
 //! | rayon `start_handler` / `exit_handler` | `Builder::on_thread_start` / `on_thread_stop` | |
 //! | rayon `join`, `scope` | `tidepool::join`, `tidepool::scope` (and `Pool::join`, `Pool::scope`) | closures borrow the caller's stack; a waiting worker helps instead of blocking |
 //! | rayon `par_iter().for_each` | `tidepool::for_each(slice, f)`, `tidepool::for_range(range, f)` | no iterator adaptors: a parallel loop over a slice or a range |
-//! | .NET `ThreadPool.QueueUserWorkItem` | `tidepool::spawn_fn` | the process-wide pool is `tidepool::global()` |
+//! | .NET `ThreadPool.QueueUserWorkItem` | `tidepool::execute` (or `spawn_fn` for a handle) | the process-wide pool is `tidepool::global()` |
 //! | .NET `Task.Run(async …)` | `tidepool::spawn(async …)` | |
 //! | .NET `SetMinThreads` / `SetMaxThreads` | `Builder::min_threads` / `max_threads` | tidepool starts a replacement as soon as a worker blocks, without the hill-climbing delay (`Controller::HillClimbing` and `Controller::Gradual` exist if you want it) |
 //! | .NET `ConcurrentExclusiveSchedulerPair` | `Pool::concurrent_exclusive(n)` | |
 //! | .NET `TaskCreationOptions.LongRunning` | `tidepool::blocking` inside the task, or nothing | a blocked task's slot is handed over anyway |
-//! | threadpool `ThreadPool::new(n)` + `execute(f)` | `Pool::builder().concurrency(n).controller(Controller::Fixed).build()` + `spawn_fn(f)` | `Fixed` never adds threads, like `threadpool` |
+//! | threadpool `ThreadPool::new(n)` + `execute(f)` | `Pool::builder().concurrency(n).controller(Controller::Fixed).build()` + `execute(f)` | `Fixed` never adds threads, like `threadpool`; `execute` returns `Err` on a shut-down pool |
 //! | threadpool `join()` | `Pool::shutdown()` (waits), or join the handles | |
 //! | threadpool `panic_count()` | `pool.metrics().panicked` | |
 //!
