@@ -349,7 +349,7 @@ pub(crate) fn settle(baseline: usize) {
 /// Starts the thread tidepool keeps for the whole process, its reactor's
 /// (it serves every pool's timers and sockets and outlives them), by
 /// building and dropping a pool, before any run takes its baseline.
-/// Otherwise the first tidepool run starts it, and that run's [`settle`]
+/// Otherwise the first tidepool run starts it, and that run's `settle`
 /// waits its full five seconds for a thread that never goes (every lab
 /// process's first tidepool run "took 5.2 s" of which 5 were that wait).
 /// A build does not mark the reactor used, so the runs' pools behave as

@@ -221,8 +221,9 @@ impl Pool {
 
     /// Runs `work` (a closure) on the pool, with no handle: fire and forget,
     /// as the threadpool crate's `execute` or `rayon::spawn`. Cheaper than
-    /// dropping [`Pool::spawn_fn`]'s handle: no handle is made, and the
-    /// item's end releases one reference fewer. Everything else is
+    /// dropping [`Pool::spawn_fn`]'s handle: no handle is made, returned
+    /// or dropped (a drop that releases the cell with a locked
+    /// instruction). Everything else is
     /// [`Pool::spawn_fn`]'s: blocking is noticed, a panic is caught (and
     /// counted in [`Metrics::panicked`](crate::Metrics::panicked)), the
     /// pool's hooks and metrics see the item.
