@@ -65,7 +65,7 @@ impl TidepoolConfig {
 /// A system that runs closures (work items).
 #[derive(Debug)]
 pub enum System {
-    /// A tidepool pool; items go through `Pool::spawn_fn`.
+    /// A tidepool pool; items go through `Pool::execute` (no handle).
     Tidepool(Pool),
     /// A tidepool pool; each item runs inside a `Pool::spawn`ed async
     /// task, as on tokio's runtime ([`System::Tokio`]).
