@@ -549,6 +549,19 @@ pub struct Metrics {
     /// a thread outside the pool (say, a `JoinHandle` detached after its task
     /// finished) are caught too but cannot be counted here.
     pub dropped_panics: u64,
+    /// Times a worker of the shared tokio runtime (feature `tokio`) was
+    /// found blocked inside a task that `tokio::spawn` put there (by the
+    /// program or a library: `axum::serve` spawns every connection so) and
+    /// its place went to another of its workers. Process-wide: every pool
+    /// on the shared runtime shows the same figure; 0 with
+    /// `Builder::tokio_handle`. Nonzero means blocking work runs off the
+    /// pool, where nothing learns it: run it on the pool
+    /// ([`spawn`](crate::spawn), or `tidepool::http::serve` for a server).
+    pub tokio_blocked: u64,
+    /// Times a shared tokio runtime worker whose place was given away in a
+    /// block was seen computing again and counted again (so no other worker
+    /// was let in until the running count fell back).
+    pub tokio_counted_again: u64,
     /// Running slots now.
     pub concurrency_target: usize,
     /// Time the monitor thread has spent working (not sleeping).

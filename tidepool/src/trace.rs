@@ -54,6 +54,26 @@ pub(crate) fn worker_blocked(pool: &str, thread: usize, reason: &'static str) {
     tracing::debug!(target: "tidepool", pool, thread, reason, "worker blocked");
 }
 
+/// A worker of the shared tokio runtime blocked inside a task that was
+/// spawned with `tokio::spawn` (by the program or by a library): its place
+/// went to another worker. `blocks` counts the blocks since the last such
+/// event (they are reported at most once every ten seconds).
+#[inline(always)]
+pub(crate) fn tokio_worker_blocked(thread: i32, blocks: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "tidepool",
+        thread,
+        blocks,
+        "a task spawned with tokio::spawn blocked a thread of the shared tokio runtime; \
+         another thread took its place, but the pool cannot learn the call or schedule it. \
+         Run the task on the pool instead: tidepool::spawn, or tidepool::http::serve for \
+         an HTTP server (axum::serve spawns every connection with tokio::spawn)"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (thread, blocks);
+}
+
 /// A worker whose slot was given away finished its task.
 #[inline(always)]
 pub(crate) fn worker_returned(pool: &str, thread: usize) {

@@ -141,6 +141,7 @@ mod with_feature {
         within(HANG, || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
+                .thread_name("users-runtime")
                 .enable_all()
                 .build()
                 .unwrap();
@@ -149,21 +150,21 @@ mod with_feature {
                 .tokio_handle(runtime.handle().clone())
                 .build()
                 .unwrap();
-            let flavor = pool.spawn(async {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                tokio::runtime::Handle::current().runtime_flavor()
-            });
-            assert_eq!(
-                flavor.join().unwrap(),
-                tokio::runtime::RuntimeFlavor::MultiThread
-            );
-            // The shared runtime is a current-thread one.
+            // What `tokio::spawn` inside a task runs on: the user's
+            // runtime's workers, or the shared runtime's.
+            let spawned_on = |pool: &Pool| {
+                pool.spawn(async {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    tokio::spawn(async { std::thread::current().name().map(str::to_owned) })
+                        .await
+                        .unwrap()
+                })
+                .join()
+                .unwrap()
+            };
+            assert_eq!(spawned_on(&pool).as_deref(), Some("users-runtime"));
             let shared = super::with_feature::pool();
-            let flavor = shared.spawn(async { tokio::runtime::Handle::current().runtime_flavor() });
-            assert_eq!(
-                flavor.join().unwrap(),
-                tokio::runtime::RuntimeFlavor::CurrentThread
-            );
+            assert_eq!(spawned_on(&shared).as_deref(), Some("tidepool-tokio"));
             pool.shutdown().unwrap();
             shared.shutdown().unwrap();
         });
@@ -181,8 +182,9 @@ mod with_feature {
                 (spawned, blocking)
             });
             let (spawned, blocking) = names.join().unwrap();
+            // The shared runtime's workers and its blocking threads.
             assert_eq!(spawned.as_deref(), Some("tidepool-tokio"));
-            assert_eq!(blocking.as_deref(), Some("tidepool-tokio-blocking"));
+            assert_eq!(blocking.as_deref(), Some("tidepool-tokio"));
 
             // No tokio worker here: block_in_place just runs the closure.
             let in_place = pool.spawn(async { tokio::task::block_in_place(|| 1) });

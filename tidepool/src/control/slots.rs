@@ -327,6 +327,27 @@ impl TaskStatus {
             )
             .is_ok()
     }
+
+    /// Counts a thread whose slot was taken (seen as `seen`, `Blocked`) as
+    /// holding one again: it was seen running after its block. Returns true
+    /// if this call won; the caller must then count one more slot taken.
+    /// Fails if the thread has ended the task meanwhile (its `end_task`
+    /// then returned false and released nothing), so exactly one of the
+    /// two settles the slot: after a won swap, `end_task` returns true and
+    /// the thread releases the slot counted here.
+    pub(crate) fn try_count_again(&self, seen: StatusWord) -> bool {
+        if seen.phase() != Phase::Blocked {
+            return false;
+        }
+        self.word
+            .compare_exchange(
+                seen.0,
+                seen.0 & !3 | PHASE_IN_TASK,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
 }
 
 #[cfg(all(test, not(tidepool_loom)))]

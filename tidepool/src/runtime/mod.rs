@@ -486,6 +486,7 @@ impl Shared {
             }
         }
         m.queued = self.queued() as u64;
+        (m.tokio_blocked, m.tokio_counted_again) = self.config.tokio.blocks();
         m.threads = self.threads.alive();
         m.idle_threads = self.sleepers.parked();
         // Capped by the threads alive: a worker that leaves a stopped pool

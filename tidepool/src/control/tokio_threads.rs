@@ -1,0 +1,191 @@
+//! When a worker thread of the shared tokio runtime (feature `tokio`) has
+//! blocked, and when one that blocked runs again: the watcher's decision,
+//! a pure function of what it saw (`interop::watch` carries it out).
+//!
+//! # Design note
+//!
+//! Libraries spawn with `tokio::spawn` (axum's `serve` spawns every
+//! connection that way, hyper's and reqwest's clients their connection
+//! tasks), and tokio gives no way to run those tasks anywhere but on its
+//! own workers. So the shared runtime's workers are treated like the
+//! pool's: at most `concurrency` of them run tasks at once (a gate around
+//! tokio's park and unpark, `interop::gate`), and a watcher looks at the
+//! ones that hold a place in the gate. tokio tells nothing about task
+//! boundaries, so the watcher judges the thread, not a task:
+//!
+//! * **Blocked**: it has held its place for at least the watch interval
+//!   and the kernel says it sleeps (state S or D) now. A thread that holds
+//!   a place never parks (the gate's place is given back before tokio
+//!   parks it), so a sleep there is a sleep inside a task: a blocking call.
+//!   Its place goes to another worker at once, as the pool's monitor gives
+//!   a blocked worker's slot away.
+//! * **Running again** (an I/O completion port's rule, and Go's runtime
+//!   reacquiring a P after a system call): a thread whose place was given
+//!   away and that is now runnable and used at least [`BUSY_CPU_SHARE`] of
+//!   the time since the last look on a CPU. It is counted again, so the
+//!   gate admits no other worker until the running count falls back below
+//!   `concurrency`; without this, every worker that once blocked would
+//!   compute beside the ones that replaced it for as long as tokio keeps
+//!   it busy (tokio workers under load never park).
+//!
+//! A short sleep (a contended lock for a few microseconds) seen at one
+//! look costs at most one worker let through early; the next look counts
+//! it again once it computes.
+
+use super::policy::BUSY_CPU_SHARE;
+use std::time::{Duration, Instant};
+
+/// One look at a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Look {
+    /// When it was taken.
+    pub(crate) at: Instant,
+    /// The kernel said the thread sleeps (S or D).
+    pub(crate) asleep: bool,
+    /// The thread's CPU time, if its clock could be read.
+    pub(crate) cpu: Option<Duration>,
+}
+
+/// What the watcher does about a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Nothing now.
+    Leave,
+    /// It holds a place and blocked: give its place to another worker.
+    Blocked,
+    /// Its place was given away and it computes again: count it again.
+    RunningAgain,
+}
+
+/// What the watcher does about a thread that holds a place in the gate
+/// (`holds_place`) or had its place given away (`!holds_place`), has been
+/// in that state for `for_how_long`, was last looked at in `previous` (in
+/// this state) and is seen as `now`.
+pub(crate) fn judge(
+    holds_place: bool,
+    for_how_long: Duration,
+    interval: Duration,
+    previous: Option<Look>,
+    now: Look,
+) -> Verdict {
+    if holds_place {
+        if for_how_long >= interval && now.asleep {
+            return Verdict::Blocked;
+        }
+        return Verdict::Leave;
+    }
+    if now.asleep {
+        return Verdict::Leave;
+    }
+    let Some(previous) = previous else {
+        // Runnable once is not computing: look again.
+        return Verdict::Leave;
+    };
+    let computed = match (previous.cpu, now.cpu) {
+        (Some(before), Some(after)) => {
+            let wall = now.at.saturating_duration_since(previous.at);
+            !wall.is_zero()
+                && after.saturating_sub(before).as_secs_f64() >= wall.as_secs_f64() * BUSY_CPU_SHARE
+        }
+        // Without a CPU clock, runnable at two looks in a row.
+        _ => !previous.asleep,
+    };
+    if computed {
+        Verdict::RunningAgain
+    } else {
+        Verdict::Leave
+    }
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+
+    const INTERVAL: Duration = Duration::from_millis(1);
+
+    fn look(at: Instant, ms: u64, asleep: bool, cpu_us: Option<u64>) -> Look {
+        Look {
+            at: at + Duration::from_millis(ms),
+            asleep,
+            cpu: cpu_us.map(Duration::from_micros),
+        }
+    }
+
+    #[test]
+    fn a_place_held_asleep_for_an_interval_is_a_block() {
+        let t0 = Instant::now();
+        let now = look(t0, 1, true, Some(10));
+        assert_eq!(judge(true, INTERVAL, INTERVAL, None, now), Verdict::Blocked);
+    }
+
+    #[test]
+    fn a_place_held_for_less_than_an_interval_is_left_alone() {
+        let t0 = Instant::now();
+        let now = look(t0, 0, true, Some(10));
+        let short = Duration::from_micros(400);
+        assert_eq!(judge(true, short, INTERVAL, None, now), Verdict::Leave);
+    }
+
+    #[test]
+    fn a_place_held_by_a_runnable_thread_is_left_alone() {
+        let t0 = Instant::now();
+        let now = look(t0, 50, false, Some(50_000));
+        let long = Duration::from_millis(50);
+        assert_eq!(judge(true, long, INTERVAL, None, now), Verdict::Leave);
+    }
+
+    #[test]
+    fn a_thread_back_from_its_block_that_computes_is_counted_again() {
+        let t0 = Instant::now();
+        let before = look(t0, 0, false, Some(1_000));
+        // 800 µs of CPU in 1 ms.
+        let now = look(t0, 1, false, Some(1_800));
+        assert_eq!(
+            judge(false, INTERVAL, INTERVAL, Some(before), now),
+            Verdict::RunningAgain
+        );
+    }
+
+    #[test]
+    fn a_thread_runnable_but_waiting_for_a_core_is_not_counted_again() {
+        let t0 = Instant::now();
+        let before = look(t0, 0, false, Some(1_000));
+        // 50 µs of CPU in 1 ms: woken, queued for a core.
+        let now = look(t0, 1, false, Some(1_050));
+        assert_eq!(
+            judge(false, INTERVAL, INTERVAL, Some(before), now),
+            Verdict::Leave
+        );
+    }
+
+    #[test]
+    fn a_thread_still_blocked_or_seen_once_is_left_alone() {
+        let t0 = Instant::now();
+        let asleep = look(t0, 1, true, Some(1_000));
+        assert_eq!(
+            judge(false, INTERVAL, INTERVAL, None, asleep),
+            Verdict::Leave
+        );
+        let runnable = look(t0, 1, false, Some(1_000));
+        assert_eq!(
+            judge(false, INTERVAL, INTERVAL, None, runnable),
+            Verdict::Leave
+        );
+    }
+
+    #[test]
+    fn without_a_cpu_clock_two_runnable_looks_count_it_again() {
+        let t0 = Instant::now();
+        let before = look(t0, 0, false, None);
+        let now = look(t0, 1, false, None);
+        assert_eq!(
+            judge(false, INTERVAL, INTERVAL, Some(before), now),
+            Verdict::RunningAgain
+        );
+        let asleep_before = look(t0, 0, true, None);
+        assert_eq!(
+            judge(false, INTERVAL, INTERVAL, Some(asleep_before), now),
+            Verdict::Leave
+        );
+    }
+}
