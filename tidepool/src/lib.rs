@@ -43,7 +43,8 @@
 //! | a closure, blocking or not (file I/O, a sync HTTP call, a lock, CPU work) | [`spawn_fn`] / [`Pool::spawn_fn`] | a worker that blocks is detected and its slot given to another worker |
 //! | a closure whose end nothing waits for (fire and forget) | [`execute`] / [`Pool::execute`] | no handle to make and drop: the cheapest spawn; a shut-down pool is an `Err`, not a handle that resolves to one |
 //! | a future (async I/O, timers, other tasks) | [`spawn`] / [`Pool::spawn`] | while it awaits it holds no thread |
-//! | a blocking call *inside* a task, known in advance | [`blocking`] | hands the slot over at once instead of after the monitor interval (1 ms) |
+//! | a blocking call *inside* a task or a handler (a database query, a file read) | call it inline, as plain code | the monitor sees the worker block (Linux, about 1 ms) and hands its slot over; nothing to annotate. [`blocking`] declares it at once instead: for calls known to block for long, or off Linux |
+//! | an HTTP server (axum, hyper) | `tidepool::http::serve` (feature `http`) | every connection a task on the pool; see [Serving HTTP](#serving-http) |
 //! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | timers and sockets are served by the reactor's thread meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
 //! | the result of a task | [`JoinHandle::join`] or `.await` | on a worker, `join` runs queued work (usually the awaited task) while it waits, so a recursion of joins needs no thread per join |
 //! | divide and conquer over borrowed data | [`join`], [`scope`] (and [`Pool::join`], [`Pool::scope`]) | closures borrow the caller's stack; `join` allocates nothing and runs its second half inline unless a thief took it |
@@ -63,7 +64,8 @@
 //! | you used | in tidepool | note |
 //! |---|---|---|
 //! | tokio `tokio::spawn(fut)` | `tidepool::spawn(fut)` / `pool.spawn(fut)` | same `JoinHandle` shape: `.await` it or `.join()` it |
-//! | tokio `spawn_blocking(f)` | `pool.spawn_fn(f)` | no separate blocking pool: a closure that blocks is detected (Linux) and its slot goes to another worker; once its kind (call site) was seen blocking, later ones get a thread as they are spawned, as `spawn_blocking` would give them |
+//! | tokio `spawn_blocking(f)` | inside a task, call `f()` inline; from outside, `pool.spawn_fn(f)` | no separate blocking pool: a worker that blocks is detected (Linux) and its slot goes to another worker; once its kind was seen blocking, later ones get a thread as they are spawned, as `spawn_blocking` would give them |
+//! | axum `axum::serve(listener, app)` | `tidepool::http::serve(listener, app)` (feature `http`) | the same arguments; connections run on the pool, not on tokio's workers |
 //! | tokio `block_in_place(f)` | `tidepool::blocking(f)` | declares the block at once instead of waiting for detection |
 //! | tokio `Runtime::block_on(fut)` | `pool.block_on(fut)` / `tidepool::block_on(fut)` | |
 //! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in tidepool's reactor (microsecond precision; busy workers fire due ones between tasks); an awaiting task holds no thread |
@@ -97,7 +99,9 @@
 //! runtime"*. The task's panic is caught, so its handle resolves to
 //! [`JoinError::Panicked`] carrying that message (never a hang). **The fix:
 //! enable the `tokio` feature** (`tidepool = { version = "0.1", features =
-//! ["tokio"] }`); no code changes.
+//! ["tokio"] }`); no code changes, except for a server: serve it with
+//! `tidepool::http::serve` (feature `http`, [Serving HTTP](#serving-http))
+//! so that its connections run on the pool.
 //!
 //! With the feature, every worker thread enters a tokio runtime's context
 //! for its whole life (and [`Pool::block_on`] and [`block_on`] while they
@@ -106,18 +110,19 @@
 //! resources created in a task register with that runtime's I/O and time
 //! drivers:
 //!
-//! * **Which runtime**: by default a *shared* one, a tokio current-thread
-//!   runtime driven by one background thread named `tidepool-tokio`. It
+//! * **Which runtime**: by default a *shared* one, a tokio multi-thread
+//!   runtime whose threads are named `tidepool-tokio` (see `tokio::spawn`
+//!   below for how many run at once). It
 //!   starts when the first pool is built with the feature and stops when
 //!   the last such pool is gone (shut down or dropped, with its tasks and
 //!   handles); a later pool starts a new one. The global pool is never
-//!   gone, so once it is used the runtime stays for the process. Idle, the
-//!   thread sleeps in `epoll_wait` and costs no CPU. Or bring your own with
+//!   gone, so once it is used the runtime stays for the process. Idle, its
+//!   threads sleep (one in `epoll_wait`) and cost no CPU. Or bring your own with
 //!   [`Builder::tokio_handle`](Builder#method.tokio_handle) (with the
 //!   feature).
-//! * **The cost: a thread hop per event.** The reactor runs on its own
-//!   thread (tidepool's own [`Async`] does not: busy workers poll its
-//!   reactor between tasks): a readiness event wakes the `tidepool-tokio` thread, which wakes the
+//! * **The cost: a thread hop per event.** The reactor runs on the shared
+//!   runtime's threads (tidepool's own [`Async`] does not: busy workers poll its
+//!   reactor between tasks): a readiness event wakes a `tidepool-tokio` thread, which wakes the
 //!   task, which is queued and runs on a worker (woken if parked); tokio's
 //!   own runtime polls the reactor on its workers instead. While the
 //!   workers are saturated, the reactor thread pauses 200 µs now and then,
@@ -127,10 +132,22 @@
 //!   sockets on tidepool make fewer round trips per second than tokio's own
 //!   runtime, at a lower p99 and a higher median, for more CPU time (the
 //!   figures, with their commit and spread, are in the README's results).
-//! * **`tokio::spawn`** works, but the task runs on the shared runtime's one
-//!   thread (or on your runtime with `tokio_handle`), not on the pool:
-//!   use [`tidepool::spawn`](spawn) for tasks, e.g. for hyper's connection
-//!   future where its examples say `tokio::spawn`.
+//! * **`tokio::spawn`** works, but the task runs on the shared runtime's
+//!   workers (or on your runtime with `tokio_handle`), not on the pool:
+//!   tokio has no way to run it elsewhere. Libraries do it (`axum::serve`
+//!   spawns every connection so; hyper's and reqwest's clients their
+//!   connection tasks), so the shared runtime's workers are kept like the
+//!   pool's: at most `available_parallelism` of them run at once, and one
+//!   that blocks inside a task (found asleep by the same kernel look as the
+//!   pool's monitor uses, within about a millisecond) gives its place to
+//!   one of 16 spare workers; once it computes again it is counted again.
+//!   Each block is counted in [`Metrics::tokio_blocked`] and reported by a
+//!   `tracing` warning (at most one per ten seconds) that names the fix:
+//!   run the work on the pool, where the blocking call is learned and its
+//!   slot handed over like any other, with [`tidepool::spawn`](spawn) for
+//!   tasks and `tidepool::http::serve` for a server (feature `http`). For
+//!   hyper-util's client, `tidepool::http::Executor` puts its connection
+//!   tasks on the pool.
 //! * **`tokio::task::spawn_blocking`** works, on tokio's blocking threads
 //!   (`tidepool-tokio-blocking`), outside the pool's slots: use
 //!   [`spawn_fn`] (blocking is detected) or [`blocking`] inside a task.
@@ -166,6 +183,53 @@
 //! assert!(panic.message().unwrap().starts_with("there is no reactor running"));
 //! # }
 //! ```
+//!
+//! # Serving HTTP
+//!
+//! With the `http` feature, `tidepool::http::serve` takes what
+//! `axum::serve` takes, and runs every connection as a task on the pool:
+//!
+//! ```no_run
+//! # #[cfg(feature = "http")] {
+//! use axum::{routing::get, Router};
+//!
+//! fn query_the_database() -> u64 {
+//!     std::thread::sleep(std::time::Duration::from_millis(5)); // blocking
+//!     42
+//! }
+//!
+//! let app = Router::new().route("/", get(|| async {
+//!     // A blocking call, inline: the pool sees the worker block and hands
+//!     // its slot over, so other requests keep running.
+//!     query_the_database().to_string()
+//! }));
+//! tidepool::block_on(async {
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//!     tidepool::http::serve(listener, app).await
+//! })?;
+//! # }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! * **A blocking call in a handler**: call it inline. That is the one
+//!   answer: a worker that blocks is found within about a millisecond and
+//!   its slot goes to another worker, as for any task. The lab's `service`
+//!   experiment measures it beside tokio with `spawn_blocking`.
+//! * **Outbound HTTP**: hyper-util's client with
+//!   `Client::builder(tidepool::http::Executor::current())`, so its
+//!   connection tasks run on the pool; reqwest works too (its tasks run on
+//!   the shared tokio runtime's workers, which are watched).
+//! * **Plain `axum::serve`** inside [`block_on`] also serves, on the shared
+//!   tokio runtime's workers: gated to the cores and compensated when a
+//!   handler blocks, but the pool learns nothing there, and
+//!   [`Metrics::tokio_blocked`] counts each block with a `tracing`
+//!   warning that points here.
+//! * **Stopping**: `Serve::with_graceful_shutdown`, then
+//!   [`Pool::shutdown`]; or [`Pool::shutdown_timeout`], which closes the
+//!   connections still open.
+//!
+//! `examples/service.rs` is a whole service (axum, SQLite through r2d2, an
+//! outbound call) that serves 200 requests of its own and stops.
 //!
 //! # Platform support
 //!
@@ -223,9 +287,14 @@
 //!   start, exit or block, not per task.
 //! * **`tokio`**: worker threads enter a tokio runtime's context, so
 //!   tokio-based crates work in tasks (see [tokio-based
-//!   crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx)). The cost is one
-//!   background thread while a pool exists, and a thread-local write per
-//!   worker thread start; nothing per task.
+//!   crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx)). The cost is the
+//!   shared runtime's threads (parked while nothing is spawned on them with
+//!   `tokio::spawn`) and its watcher's, while a pool exists, and a
+//!   thread-local write per worker thread start; nothing per task.
+//! * **`http`** (implies `tokio`): `tidepool::http::serve`, an HTTP/1.1
+//!   server for an axum `Router` or any tower service of hyper requests,
+//!   each connection a task on the pool, and `tidepool::http::Executor`,
+//!   hyper's executor for the pool (see [Serving HTTP](#serving-http)).
 //! * **`metrics`**: `Pool::publish_metrics` publishes the figures through
 //!   the [`metrics`](https://docs.rs/metrics) facade (Prometheus with
 //!   `metrics-exporter-prometheus`: see `examples/prometheus.rs`); the
@@ -270,6 +339,8 @@ mod control;
 mod fair;
 mod fork;
 mod global;
+#[cfg(feature = "http")]
+pub mod http;
 mod interop;
 #[cfg(all(test, tidepool_loom))]
 mod loom_models;

@@ -58,6 +58,7 @@ pub(crate) fn worker_blocked(pool: &str, thread: usize, reason: &'static str) {
 /// spawned with `tokio::spawn` (by the program or by a library): its place
 /// went to another worker. `blocks` counts the blocks since the last such
 /// event (they are reported at most once every ten seconds).
+#[cfg(feature = "tokio")]
 #[inline(always)]
 pub(crate) fn tokio_worker_blocked(thread: i32, blocks: u64) {
     #[cfg(feature = "tracing")]

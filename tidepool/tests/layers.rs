@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// Top to bottom. A module may name only modules that come after it.
 const LAYERS: &[&str] = &[
     "loom_models", // test-only, above everything
+    "http",
     "global",
     "pool",
     "fork",

@@ -126,7 +126,10 @@ fn a_tokio_task_back_from_its_block_is_counted_again() {
         });
         let m = pool.metrics();
         assert!(m.tokio_blocked >= 1, "the sleeps were found");
-        assert!(m.tokio_counted_again >= 1, "and the computing after them counted");
+        assert!(
+            m.tokio_counted_again >= 1,
+            "and the computing after them counted"
+        );
         pool.shutdown().unwrap();
     });
 }

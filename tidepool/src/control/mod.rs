@@ -64,6 +64,7 @@ pub(crate) mod policy;
 pub(crate) mod signal;
 pub(crate) mod slots;
 pub(crate) mod stuck;
+#[cfg(feature = "tokio")]
 pub(crate) mod tokio_threads;
 
 use std::time::Duration;

@@ -114,6 +114,7 @@ impl Gate {
     }
 
     /// Lets every waiting worker through, now and from now on.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn close(&self) {
         lock(&self.state).closed = true;
         self.place_free.notify_all();

@@ -33,8 +33,9 @@
 //! The shared runtime's workers are paced while the pool's workers are
 //! saturated (`reactor_pacing`).
 
-#[cfg(feature = "tokio")]
-mod gate;
+// Built for the loom model too, which runs without the feature.
+#[cfg(any(feature = "tokio", tidepool_loom))]
+pub(crate) mod gate;
 #[cfg(feature = "tokio")]
 mod watch;
 

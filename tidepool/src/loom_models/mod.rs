@@ -16,6 +16,9 @@
 //!   as it goes to sleep.
 //! * `item`: a work item's cell between its worker, its handle and the
 //!   spawner's free ring.
+//! * `tokio_gate`: the places of the shared tokio runtime's workers between
+//!   a worker that parks and the watcher that takes its place or counts it
+//!   again.
 
 mod admission;
 mod item;
@@ -27,4 +30,5 @@ mod shutdown;
 mod slots;
 #[cfg(unix)]
 mod timers;
+mod tokio_gate;
 mod waiting;
