@@ -85,6 +85,17 @@ fn in_child() -> bool {
 /// In the child: lowers this process's own soft `RLIMIT_NPROC` so that
 /// exactly `extra` more threads can start (the user has no other process,
 /// so its count is this process's threads), with the `prlimit` tool.
+/// The threads the `tokio` feature's shared runtime adds: its workers
+/// (`available_parallelism` places and 16 spares, `src/interop/mod.rs`)
+/// and its watcher; none without the feature.
+fn tokio_threads() -> usize {
+    if cfg!(feature = "tokio") {
+        std::thread::available_parallelism().map_or(1, usize::from) + 16 + 1
+    } else {
+        0
+    }
+}
+
 fn allow_more_threads(extra: usize) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let threads: usize = status
@@ -133,8 +144,8 @@ fn no_worker_can_start() {
         return;
     }
     // Room for the monitor and the async-io driver (and the tokio feature's
-    // runtime thread), none for a worker.
-    allow_more_threads(2 + usize::from(cfg!(feature = "tokio")));
+    // runtime threads), none for a worker.
+    allow_more_threads(2 + tokio_threads());
     {
         let pool = Pool::builder()
             .concurrency(1)
@@ -173,8 +184,8 @@ fn woken_work_runs_once_a_thread_is_freed() {
         return;
     }
     // Room for the monitor, the async-io driver (and the tokio feature's
-    // runtime thread) and one more: a worker or the hog.
-    allow_more_threads(3 + usize::from(cfg!(feature = "tokio")));
+    // runtime threads) and one more: a worker or the hog.
+    allow_more_threads(3 + tokio_threads());
     let pool = Pool::builder()
         .concurrency(1)
         .min_threads(0)

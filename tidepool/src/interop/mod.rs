@@ -145,7 +145,8 @@ mod with_tokio {
             let places = std::thread::available_parallelism().map_or(1, usize::from);
             let watched = Arc::new(super::watch::Watched::new(places));
             let (on_park, on_unpark) = (watched.clone(), watched.clone());
-            let runtime = tokio::runtime::Builder::new_multi_thread()
+            let mut runtime = tokio::runtime::Builder::new_multi_thread();
+            runtime
                 .worker_threads(places + SPARE_WORKERS)
                 .enable_io()
                 .enable_time()
@@ -158,8 +159,17 @@ mod with_tokio {
                     crate::reactor_pacing::after_unpark();
                     on_unpark.enter();
                 })
-                .thread_name("tidepool-tokio")
-                .build()?;
+                .thread_name("tidepool-tokio");
+            // tokio panics when the OS refuses one of its workers (thread
+            // limits); a pool's build reports it as an error instead.
+            let runtime =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.build()))
+                    .unwrap_or_else(|_| {
+                        Err(std::io::Error::other(
+                        "the OS refused one of its worker threads (see the panic message above; \
+                         raise the thread limit, `ulimit -u`)",
+                    ))
+                    })?;
             super::watch::start(watched.clone())?;
             Ok(SharedRuntime {
                 handle: runtime.handle().clone(),
