@@ -534,22 +534,29 @@ impl std::fmt::Debug for Elapsed {
 
 impl std::error::Error for Elapsed {}
 
-/// Runs `f`, a piece of code known to block, and tells the pool so first.
+/// Runs `f`, a piece of code that may block, and tells the pool so.
 ///
-/// Called on a pool worker, the worker gives its running slot to another
-/// worker before `f` runs, so the pool keeps `concurrency` workers running
-/// meanwhile. When the task ends, the worker takes a slot back or, if they are
-/// all taken, gives way. Called outside a pool it just runs `f`.
+/// Called on a pool worker, `f` runs in a *declared blocking section*. A
+/// section that ends quickly costs next to nothing: no slot moves and no
+/// thread starts or wakes, so wrapping a call that usually returns in a
+/// millisecond (a database query) is cheap. A section still running after
+/// one monitor interval (1 ms by default; the monitor looks at it twice)
+/// gives its worker's slot to another worker, so the pool keeps
+/// `concurrency` workers running meanwhile, without asking the kernel
+/// first and on every platform. When the task ends, the worker takes a
+/// slot back or, if they are all taken, gives way. Called outside a pool
+/// it just runs `f`.
 ///
-/// The monitor detects blocking by itself within about a millisecond;
-/// declaring it skips that delay. It also teaches the pool that work items
-/// of this kind (this closure's type) block, so later ones get a thread of
-/// their own as they are spawned ("presumed blocking", see
-/// [`Controller::Adaptive`]): 8 at a time at first, more while they keep
-/// waiting. A kind whose tasks also wait for the pool's own tasks
-/// ([`JoinHandle::join`], [`join`], [`scope`], [`block_on`]) is never
-/// presumed: those waits run queued work on a slot, which a presumed task
-/// does not hold. No need to wrap such waits in `blocking`.
+/// Without it, the monitor detects blocking by itself on Linux within
+/// about the same time; calling `f` inline is just as good there. A
+/// section handed over also teaches the pool that work items of this kind
+/// (this closure's type) block, so later ones get a thread of their own as they
+/// are spawned ("presumed blocking", see [`Controller::Adaptive`]): 8 at
+/// a time at first, more while they keep waiting. A kind whose tasks also
+/// wait for the pool's own tasks ([`JoinHandle::join`], [`join`],
+/// [`scope`], [`block_on`]) is never presumed: those waits run queued work
+/// on a slot, which a presumed task does not hold. No need to wrap such
+/// waits in `blocking`.
 ///
 /// ```
 /// let handle = tidepool::spawn_fn(|| {
@@ -559,6 +566,6 @@ impl std::error::Error for Elapsed {}
 /// assert_eq!(handle.join().unwrap(), "done");
 /// ```
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    worker::declare_blocking(worker::Declared::ByTask);
+    let _section = worker::DeclaredSection::enter();
     f()
 }

@@ -111,6 +111,9 @@ struct Track {
     /// [`computed_when_it_could`] said yes for this task: not asked (nor
     /// its run delay read) again.
     known_computing: bool,
+    /// The declared blocking section (`worker::DeclaredSection`, the
+    /// entry's odd section count) seen at the last look in this task.
+    declared_seen: Option<u64>,
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
@@ -162,6 +165,7 @@ impl Track {
             run_delay: None,
             runnable_first: None,
             known_computing: false,
+            declared_seen: None,
             probe_wait: 0,
             backoff: 1,
         }
@@ -186,6 +190,9 @@ struct Monitor {
     /// Whether the pool is stuck (every thread blocked, work waiting).
     stuck: StuckWatch,
     sleep: Duration,
+    /// Workers found in the same declared blocking section at two looks,
+    /// with the task each was seen in: their slots go to other workers.
+    declared_overdue: Vec<(usize, StatusWord)>,
     /// When the metrics were last published, and whether that was at the
     /// start of an idle sleep (the `metrics` feature).
     #[cfg(feature = "metrics")]
@@ -200,6 +207,7 @@ impl Monitor {
             policy: None,
             stuck: StuckWatch::default(),
             sleep: Duration::ZERO,
+            declared_overdue: Vec::new(),
             #[cfg(feature = "metrics")]
             published: None,
         }
@@ -236,7 +244,11 @@ impl Monitor {
             let timeout = self.next_sleep(&shared, tick);
             shared.monitor.record(started.elapsed(), None);
             let serve_spare = || crate::worker::start_spare(&shared);
-            if !shared.monitor.sleep(timeout, serve_spare) {
+            let interval = Some(shared.config.monitor_interval);
+            if !shared
+                .monitor
+                .sleep_nudged_after(timeout, interval, serve_spare)
+            {
                 return;
             }
             if timeout.is_none() && !self.let_the_task_start(&shared) {
@@ -301,6 +313,13 @@ impl Monitor {
         let (sample, any_suspect) = self.observe(shared, &policy, &limits);
         let decision = policy.decide(&limits, &sample);
         self.policy = Some(policy);
+        // Declared sections first: the worker said it blocks, which is
+        // what the kernel's look in `apply` would find too.
+        for (index, seen) in std::mem::take(&mut self.declared_overdue) {
+            if crate::worker::hand_over_declared(shared, index, seen) {
+                self.tracks[index] = None;
+            }
+        }
         self.apply(shared, &sample, &decision);
         self.watch_stuck(shared, &limits, &sample);
 
@@ -366,6 +385,17 @@ impl Monitor {
             let t = track.get_or_insert_with(|| Track::new(seen, now));
             if fresh {
                 *t = Track::new(seen, now);
+            }
+            // A declared blocking section seen at the last look too: past
+            // its grace, its slot is handed over (`hand_over_declared`).
+            let section = entry.declared_sections.load(Ordering::Relaxed);
+            if section % 2 == 1 {
+                if t.declared_seen == Some(section) {
+                    self.declared_overdue.push((index, seen));
+                } else {
+                    t.declared_seen = Some(section);
+                }
+                any_suspect = true;
             }
             let mut view = WorkerView {
                 index,

@@ -110,7 +110,7 @@ impl<T> JoinHandle<T> {
         }
         // Not a worker, or helping nested too deep: block (declared, if on
         // a worker, so the slot goes to another worker meanwhile).
-        crate::worker::declare_blocking(crate::worker::Declared::PoolWait);
+        crate::worker::declare_pool_wait();
         futures_lite::future::block_on(self)
     }
 

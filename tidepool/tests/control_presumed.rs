@@ -82,8 +82,10 @@ enum Mode {
     /// Waits 20 ms for a timer in `tidepool::block_on`: a helping wait,
     /// which takes a free slot to help with.
     WaitOnPool,
-    /// Declares a block (`tidepool::blocking`) that ends at once: teaches
-    /// the pool that the kind blocks, with a fresh credit.
+    /// Declares a block (`tidepool::blocking`) that lasts until the grace
+    /// of a declared section (one monitor interval) is over, on a pool
+    /// whose monitor looks (`teach_on_a_looking_pool`): the hand-over
+    /// teaches the kind that it blocks, with a fresh credit.
     Declare,
 }
 
@@ -104,7 +106,15 @@ fn item<const TEST: usize>(
             std::thread::sleep(Duration::from_millis(5));
             true
         }
-        Mode::Declare => tidepool::blocking(|| true),
+        // Waits, declared, until its section is handed over, then ends:
+        // a blocked task that waits on earns its kind more credit.
+        Mode::Declare => tidepool::blocking(|| {
+            let pool = Pool::current().expect("a teaching item runs on a pool");
+            while pool.metrics().declared_blocking == 0 {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            true
+        }),
         Mode::WaitOnPool => {
             tidepool::block_on(tidepool::Timer::after(Duration::from_millis(20)));
             true
@@ -182,6 +192,21 @@ fn slow_monitor_pool_with(min_threads: usize) -> Pool {
         .monitor_interval(Duration::from_secs(10))
         .build()
         .unwrap()
+}
+
+/// Runs `teach` (a `Mode::Declare` item) on a pool of its own whose monitor
+/// looks every millisecond, so its declared section is handed over and the
+/// kind learns that it blocks (kinds are process-wide); the pools under
+/// test have a slow monitor that would take seconds to look.
+fn teach_on_a_looking_pool(teach: impl FnOnce() -> bool + Send + 'static) {
+    let teacher = Pool::builder().concurrency(1).build().unwrap();
+    assert!(teacher.spawn_fn(teach).join().unwrap());
+    let m = teacher.metrics();
+    assert!(
+        m.declared_blocking >= 1,
+        "the section was handed over: {m:?}"
+    );
+    teacher.shutdown().unwrap();
 }
 
 /// Waits (within `HANG`) until at least `n` of `pool`'s threads are parked.
@@ -331,7 +356,7 @@ fn a_kind_whose_presumed_items_end_at_once_stops_being_presumed() {
         let pool = slow_monitor_pool();
         // One declared block: the kind blocks, with a fresh credit of 8.
         let teach = item::<5>(Mode::Declare, Rendezvous::new(1), Duration::ZERO);
-        assert!(pool.spawn_fn(teach).join().unwrap());
+        teach_on_a_looking_pool(teach);
         let run = |count| {
             for _ in 0..count {
                 let never_met = Rendezvous::new(2);
@@ -428,7 +453,7 @@ fn presumed_items_of_a_kind_new_to_blocking_start_a_few_at_a_time() {
         let pool = slow_monitor_pool();
         // One declared block: the kind blocks, with a fresh credit of 8.
         let teach = item::<9>(Mode::Declare, Rendezvous::new(1), Duration::ZERO);
-        assert!(pool.spawn_fn(teach).join().unwrap());
+        teach_on_a_looking_pool(teach);
         // 40 items that each wait (50 ms at most) for all 40. Presumed
         // without a cap, each was handed a thread as it was spawned, all 40
         // at once: a lock convoy's items, once caught asleep, got 433.
@@ -487,7 +512,7 @@ fn what_a_thread_does_before_its_presumed_task_is_not_charged_to_the_task() {
             .build()
             .unwrap();
         let teach = item::<12>(Mode::Declare, Rendezvous::new(1), Duration::ZERO);
-        assert!(pool.spawn_fn(teach).join().unwrap());
+        teach_on_a_looking_pool(teach);
         // Items that sleep 5 ms, spawned while the only slot is held: each
         // is presumed and handed a thread of its own, which may be a new
         // one that computes in its hook before the item sleeps. Charged to

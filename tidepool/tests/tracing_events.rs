@@ -90,7 +90,13 @@ fn a_blocked_worker_and_its_replacement_are_traced_with_reasons() {
         let second = pool.spawn_fn(|| 2);
         assert_eq!(second.join().unwrap(), 2);
         sleeper.join().unwrap();
-        let declared = pool.spawn_fn(|| tidepool::blocking(|| 3));
+        // A declared section that outlasts its grace (one monitor interval).
+        let declared = pool.spawn_fn(|| {
+            tidepool::blocking(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                3
+            })
+        });
         assert_eq!(declared.join().unwrap(), 3);
         pool.shutdown().unwrap();
 

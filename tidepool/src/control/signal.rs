@@ -39,11 +39,17 @@ pub(crate) struct MonitorSignal {
     cv: Condvar,
     /// The monitor is (about to be) sleeping until woken.
     idle_sleep: AtomicBool,
+    /// The monitor is (about to be) in a timed sleep longer than its
+    /// interval: a declared blocking section nudges it awake
+    /// ([`MonitorSignal::nudge`]).
+    long_sleep: AtomicBool,
 }
 
 #[derive(Debug, Default)]
 struct SignalState {
     woken: bool,
+    /// A declared blocking section began during a long sleep: end it.
+    nudged: bool,
     /// A spare worker is wanted ([`MonitorSignal::want_spare`]).
     spare: bool,
     stopped: bool,
@@ -61,6 +67,19 @@ impl MonitorSignal {
         if self.idle_sleep.load(Ordering::SeqCst) {
             let mut state = lock(&self.state);
             state.woken = true;
+            self.cv.notify_one();
+        }
+    }
+
+    /// A worker entered a declared blocking section: if the monitor is in
+    /// a timed sleep longer than its interval (it backs off to 10 ms while
+    /// nothing is due for a look), ends it, so the section is looked at
+    /// within an interval or two. Costs one load otherwise. A nudge that
+    /// misses a sleep just begun costs that sleep's length, never a hang.
+    pub(crate) fn nudge(&self) {
+        if self.long_sleep.load(Ordering::Relaxed) {
+            let mut state = lock(&self.state);
+            state.nudged = true;
             self.cv.notify_one();
         }
     }
@@ -125,9 +144,27 @@ impl MonitorSignal {
     /// long a kind's tasks are seen waiting). The idle announcement stays
     /// up meanwhile, so a wake during the start is not lost.
     pub(crate) fn sleep(&self, timeout: Option<Duration>, mut serve_spare: impl FnMut()) -> bool {
+        self.sleep_nudged_after(timeout, None, &mut serve_spare)
+    }
+
+    /// Like [`MonitorSignal::sleep`], but a timed sleep longer than
+    /// `nudged_after` ends early when [`MonitorSignal::nudge`]d.
+    pub(crate) fn sleep_nudged_after(
+        &self,
+        timeout: Option<Duration>,
+        nudged_after: Option<Duration>,
+        mut serve_spare: impl FnMut(),
+    ) -> bool {
         // A timeout too long for an instant is a sleep until woken.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let long = matches!((timeout, nudged_after), (Some(t), Some(n)) if t > n);
+        if long {
+            self.long_sleep.store(true, Ordering::Relaxed);
+        }
         let mut state = lock(&self.state);
+        if !long {
+            state.nudged = false;
+        }
         // A wake that came before this sleep-until-woken counts; a timed
         // sleep ignores it (it was for an earlier sleep). Checked on every
         // turn, not only before the first wait: a wake can also land while
@@ -135,6 +172,9 @@ impl MonitorSignal {
         // `monitor_idle` deadlocked when it was checked only after a wait).
         while !state.stopped {
             if deadline.is_none() && state.woken {
+                break;
+            }
+            if long && state.nudged {
                 break;
             }
             if state.spare {
@@ -156,8 +196,10 @@ impl MonitorSignal {
             }
         }
         state.woken = false;
+        state.nudged = false;
         let keep_going = !state.stopped;
         drop(state);
+        self.long_sleep.store(false, Ordering::Relaxed);
         self.idle_sleep.store(false, Ordering::SeqCst);
         keep_going
     }

@@ -173,7 +173,7 @@ where
     fn wait_for_thief(&self) -> thread::Result<R> {
         let settled = || self.state.load(Ordering::Acquire) != PENDING;
         if !crate::worker::help_until(settled) {
-            crate::worker::declare_blocking(crate::worker::Declared::PoolWait);
+            crate::worker::declare_pool_wait();
             while !settled() {
                 thread::park_timeout(Duration::from_millis(10));
             }

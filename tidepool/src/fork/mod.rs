@@ -269,7 +269,7 @@ impl<'scope> Scope<'scope> {
             if !crate::worker::help_until(done) {
                 // Nested too deep to help: block until a job ends (each
                 // job's end or the last one's unparks this thread).
-                crate::worker::declare_blocking(crate::worker::Declared::PoolWait);
+                crate::worker::declare_pool_wait();
                 thread::park_timeout(std::time::Duration::from_millis(1));
             }
         }

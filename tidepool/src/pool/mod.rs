@@ -328,7 +328,7 @@ impl Pool {
         }
         // Not a worker, or helping nested too deep: block (declared, if on a
         // worker, so the slot goes to another worker meanwhile).
-        worker::declare_blocking(worker::Declared::PoolWait);
+        worker::declare_pool_wait();
         let _tokio = self.shared().config.tokio.enter();
         context::entered(self.shared(), || wait_here(future))
     }

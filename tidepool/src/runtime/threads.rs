@@ -44,6 +44,11 @@ pub(crate) struct Entry {
     /// urgent task at once (`worker::schedule`, `sys::set_urgent_slice`);
     /// the worker gives it back after its next task, or as it parks.
     pub(crate) urgent_slice: std::sync::atomic::AtomicBool,
+    /// Declared blocking sections (`tidepool::blocking`) entered and left
+    /// by the worker's thread: odd while it is inside one. The monitor hands
+    /// the slot over when it finds the same section at two looks in a row
+    /// (`worker::DeclaredSection`).
+    pub(crate) declared_sections: std::sync::atomic::AtomicU64,
     /// The thread that has the entry, to wake it from a helping wait (a
     /// stolen fork-join job it waits for is done); `None` between threads.
     pub(crate) thread: Mutex<Option<Thread>>,

@@ -134,7 +134,7 @@ pub(crate) fn unpark_waker() -> Waker {
 ///
 /// Returns false, without waiting, when the current thread is not a worker
 /// or has used [`STACK_SHARE`] of its stack: the caller then blocks,
-/// declaring it (see `declare_blocking`) if on a worker.
+/// declaring it (see `declare_pool_wait`) if on a worker.
 pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     let Some(ctx) = context::current() else {
         return false;

@@ -44,8 +44,8 @@ mod schedule;
 
 pub(crate) use help::{help_until, poll_helping};
 pub(crate) use schedule::{
-    can_run, declare_blocking, notify, push_admitted, spawn, spawn_detached_item, spawn_item,
-    start_floor, start_spare, wake_or_start, Declared,
+    can_run, declare_pool_wait, hand_over_declared, notify, push_admitted, spawn,
+    spawn_detached_item, spawn_item, start_floor, start_spare, wake_or_start, DeclaredSection,
 };
 
 use crate::control::StartReason;

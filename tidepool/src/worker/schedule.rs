@@ -3,7 +3,7 @@
 //! parked worker or starting a thread.
 
 use super::{run, Begin};
-use crate::control::slots::TaskStatus;
+use crate::control::slots::{StatusWord, TaskStatus};
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context;
@@ -599,26 +599,94 @@ pub(crate) fn can_run(shared: &Arc<Shared>) -> Result<(), StartFailure> {
     }
 }
 
-/// Who declared a wait blocking, which decides whether the pool learns from
-/// it (`runtime::kinds`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Declared {
-    /// The task's own code, through `tidepool::blocking`: tasks of its kind
-    /// block, so later ones may be presumed blocking.
-    ByTask,
-    /// A wait on the pool's own work that could not help (`join`,
-    /// `block_on`, a scope's end, nested too deep). Teaches the opposite:
-    /// the kind waits on the pool and is never presumed blocking (taught
-    /// to block, a recursive fork-join's kind got a thread per spawn, every
-    /// one of them waiting on queued children: a lab run hung that way with
-    /// 514 threads).
-    PoolWait,
+/// A declared blocking section (`tidepool::blocking`) on a worker, from its
+/// start to the guard's drop.
+///
+/// Entering one moves no slot and wakes no thread: a call that returns
+/// quickly costs two writes of the worker's own word. The monitor hands
+/// the slot over if it finds the worker in the same section at two looks
+/// in a row, that is after one monitor interval at the least (Go's
+/// runtime retakes a P from a goroutine in a system call at its sysmon's
+/// tick likewise), and nudges itself awake if it sleeps longer than an
+/// interval, so a long call hands over within one or two intervals. The
+/// kind learns that it blocks at the hand-over, not before.
+#[derive(Debug)]
+pub(crate) struct DeclaredSection {
+    /// The pool and worker index whose section this is; `None` off a
+    /// worker or inside another section.
+    entered: Option<(Arc<Shared>, usize)>,
+}
+
+impl DeclaredSection {
+    /// Enters a section if the current thread is a worker running a task
+    /// with a slot, and not in a section already.
+    pub(crate) fn enter() -> DeclaredSection {
+        let Some(ctx) = context::current() else {
+            return DeclaredSection { entered: None };
+        };
+        let shared = &ctx.shared;
+        let entry = shared.threads.entry(ctx.index);
+        let sections = &entry.declared_sections;
+        if sections.load(Ordering::Relaxed) % 2 == 1
+            || entry.status.load().phase() != crate::control::slots::Phase::InTask
+        {
+            return DeclaredSection { entered: None };
+        }
+        sections.fetch_add(1, Ordering::Relaxed);
+        shared.monitor.nudge();
+        DeclaredSection {
+            entered: Some((shared.clone(), ctx.index)),
+        }
+    }
+}
+
+impl Drop for DeclaredSection {
+    fn drop(&mut self) {
+        if let Some((shared, index)) = &self.entered {
+            shared
+                .threads
+                .entry(*index)
+                .declared_sections
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The monitor found the worker at `index` in the same declared section
+/// ([`DeclaredSection`]) at two looks, in the task it saw as `seen`: gives
+/// its slot away, as `declare_pool_wait` does. True if it did (the task had
+/// not ended).
+pub(crate) fn hand_over_declared(shared: &Arc<Shared>, index: usize, seen: StatusWord) -> bool {
+    let entry = shared.threads.entry(index);
+    if !entry.status.try_mark_blocked(seen) {
+        return false;
+    }
+    // Only a section that outlasted its grace teaches the kind that it
+    // blocks: taught at every section's start, a kind whose calls return in
+    // microseconds was presumed blocking, and its items were handed
+    // threads of their own (688 presumptions and 7 threads for 2,000 such
+    // items on 2 slots).
+    Kind::from_bits(entry.kind.load(Ordering::Relaxed)).declared_blocking();
+    ThreadCounters::bump(&shared.threads.counters.declared_blocking);
+    trace::worker_blocked(&shared.config.thread_name, index, "declared");
+    shared.slots.release();
+    if shared.has_work() {
+        notify(shared);
+    }
+    true
 }
 
 /// If the current thread is a worker running a task, gives its slot away
-/// (declared blocking) so another worker can run meanwhile. The worker takes
-/// a slot back, or gives way, at the end of its task.
-pub(crate) fn declare_blocking(by: Declared) {
+/// at once so another worker can run meanwhile: for a wait on the pool's
+/// own work that could not help (`join`, `block_on`, a scope's end, nested
+/// too deep). It teaches the kind that it waits on the pool, so it is never
+/// presumed blocking (taught to block, a recursive fork-join's kind got a
+/// thread per spawn, every one of them waiting on queued children: a lab
+/// run hung that way with 514 threads). The worker takes a slot back, or
+/// gives way, at the end of its task. (A task's own blocking code goes
+/// through [`DeclaredSection`] instead, which moves the slot only after a
+/// grace.)
+pub(crate) fn declare_pool_wait() {
     let Some(ctx) = context::current() else {
         return;
     };
@@ -627,10 +695,7 @@ pub(crate) fn declare_blocking(by: Declared) {
     if status.try_mark_blocked(status.load()) {
         let entry = shared.threads.entry(ctx.index);
         let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-        match by {
-            Declared::ByTask => kind.declared_blocking(),
-            Declared::PoolWait => kind.saw_pool_wait(),
-        }
+        kind.saw_pool_wait();
         ThreadCounters::bump(&shared.threads.counters.declared_blocking);
         trace::worker_blocked(&shared.config.thread_name, ctx.index, "declared");
         shared.slots.release();
