@@ -327,3 +327,37 @@ fn a_regular_file_is_refused_with_an_explanation() {
     assert!(message.contains("regular files"), "{message}");
     assert!(message.contains("spawn_fn"), "{message}");
 }
+
+#[test]
+fn a_burst_of_connects_fits_in_the_listen_backlog() {
+    within(HANG, || {
+        // Nobody accepts: every connect must fit in the listen queue. With
+        // the standard library's backlog of 128, the 130th connect's SYN
+        // was dropped and it waited for a resend (a second or more), and
+        // 200 simultaneous connects overflowed the queue thousands of times.
+        let listener = Async::<std::net::TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
+        let addr = listener.get_ref().local_addr().unwrap();
+        let somaxconn = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(1024);
+        let burst = 300.min(somaxconn);
+        let connected: Vec<_> = (0..burst)
+            .map(|i| {
+                std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))
+                    .unwrap_or_else(|e| panic!("connect {i} of {burst} did not fit: {e}"))
+            })
+            .collect();
+        assert_eq!(connected.len(), burst);
+        // And they are all there to accept.
+        let accepted = tidepool::block_on(async {
+            let mut n = 0;
+            while n < burst {
+                listener.accept().await.unwrap();
+                n += 1;
+            }
+            n
+        });
+        assert_eq!(accepted, burst);
+    });
+}
