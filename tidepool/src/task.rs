@@ -33,15 +33,44 @@ pub struct JoinHandle<T> {
 /// polled); or a work item's.
 enum Cell<T> {
     Fresh(TaskCell<T>),
-    Polled(FallibleCell<T>),
+    Polled(FallibleCell<T>, ClaimRef),
     Item(ItemHandle<T>),
 }
+
+/// The claim of a task whose handle holds it in the fallible form, which
+/// does not give its metadata out (async-task 4.7): kept from the fresh
+/// form, for `JoinHandle::cancel`.
+struct ClaimRef(std::ptr::NonNull<crate::runtime::task::Claim>);
+
+impl ClaimRef {
+    fn of<T>(cell: &TaskCell<T>) -> ClaimRef {
+        ClaimRef(std::ptr::NonNull::from(&cell.metadata().task.claim))
+    }
+
+    fn get(&self) -> &crate::runtime::task::Claim {
+        // SAFETY: the pointer was taken from the metadata of the task whose
+        // fallible handle sits beside it in the same `Cell::Polled`. (1)
+        // async-task keeps a task's metadata in its allocation's header
+        // until the allocation is freed, which waits for every handle,
+        // this one included, and never moves it. (2) The `ClaimRef` is
+        // dropped with (or before) that handle: they live and die in one
+        // enum variant. (3) A `Claim` is an atomic, read through `&` only.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+// SAFETY: a `ClaimRef` is a shared reference to a `Claim` (an atomic, `Sync`)
+// that outlives it (see `ClaimRef::get`); sending or sharing it is sending or
+// sharing that reference.
+unsafe impl Send for ClaimRef {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ClaimRef {}
 
 impl<T> Cell<T> {
     fn is_finished(&self) -> bool {
         match self {
             Cell::Fresh(task) => task.is_finished(),
-            Cell::Polled(task) => task.is_finished(),
+            Cell::Polled(task, _) => task.is_finished(),
             Cell::Item(item) => item.is_finished(),
         }
     }
@@ -49,7 +78,7 @@ impl<T> Cell<T> {
     fn detach(self) {
         match self {
             Cell::Fresh(task) => task.detach(),
-            Cell::Polled(task) => task.detach(),
+            Cell::Polled(task, _) => task.detach(),
             // Dropping an item's handle detaches it.
             Cell::Item(item) => drop(item),
         }
@@ -152,12 +181,17 @@ impl<T> JoinHandle<T> {
             self.task = Some(task);
             return false;
         }
-        if let Cell::Item(item) = &task {
-            if !item.metadata().claim.cancel() {
-                // A closure a worker has started: it runs to its end.
-                self.task = Some(task);
-                return false;
-            }
+        let claim = match &task {
+            Cell::Item(item) => &item.metadata().claim,
+            // A group's or a pair's closure is a future with a closure's
+            // claim; an async task's claim always lets the cancel through.
+            Cell::Fresh(cell) => &cell.metadata().task.claim,
+            Cell::Polled(_, claim) => claim.get(),
+        };
+        if !claim.cancel() {
+            // A closure a worker has started: it runs to its end.
+            self.task = Some(task);
+            return false;
         }
         // Dropping an async-task handle cancels the task; its future is
         // dropped by a worker (or right here if it is not scheduled). A
@@ -190,12 +224,13 @@ impl<T> Future for JoinHandle<T> {
             if let Some(Cell::Fresh(task)) = self.task.take() {
                 // A cancelled `Task` panics when polled; a fallible one
                 // resolves to `None`.
-                self.task = Some(Cell::Polled(task.fallible()));
+                let claim = ClaimRef::of(&task);
+                self.task = Some(Cell::Polled(task.fallible(), claim));
             }
         }
         let refused = self.refused;
         let output = match self.task.as_mut() {
-            Some(Cell::Polled(task)) => match Pin::new(task).poll(cx) {
+            Some(Cell::Polled(task, _)) => match Pin::new(task).poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(output) => output.map(|output| output.into_inner()),
             },

@@ -283,7 +283,7 @@ impl Group {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.spawner.spawn(async move { work() })
+        self.spawner.spawn_fn(work)
     }
 
     /// Like [`Group::spawn`], but says so if the group or the pool is closed.
@@ -326,7 +326,7 @@ impl Group {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.spawner.try_spawn(async move { work() })
+        self.spawner.try_spawn_fn(work)
     }
 
     /// A snapshot of the group's counters.
@@ -536,7 +536,35 @@ impl Spawner {
             .unwrap_or_else(|_| JoinHandle::refused())
     }
 
+    /// A closure through the gate: a future with a closure's claim
+    /// (`worker::spawn_closure`), so a cancel says true only if it will
+    /// not run.
+    pub(crate) fn spawn_fn<F, R>(&self, work: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.try_spawn_fn(work)
+            .unwrap_or_else(|_| JoinHandle::refused())
+    }
+
+    pub(crate) fn try_spawn_fn<F, R>(&self, work: F) -> Result<JoinHandle<R>, SpawnError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.try_spawn_as(async move { work() }, true)
+    }
+
     pub(crate) fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.try_spawn_as(future, false)
+    }
+
+    fn try_spawn_as<F>(&self, future: F, closure: bool) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -555,7 +583,13 @@ impl Spawner {
         let gate: Arc<dyn Gate> = TaskGate::new(Arc::clone(&self.unit), self.side);
         // Counted before the task exists, so that no end is seen first.
         self.unit.stats.spawned.fetch_add(1, Ordering::Relaxed);
-        let Some(cell) = crate::worker::spawn(shared, future, self.unit.priority, gate) else {
+        let priority = self.unit.priority;
+        let cell = if closure {
+            crate::worker::spawn_closure(shared, future, priority, gate)
+        } else {
+            crate::worker::spawn(shared, future, priority, gate)
+        };
+        let Some(cell) = cell else {
             // Refused by a stopping pool: never accepted.
             self.unit.stats.spawned.fetch_sub(1, Ordering::Relaxed);
             return Err(SpawnError::ShutDown);

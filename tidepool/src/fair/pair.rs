@@ -67,7 +67,7 @@ macro_rules! spawner_methods {
             F: FnOnce() -> R + Send + 'static,
             R: Send + 'static,
         {
-            self.spawner.spawn(async move { work() })
+            self.spawner.spawn_fn(work)
         }
 
         /// Like `spawn`, but says so if the pair or the pool is closed.
@@ -108,7 +108,7 @@ macro_rules! spawner_methods {
             F: FnOnce() -> R + Send + 'static,
             R: Send + 'static,
         {
-            self.spawner.try_spawn(async move { work() })
+            self.spawner.try_spawn_fn(work)
         }
 
         /// Counters of the whole pair (both sides).

@@ -44,7 +44,7 @@ mod schedule;
 
 pub(crate) use help::{help_until, poll_helping};
 pub(crate) use schedule::{
-    can_run, declare_pool_wait, hand_over_declared, notify, push_admitted, spawn,
+    can_run, declare_pool_wait, hand_over_declared, notify, push_admitted, spawn, spawn_closure,
     spawn_detached_item, spawn_item, start_floor, start_spare, wake_or_start, DeclaredSection,
 };
 

@@ -31,13 +31,47 @@ where
     F::Output: Send + 'static,
     G: MaybeGate,
 {
+    spawn_task(shared, future, priority, gate, false)
+}
+
+/// Like [`spawn`], for a closure made into a future (a group's or a pair's
+/// `spawn_fn`, which goes through their gate): it gets a closure's claim,
+/// so `JoinHandle::cancel` says true only if it will not run, and it may
+/// be presumed blocking like any closure.
+pub(crate) fn spawn_closure<F, G>(
+    shared: &Arc<Shared>,
+    future: F,
+    priority: Priority,
+    gate: G,
+) -> Option<TaskCell<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    G: MaybeGate,
+{
+    spawn_task(shared, future, priority, gate, true)
+}
+
+#[inline(always)]
+fn spawn_task<F, G>(
+    shared: &Arc<Shared>,
+    future: F,
+    priority: Priority,
+    gate: G,
+    closure: bool,
+) -> Option<TaskCell<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    G: MaybeGate,
+{
     let caller = admit_spawn(shared)?;
     let meta = FutureMeta {
         gate: gate.to_meta(),
         task: TaskMeta {
             kind: Kind::of::<F>(),
             priority,
-            claim: task::Claim::new(false),
+            claim: task::Claim::new(closure),
             presumption: Default::default(),
         },
     };
