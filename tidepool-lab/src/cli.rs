@@ -4,10 +4,12 @@
 //! that names the problem; `main` prints it and exits with code 2.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+use crate::experiments::service::ServeSystem;
 use crate::experiments::{Experiment, ExperimentKind, Scale};
 
 /// `tidepool-lab`: runs the classic thread-pool experiments on tidepool and
@@ -45,14 +47,34 @@ pub struct Cli {
     /// Run every selected run N times, interleaved (A, B, C, A, B, C, ...),
     /// each time on a fresh pool, and report medians with their spread.
     /// Default: 5 for thread-per-task, flood, thread-count, fork-join, burst,
-    /// short-blocking and async-io and 1 for the others at full scale; 1 at
-    /// --quick.
+    /// short-blocking, async-io and service and 1 for the others at full
+    /// scale; 1 at --quick.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub repeat: Option<i64>,
 
     /// Tiny counts and short waits, for the lab's own tests (implies --quick).
     #[arg(long, hide = true)]
     pub tiny: bool,
+}
+
+/// The hidden subcommand that starts one of the `service` experiment's
+/// server processes (the lab starts them; not for people).
+pub const SERVE_SYSTEM: &str = "serve-system";
+
+/// `tidepool-lab serve-system`: serves the `service` experiment's service
+/// on one system, in this process, for the lab that started it.
+#[derive(Debug, Clone, PartialEq, Eq, Parser)]
+#[command(name = "tidepool-lab serve-system")]
+pub struct ServeArgs {
+    /// The system, by its run id.
+    #[arg(value_enum)]
+    pub system: ServeSystem,
+    /// The SQLite file the lab made.
+    #[arg(long, value_name = "FILE")]
+    pub db: PathBuf,
+    /// The upstream the handler calls.
+    #[arg(long, value_name = "ADDR")]
+    pub upstream: SocketAddr,
 }
 
 /// What the lab was asked to do, validated.
@@ -103,6 +125,8 @@ pub enum Parsed {
     Run(Plan),
     /// `--help` or `--version`: print this text and exit successfully.
     Info(String),
+    /// `serve-system`: be one of the `service` experiment's servers.
+    Serve(ServeArgs),
 }
 
 /// Parses and validates `args` (the first item is the program name).
@@ -117,6 +141,12 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(1).is_some_and(|a| a == SERVE_SYSTEM) {
+        return ServeArgs::try_parse_from(&args[1..])
+            .map(Parsed::Serve)
+            .map_err(|e| UsageError(one_line(&e.render().to_string())));
+    }
     match Cli::try_parse_from(args) {
         Ok(cli) => plan(cli).map(Parsed::Run),
         Err(e) => match e.kind() {
@@ -304,7 +334,7 @@ mod tests {
         all.extend_from_slice(args);
         match parse(all)? {
             Parsed::Run(p) => Ok(p),
-            Parsed::Info(_) => panic!("unexpected help"),
+            Parsed::Info(_) | Parsed::Serve(_) => panic!("unexpected {args:?}"),
         }
     }
 
@@ -400,6 +430,30 @@ mod tests {
     fn unknown_flag_is_one_line() {
         let e = err(&["--frobnicate"]);
         assert!(e.contains("--frobnicate"), "{e}");
+    }
+
+    #[test]
+    fn serve_system_is_a_hidden_subcommand() {
+        let parsed = parse([
+            "tidepool-lab",
+            "serve-system",
+            "tokio-inline",
+            "--db",
+            "/tmp/x.sqlite",
+            "--upstream",
+            "127.0.0.1:4000",
+        ]);
+        let Ok(Parsed::Serve(args)) = parsed else {
+            panic!("{parsed:?}")
+        };
+        assert_eq!(args.system, ServeSystem::TokioInline);
+        assert_eq!(args.upstream.port(), 4000);
+        let e = parse(["tidepool-lab", "serve-system", "nosuch"]).unwrap_err();
+        assert!(e.0.contains("nosuch"), "{e}");
+        let Ok(Parsed::Info(help)) = parse(["tidepool-lab", "--help"]) else {
+            panic!("help")
+        };
+        assert!(!help.contains(SERVE_SYSTEM), "hidden: {help}");
     }
 
     #[test]

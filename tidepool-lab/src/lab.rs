@@ -4,7 +4,9 @@
 //!
 //! Repetitions are interleaved, A, B, C, A, B, C, ... rather than A five
 //! times then B five times, so a slow drift of a shared machine (another
-//! tenant, thermal throttling) hits every system alike.
+//! tenant, thermal throttling) hits every system alike. An experiment that
+//! asks for it ([`Experiment::rotate`]) also starts each round one run
+//! later: A, B, C, then B, C, A, then C, A, B.
 
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -35,7 +37,17 @@ pub fn run(plan: &Plan, cores: usize) -> Vec<ExperimentResult> {
             .map(Repetitions::new)
             .collect();
         for rep in 1..=repeat {
-            for r in pending.iter_mut().filter(|r| r.error.is_none()) {
+            let n = pending.len();
+            let shift = if experiment.rotate {
+                (rep - 1) % n.max(1)
+            } else {
+                0
+            };
+            for k in 0..n {
+                let r = &mut pending[(k + shift) % n];
+                if r.error.is_some() {
+                    continue;
+                }
                 let label = if repeat > 1 {
                     format!("{}/{} ({rep}/{repeat})", experiment.name, r.spec.id)
                 } else {

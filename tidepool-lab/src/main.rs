@@ -20,6 +20,8 @@ fn main() -> ExitCode {
             print!("{text}");
             return ExitCode::SUCCESS;
         }
+        // One of the `service` experiment's server processes.
+        Ok(Parsed::Serve(args)) => return tidepool_lab::experiments::service::serve(&args),
         Err(e) => {
             eprintln!("tidepool-lab: {e}");
             return ExitCode::from(2);

@@ -24,7 +24,17 @@ pub struct CpuTimes {
 impl CpuTimes {
     /// Reads `/proc/self/stat`. Resolution is one clock tick (usually 10 ms).
     pub fn now() -> Option<CpuTimes> {
-        let stat = fs::read_to_string("/proc/self/stat").ok()?;
+        CpuTimes::read("/proc/self/stat")
+    }
+
+    /// The same for another process (`/proc/<pid>/stat`): the lab's
+    /// measure of a server process it started.
+    pub fn of_process(pid: u32) -> Option<CpuTimes> {
+        CpuTimes::read(&format!("/proc/{pid}/stat"))
+    }
+
+    fn read(path: &str) -> Option<CpuTimes> {
+        let stat = fs::read_to_string(path).ok()?;
         let (utime, stime) = parse_stat_times(&stat)?;
         let tick_ms = 1000.0 / clock_ticks_per_second();
         Some(CpuTimes {
@@ -83,7 +93,16 @@ fn clock_ticks_per_second() -> f64 {
 
 /// Number of threads in this process now (`Threads:` in `/proc/self/status`).
 pub fn thread_count() -> Option<usize> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
+    threads_in("/proc/self/status")
+}
+
+/// Number of threads in process `pid` now (`/proc/<pid>/status`).
+pub fn thread_count_of(pid: u32) -> Option<usize> {
+    threads_in(&format!("/proc/{pid}/status"))
+}
+
+fn threads_in(path: &str) -> Option<usize> {
+    let status = fs::read_to_string(path).ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("Threads:"))
@@ -353,6 +372,11 @@ mod tests {
         let c = CpuTimes::now().expect("/proc/self/stat");
         assert!(c.user_ms >= 0.0 && c.sys_ms >= 0.0);
         assert!(thread_count().unwrap() >= 1);
+        assert_eq!(
+            thread_count_of(std::process::id()).map(|n| n >= 1),
+            Some(true)
+        );
+        assert!(CpuTimes::of_process(std::process::id()).is_some());
         assert!(Machine::detect().cores >= 1);
     }
 

@@ -317,3 +317,74 @@ fn tiny_run_of_the_start_latency_experiments() {
     assert!(run("mixed", "tidepool")["cpu_slowdown"].is_number());
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn tiny_run_of_the_service_experiment_rotates_its_rounds() {
+    let out_dir = scratch("service");
+    let o = lab(&[
+        "service",
+        "--tiny",
+        "--repeat",
+        "2",
+        "--json",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("--json prints the document");
+    let e = &doc["experiments"][0];
+    assert_eq!(e["name"], "service");
+    assert_eq!(e["baseline"], "tokio-spawn-blocking");
+    assert!(e["summary"].as_str().unwrap().contains("Verdict: "));
+    let ids = [
+        "tidepool-serve",
+        "tidepool-serve-blocking",
+        "tidepool-axum-serve",
+        "tokio-spawn-blocking",
+        "tokio-inline",
+    ];
+    let runs = e["runs"].as_array().unwrap();
+    let got: Vec<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(got, ids);
+    for run in runs {
+        let id = run["id"].as_str().unwrap();
+        assert_eq!(run["status"], "ok", "{id}: {}", run["error"]);
+        assert_eq!(run["repeat"], 2, "{id}");
+        let m = run["metrics"].as_object().unwrap();
+        assert!(m.values().all(Value::is_number), "{id}: {m:?}");
+        // The fixed rate is one every system serves: every request answered.
+        assert_eq!(m["fixed_errors"], 0.0, "{id}");
+        for key in [
+            "fixed_requests_per_s",
+            "fixed_p99_ms",
+            "fixed_peak_threads",
+            "overload_requests_per_s",
+            "overload_errors",
+        ] {
+            assert!(m.contains_key(key), "{id} has {key}: {m:?}");
+        }
+        let pool = ["fixed_pool_start_max_ms", "overload_tokio_blocked"];
+        let tidepool = run["system"] == "tidepool";
+        for key in pool {
+            assert_eq!(m.contains_key(key), tidepool, "{id}: {key}");
+        }
+    }
+    // One line per finished round and system; the second round starts one
+    // system later.
+    let order: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("service/"))
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    let mut want: Vec<String> = ids.iter().map(|id| format!("service/{id} (1/2)")).collect();
+    want.extend(
+        ids.iter()
+            .cycle()
+            .skip(1)
+            .take(ids.len())
+            .map(|id| format!("service/{id} (2/2)")),
+    );
+    assert_eq!(order, want, "{stderr}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

@@ -82,6 +82,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     plots,
     default_repeat: 5,
+    rotate: false,
 };
 
 /// Counts at a scale.

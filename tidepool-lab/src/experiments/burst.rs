@@ -106,6 +106,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     plots,
     default_repeat: 5,
+    rotate: false,
 };
 
 /// Counts and durations at a scale.

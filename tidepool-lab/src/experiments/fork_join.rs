@@ -140,6 +140,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     plots,
     default_repeat: 5,
+    rotate: false,
 };
 
 /// rayon on the Fibonacci with a cutoff: the baseline of the `fib-` runs.

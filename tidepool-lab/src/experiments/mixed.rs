@@ -87,6 +87,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     runs: RUNS,
     plots,
     default_repeat: 1,
+    rotate: false,
 };
 
 /// Counts and durations at a scale.

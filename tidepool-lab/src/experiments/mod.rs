@@ -20,6 +20,7 @@ pub mod fork_join;
 mod latency;
 pub mod mixed;
 mod paced;
+pub mod service;
 pub mod short_blocking;
 pub mod thread_count;
 pub mod thread_per_task;
@@ -51,6 +52,9 @@ pub enum ExperimentKind {
     ShortBlocking,
     /// An echo server and 1,000 clients over loopback sockets.
     AsyncIo,
+    /// An axum service (a database call, CPU, an outbound call) under load,
+    /// each system in a server process of its own.
+    Service,
 }
 
 /// How big the runs are.
@@ -152,6 +156,10 @@ pub struct Experiment {
     /// Repetitions of every run in a default full-scale lab: several for
     /// the short experiments, one for those that take minutes.
     pub default_repeat: usize,
+    /// Whether each round of repetitions starts one run later than the
+    /// round before (A B C, then B C A, then C A B), so that no run always
+    /// comes first or last in a round.
+    pub rotate: bool,
 }
 
 impl Experiment {
@@ -326,6 +334,7 @@ impl ExperimentKind {
             ExperimentKind::Mixed => &mixed::EXPERIMENT,
             ExperimentKind::ShortBlocking => &short_blocking::EXPERIMENT,
             ExperimentKind::AsyncIo => &async_io::EXPERIMENT,
+            ExperimentKind::Service => &service::EXPERIMENT,
         }
     }
 

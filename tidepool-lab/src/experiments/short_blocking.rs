@@ -74,6 +74,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     plots,
     default_repeat: 5,
+    rotate: false,
 };
 
 /// Shortest block of an item.

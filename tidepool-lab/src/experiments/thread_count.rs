@@ -106,6 +106,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     plots,
     default_repeat: 5,
+    rotate: false,
 };
 
 /// Items at each scale (before `--items`).

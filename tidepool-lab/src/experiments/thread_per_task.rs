@@ -91,6 +91,7 @@ thread: tokio's tasks, on tidepool.",
     ],
     plots,
     default_repeat: 5,
+    rotate: false,
 };
 
 /// tidepool's default pool, the baseline.

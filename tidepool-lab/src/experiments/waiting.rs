@@ -131,6 +131,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     plots,
     default_repeat: 1,
+    rotate: false,
 };
 
 /// Counts and durations at a scale.
