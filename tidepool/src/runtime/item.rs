@@ -420,6 +420,12 @@ where
     )
 }
 
+/// The bytes of the cell of a closure `F` returning `R`: what the free
+/// ring holds on to for each item it keeps.
+pub(crate) const fn cell_bytes<F, R>() -> usize {
+    std::mem::size_of::<Cell<F, R>>()
+}
+
 /// Makes a cell for `work` with `meta` that no handle will ever look at
 /// (`Pool::execute`): born as a cell whose handle was dropped at once,
 /// without the handle's making and its locked release. Its owners are the

@@ -540,9 +540,13 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// see docs/measurements.md, "The free ring waits for the closure's
 /// return".
 ///
-/// The cost is memory: up to 65,536 finished cells (64-byte blocks for a
-/// closure capturing a pointer: their closures and outputs are gone)
-/// beyond the queued ones, and the ring itself (8 bytes an item), about
+/// The cost is memory, bounded in bytes: a burst's ring holds at most
+/// [`RING_BYTES`](local_free::RING_BYTES) of cells
+/// ([`burst_length`](local_free::burst_length): 65,536 finished cells of a
+/// closure capturing a pointer, 64-byte blocks whose closures and outputs
+/// are gone; fewer of larger ones; none above
+/// [`ITEM_KEPT_MAX_BYTES`](local_free::ITEM_KEPT_MAX_BYTES)) beyond the
+/// queued ones, and the ring itself (8 bytes an item), about
 /// 4.5 MiB per thread that spawned a large
 /// burst, until it spawns again (the ring then shrinks) or exits (the ring
 /// is freed). glibc would keep most of that memory in its free lists
@@ -599,8 +603,35 @@ pub(crate) mod local_free {
     // `keeps_future` keeps nothing under loom).
     use crate::sync::lock_std as lock;
 
-    /// Items kept while this thread spawns in a burst.
+    /// Items kept while this thread spawns in a burst, at the most.
     pub(crate) const KEPT_IN_BURST: usize = 65_536;
+    /// The bytes of cells a burst's ring may hold: the ring of a burst of
+    /// items of `n`-byte cells keeps `RING_BYTES / n` of them, between
+    /// [`KEPT_IN_TRICKLE`] and [`KEPT_IN_BURST`] ([`burst_length`]). The
+    /// tiny closures the ring is for make 56-byte cells, so their ring is
+    /// [`KEPT_IN_BURST`] long as before; a closure that captured 8 KiB kept
+    /// 65,536 cells of it, 420 MB resident after the burst had finished.
+    pub(crate) const RING_BYTES: usize = 4 << 20;
+    /// Cells larger than this are not kept at all: the allocator's own
+    /// caches do not hold such blocks long, and their free on the worker
+    /// costs little beside their size.
+    pub(crate) const ITEM_KEPT_MAX_BYTES: usize = 1024;
+
+    /// How many items of `cell_bytes`-byte cells a burst's ring keeps (see
+    /// [`RING_BYTES`]); 0 for cells too large to keep.
+    pub(crate) const fn burst_length(cell_bytes: usize) -> usize {
+        if cell_bytes > ITEM_KEPT_MAX_BYTES {
+            return 0;
+        }
+        let length = RING_BYTES / if cell_bytes == 0 { 1 } else { cell_bytes };
+        if length < KEPT_IN_TRICKLE {
+            KEPT_IN_TRICKLE
+        } else if length > KEPT_IN_BURST {
+            KEPT_IN_BURST
+        } else {
+            length
+        }
+    }
     /// Items kept while its spawns are spread out: ~25 KiB of cells, long
     /// enough that the item has usually run by the time it is evicted.
     pub(crate) const KEPT_IN_TRICKLE: usize = 256;
@@ -719,10 +750,17 @@ pub(crate) mod local_free {
     /// Keeps `kept` (of a work item just spawned) and evicts the oldest
     /// kept beyond the ring's length, up to the first whose item has not
     /// started yet (see the module docs).
+    ///
+    /// `in_burst` is the ring's length in a burst for this item's cell
+    /// ([`burst_length`]); 0 keeps nothing (a cell too large: its
+    /// reference is let go of at once, and the worker frees it).
     #[inline]
-    pub(crate) fn keep(kept: Kept) {
+    pub(crate) fn keep(kept: Kept, in_burst: usize) {
+        if in_burst == 0 {
+            return;
+        }
         let length = if super::start_sampler::in_burst() {
-            KEPT_IN_BURST
+            in_burst
         } else {
             KEPT_IN_TRICKLE
         };
@@ -1107,13 +1145,27 @@ mod tests {
     use super::super::item::{self, ItemHandle, ItemRunnable};
     use super::{local_free, start_sampler, TaskMeta};
 
+    #[test]
+    fn a_bursts_ring_is_bounded_in_bytes_and_tiny_cells_keep_its_full_length() {
+        // A closure capturing a pointer: its ring is as long as ever.
+        let tiny = item::cell_bytes::<Box<u8>, ()>();
+        assert_eq!(local_free::burst_length(tiny), local_free::KEPT_IN_BURST);
+        // 512-byte cells: RING_BYTES of them.
+        assert_eq!(local_free::burst_length(512), local_free::RING_BYTES / 512);
+        // A closure capturing 8 KiB is not kept at all.
+        assert_eq!(
+            local_free::burst_length(item::cell_bytes::<[u8; 8192], ()>()),
+            0
+        );
+    }
+
     /// A closure's cell as `worker::spawn_item` makes it, kept by this
     /// thread's ring (in a burst or not: set, not timed, since a spawn's
     /// stamp moves the sampler), with its runnable and handle.
     fn item(burst: bool) -> (ItemRunnable, ItemHandle<()>) {
         let (runnable, handle, kept) = item::spawn(TaskMeta::for_tests(true), || ());
         start_sampler::set_in_burst(burst);
-        local_free::keep(local_free::Kept::of(kept));
+        local_free::keep(local_free::Kept::of(kept), local_free::KEPT_IN_BURST);
         (runnable, handle)
     }
 

@@ -130,7 +130,8 @@ where
 {
     let caller = admit_spawn(shared)?;
     let (runnable, handle, kept) = item::spawn(item_meta(kind, priority), work);
-    queue_item(shared, runnable, kept, caller);
+    let in_burst = task::local_free::burst_length(item::cell_bytes::<F, R>());
+    queue_item(shared, runnable, kept, caller, in_burst);
     Some(handle)
 }
 
@@ -156,7 +157,8 @@ where
         return false;
     };
     let (runnable, kept) = item::spawn_detached(item_meta(kind, priority), work);
-    queue_item(shared, runnable, kept, caller);
+    let in_burst = task::local_free::burst_length(item::cell_bytes::<F, ()>());
+    queue_item(shared, runnable, kept, caller, in_burst);
     true
 }
 
@@ -172,18 +174,20 @@ fn item_meta(kind: Kind, priority: Priority) -> TaskMeta {
 }
 
 /// Queues a new work item's runnable, and keeps its cell in this thread's
-/// free ring.
+/// free ring, which holds `in_burst` such cells in a burst
+/// (`local_free::burst_length`).
 #[inline]
 fn queue_item(
     shared: &Arc<Shared>,
     runnable: item::ItemRunnable,
     kept: item::ItemKept,
     caller: Caller,
+    in_burst: usize,
 ) {
     schedule_from(shared, Runnable::Item(runnable), false, caller);
     // Kept after scheduling: an evicted cell's free must not delay the
     // item's start.
-    task::local_free::keep(task::local_free::Kept::of(kept));
+    task::local_free::keep(task::local_free::Kept::of(kept), in_burst);
 }
 
 /// Where a task is scheduled from, as far as its scheduler knows.
