@@ -718,3 +718,53 @@ fn computing_jobs_never_get_the_lent_slot() {
     assert!(most <= 2, "{most} jobs ran at once: {m:?}");
     assert_eq!(m.blocked_detections, 0, "{m:?}");
 }
+
+/// Keeps the worker that runs it busy with local work: each link spawns
+/// the next (onto this worker's own deque) until `stop` is set, so the
+/// worker never runs out of work and never steals.
+fn busy_chain(stop: Arc<AtomicBool>) {
+    if !stop.load(Ordering::SeqCst) {
+        drop(tidepool::spawn_fn(move || busy_chain(stop)));
+    }
+}
+
+#[test]
+fn what_a_worker_queued_runs_after_it_gives_its_slot_away() {
+    within(HANG, || {
+        let pool = one_slot_pool();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (started_tx, started) = mpsc::channel::<()>();
+        let (release, released) = mpsc::channel::<()>();
+        let blocker = pool.spawn_fn({
+            let stop = stop.clone();
+            move || {
+                // Queued on this worker's own deque.
+                drop(tidepool::spawn_fn(move || {
+                    stop.store(true, Ordering::SeqCst)
+                }));
+                started_tx.send(()).unwrap();
+                // Blocks: its slot goes to another worker.
+                released.recv_timeout(HANG).unwrap();
+            }
+        });
+        started.recv().unwrap();
+        // The worker that takes the slot finds this on the lane, and keeps
+        // busy with local work until the child ran: it never steals.
+        let chain = pool.spawn_fn({
+            let stop = stop.clone();
+            move || busy_chain(stop)
+        });
+        // Let the monitor find the blocker and hand its slot over, then
+        // end the block: its worker finds no free slot and gives way. The
+        // child must not stay on its deque, where no busy worker looks.
+        while pool.metrics().blocked_detections == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        release.send(()).unwrap();
+        blocker.join().unwrap();
+        chain.join().unwrap();
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+}

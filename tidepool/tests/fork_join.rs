@@ -78,14 +78,21 @@ fn waits_that_cannot_help_do_not_teach_the_pool_that_the_kind_blocks() {
 }
 
 /// [`fib_spawned`] whose first leaf in a spawned task (while `TEACH` is
-/// set) declares a short block, teaching the pool that the recursion's
+/// set) declares a block (until the monitor hands it over), teaching the pool that the recursion's
 /// closure kind blocks. `spawned`: this call runs in a task the recursion
 /// spawned (the root runs in a closure of another kind).
 fn fib_taught(pool: &Pool, n: u32, spawned: bool) -> u64 {
     static TEACH: AtomicBool = AtomicBool::new(true);
     if n < 2 {
         if spawned && TEACH.swap(false, Ordering::Relaxed) {
-            tidepool::blocking(|| std::thread::sleep(Duration::from_millis(1)));
+            // Declared, and long enough to outlast the section's grace
+            // (handed over at the monitor's second look).
+            let pool = pool.clone();
+            tidepool::blocking(move || {
+                while pool.metrics().declared_blocking == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
         }
         return u64::from(n);
     }

@@ -14,7 +14,8 @@
 //! boundaries, so the watcher judges the thread, not a task:
 //!
 //! * **Blocked**: it has held its place for at least the watch interval
-//!   and the kernel says it sleeps (state S or D) now. A thread that holds
+//!   and the kernel said it sleeps (state S or D) at this look and the one
+//!   before. A thread that holds
 //!   a place never parks (the gate's place is given back before tokio
 //!   parks it), so a sleep there is a sleep inside a task: a blocking call.
 //!   Its place goes to another worker at once, as the pool's monitor gives
@@ -28,9 +29,9 @@
 //!   compute beside the ones that replaced it for as long as tokio keeps
 //!   it busy (tokio workers under load never park).
 //!
-//! A short sleep (a contended lock for a few microseconds) seen at one
-//! look costs at most one worker let through early; the next look counts
-//! it again once it computes.
+//! A short sleep (a contended lock for a few microseconds) is seldom
+//! caught at two looks in a row; if it is, one worker is let through
+//! early, and the next looks count it again once it computes.
 
 use super::policy::BUSY_CPU_SHARE;
 use std::time::{Duration, Instant};
@@ -69,7 +70,11 @@ pub(crate) fn judge(
     now: Look,
 ) -> Verdict {
     if holds_place {
-        if for_how_long >= interval && now.asleep {
+        // Asleep at two looks in a row: a futex wait of a few microseconds
+        // (tokio's own locks, a contended mutex) caught by one look let a
+        // worker through early, and three computed at once on two places.
+        let asleep_before = previous.is_some_and(|p| p.asleep);
+        if for_how_long >= interval && now.asleep && asleep_before {
             return Verdict::Blocked;
         }
         return Verdict::Leave;
@@ -112,10 +117,26 @@ mod tests {
     }
 
     #[test]
-    fn a_place_held_asleep_for_an_interval_is_a_block() {
+    fn a_place_held_asleep_at_two_looks_for_an_interval_is_a_block() {
+        let t0 = Instant::now();
+        let before = look(t0, 0, true, Some(10));
+        let now = look(t0, 1, true, Some(10));
+        assert_eq!(
+            judge(true, INTERVAL, INTERVAL, Some(before), now),
+            Verdict::Blocked
+        );
+    }
+
+    #[test]
+    fn a_place_held_asleep_at_one_look_only_is_left_alone() {
         let t0 = Instant::now();
         let now = look(t0, 1, true, Some(10));
-        assert_eq!(judge(true, INTERVAL, INTERVAL, None, now), Verdict::Blocked);
+        assert_eq!(judge(true, INTERVAL, INTERVAL, None, now), Verdict::Leave);
+        let runnable_before = look(t0, 0, false, Some(10));
+        assert_eq!(
+            judge(true, INTERVAL, INTERVAL, Some(runnable_before), now),
+            Verdict::Leave
+        );
     }
 
     #[test]

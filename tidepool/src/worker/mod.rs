@@ -570,10 +570,14 @@ impl RunLoop<'_> {
     /// in its deque is seen by the others.
     fn give_way(&mut self) -> Option<Exit> {
         let shared = Arc::clone(self.shared());
+        // What this worker queued goes to the lanes, where the workers that
+        // hold the slots look: left on its deque, it waited for one of them
+        // to run out of work, which under load none does
+        // (`Shared::hand_off_queue`).
+        shared.hand_off_queue(self.ctx.index);
         shared.sleepers.push(self.ctx.index);
         if shared.has_work() {
-            // Our deque stays stealable, and other queues may hold work: wake
-            // a searcher if a slot is free.
+            // Other queues may hold work: wake a searcher if a slot is free.
             notify(&shared);
         }
         let exit = self.park(&shared);
