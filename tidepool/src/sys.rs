@@ -104,6 +104,26 @@ const STAT_BUF: usize = 1024;
 #[cfg(target_os = "linux")]
 const SCHEDSTAT_BUF: usize = 128;
 
+/// A count set in the environment variable `name` (`TIDEPOOL_CONCURRENCY`,
+/// `TIDEPOOL_MAX_THREADS`): `Ok(None)` if it is not set (or empty),
+/// `Ok(Some(n))` for a whole number of at least 1, and `Err(value)` with
+/// what it holds for anything else.
+pub(crate) fn env_count(name: &str) -> Result<Option<usize>, String> {
+    let value = match std::env::var(name) {
+        Ok(value) => value,
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(raw)) => return Err(raw.to_string_lossy().into_owned()),
+    };
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    match trimmed.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(Some(n)),
+        _ => Err(value),
+    }
+}
+
 /// Kernel thread id of the calling thread (`gettid`).
 ///
 /// On Linux this is the id `/proc/self/task/<tid>` and `/proc/thread-self`

@@ -20,7 +20,8 @@
 //! Whatever is spawned with `tokio::spawn` runs on the shared runtime's own
 //! workers: tokio offers no way to run it elsewhere, and libraries do it
 //! (axum's `serve` spawns every connection so). So those workers are
-//! treated like the pool's: at most `available_parallelism` of them run
+//! treated like the pool's: at most `available_parallelism` (or
+//! `TIDEPOOL_CONCURRENCY`) of them run
 //! tasks at once (`gate`), a watcher finds the ones that block and gives
 //! their place to another (`watch`, deciding by
 //! `control::tokio_threads`), and a blocked one that runs again is counted
@@ -142,7 +143,13 @@ mod with_tokio {
 
         /// Builds the runtime (its workers start parked) and the watcher.
         fn start() -> std::io::Result<SharedRuntime> {
-            let places = std::thread::available_parallelism().map_or(1, usize::from);
+            // As many as a pool's default slots: `TIDEPOOL_CONCURRENCY`
+            // if set (a bad value is the pool's build error to report),
+            // else the cores.
+            let places = crate::sys::env_count("TIDEPOOL_CONCURRENCY")
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
             let watched = Arc::new(super::watch::Watched::new(places));
             let (on_park, on_unpark) = (watched.clone(), watched.clone());
             let mut runtime = tokio::runtime::Builder::new_multi_thread();

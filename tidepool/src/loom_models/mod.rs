@@ -16,11 +16,14 @@
 //!   as it goes to sleep.
 //! * `item`: a work item's cell between its worker, its handle and the
 //!   spawner's free ring.
+//! * `claim`: a closure's start against its handle's cancel (exactly one
+//!   wins; an async task's cancel always goes through).
 //! * `tokio_gate`: the places of the shared tokio runtime's workers between
 //!   a worker that parks and the watcher that takes its place or counts it
 //!   again.
 
 mod admission;
+mod claim;
 mod item;
 mod monitor_idle;
 mod park;

@@ -65,6 +65,16 @@ pub(crate) fn default_concurrency() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The environment variable that sets `concurrency` when the code does not.
+pub(crate) const CONCURRENCY_VAR: &str = "TIDEPOOL_CONCURRENCY";
+/// The environment variable that sets `max_threads` when the code does not.
+pub(crate) const MAX_THREADS_VAR: &str = "TIDEPOOL_MAX_THREADS";
+
+/// [`crate::sys::env_count`] of `variable`, its refusal a [`BuildError`].
+fn env_count(variable: &'static str) -> Result<Option<usize>, BuildError> {
+    crate::sys::env_count(variable).map_err(|value| BuildError::Environment { variable, value })
+}
+
 impl Builder {
     /// A builder with every setting at its default.
     pub fn new() -> Self {
@@ -74,7 +84,19 @@ impl Builder {
     /// How many workers may *run* at once: the running slots. Workers beyond
     /// this exist only to replace workers that are blocked.
     ///
-    /// Default: the number of cores (`std::thread::available_parallelism`).
+    /// Default: the environment variable `TIDEPOOL_CONCURRENCY` if it is
+    /// set (so an operator can cap a service without a rebuild, as with
+    /// `RAYON_NUM_THREADS` or `GOMAXPROCS`), else the number of cores
+    /// (`std::thread::available_parallelism`). A value set here wins over
+    /// the variable. [`Metrics::concurrency_target`](crate::Metrics::concurrency_target)
+    /// shows what a pool got.
+    ///
+    /// ```
+    /// // Set in code: the environment does not change it.
+    /// let pool = tidepool::Pool::builder().concurrency(1).build()?;
+    /// assert_eq!(pool.concurrency(), 1);
+    /// # Ok::<(), tidepool::BuildError>(())
+    /// ```
     pub fn concurrency(mut self, slots: usize) -> Self {
         self.concurrency = Some(slots);
         self
@@ -101,7 +123,8 @@ impl Builder {
 
     /// The most worker threads the pool will ever have, blocked ones included.
     ///
-    /// Default: `max(512, 64 * concurrency)`: room for a burst of hundreds
+    /// Default: the environment variable `TIDEPOOL_MAX_THREADS` if it is
+    /// set (a value set here wins), else `max(512, 64 * concurrency)`: room for a burst of hundreds
     /// of blocked work items (as much as tokio's blocking pool), since a
     /// blocked thread costs memory, not CPU. With [`Controller::Fixed`] the
     /// default is `concurrency`.
@@ -369,7 +392,11 @@ impl Builder {
     }
 
     pub(crate) fn config(self) -> Result<Config, BuildError> {
-        let concurrency = self.concurrency.unwrap_or_else(default_concurrency);
+        // A value set in code wins over the environment's.
+        let concurrency = match self.concurrency {
+            Some(slots) => slots,
+            None => env_count(CONCURRENCY_VAR)?.unwrap_or_else(default_concurrency),
+        };
         if concurrency == 0 {
             return Err(BuildError::ZeroConcurrency);
         }
@@ -377,7 +404,10 @@ impl Builder {
             return Err(BuildError::TooMuchConcurrency { concurrency });
         }
         let fixed = matches!(self.controller, Controller::Fixed);
-        let max_threads = match self.max_threads {
+        let max_threads = match self
+            .max_threads
+            .map_or_else(|| env_count(MAX_THREADS_VAR), |max| Ok(Some(max)))?
+        {
             Some(max) => max,
             None if fixed => concurrency,
             // Capped: on a machine with more than 512 cores the default
@@ -626,6 +656,15 @@ pub enum BuildError {
         /// What the system said.
         error: String,
     },
+    /// An environment variable that sets a count (`TIDEPOOL_CONCURRENCY`,
+    /// `TIDEPOOL_MAX_THREADS`) holds something other than a whole number
+    /// of at least 1.
+    Environment {
+        /// The variable's name.
+        variable: &'static str,
+        /// What it holds.
+        value: String,
+    },
     /// With the `tokio` feature and no
     /// [`tokio_handle`](Builder#method.tokio_handle): the shared tokio runtime
     /// could not be started (the system refused its epoll instance, its
@@ -687,6 +726,10 @@ impl fmt::Display for BuildError {
                 f,
                 "stack_size ({bytes} bytes): the system could not start a thread with it ({error}): lower stack_size, or omit it for the default"
             ),
+            BuildError::Environment { variable, value } => write!(
+                f,
+                "{variable} ({value:?}) must be a whole number of at least 1: fix or unset it, or set the value in code"
+            ),
             BuildError::TokioRuntime { error } => write!(
                 f,
                 "the shared tokio runtime (feature `tokio`) could not start ({error}): raise the open-file or thread limit, or pass a runtime of your own with Builder::tokio_handle"
@@ -711,6 +754,7 @@ impl fmt::Debug for BuildError {
             BuildError::ThreadStart { .. } => "ThreadStart",
             BuildError::EmptyThreadName => "EmptyThreadName",
             BuildError::HelperThreadStart { .. } => "HelperThreadStart",
+            BuildError::Environment { .. } => "Environment",
             BuildError::TokioRuntime { .. } => "TokioRuntime",
         };
         write!(f, "BuildError::{variant}: {self}")

@@ -198,9 +198,11 @@ impl TaskMeta {
 /// end, its output was dropped, and the handle said `Cancelled`.
 ///
 /// An async task has no claim (`NOT_CLOSURE`): cancelled, it is dropped at
-/// its next `.await`, which is "will not run to completion" already.
+/// its next `.await`, which is "will not run to completion" already. A
+/// group's or a pair's closure, a future to their gate, has a closure's
+/// claim. The loom model `loom_models/claim.rs` races the two sides.
 #[derive(Debug)]
-pub(crate) struct Claim(std::sync::atomic::AtomicU8);
+pub(crate) struct Claim(crate::sync::AtomicU8);
 
 const OPEN: u8 = 0;
 const STARTED: u8 = 1;
@@ -210,7 +212,7 @@ const NOT_CLOSURE: u8 = 3;
 impl Claim {
     /// The claim of a new task.
     pub(crate) fn new(closure: bool) -> Self {
-        Claim(std::sync::atomic::AtomicU8::new(if closure {
+        Claim(crate::sync::AtomicU8::new(if closure {
             OPEN
         } else {
             NOT_CLOSURE
@@ -251,8 +253,13 @@ impl Claim {
             return now != CANCELLED;
         }
         // AcqRel pairs with the compare_exchange in `cancel`: exactly one of
-        // the two sees the other's value.
-        self.0.swap(STARTED, Ordering::AcqRel) != CANCELLED
+        // the two sees the other's value. A compare-exchange, not a swap:
+        // a swap that lost to the cancel wrote STARTED over CANCELLED, and
+        // the claim then read as running, and as started to a later look
+        // (the loom model `claim` found it).
+        self.0
+            .compare_exchange(OPEN, STARTED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// For the handle: true if the task may be cancelled (an async task, or
