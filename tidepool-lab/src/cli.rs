@@ -4,12 +4,11 @@
 //! that names the problem; `main` prints it and exits with code 2.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use crate::experiments::service::ServeSystem;
+use crate::experiments::service::{ServeArgs, SERVE_SYSTEM};
 use crate::experiments::{Experiment, ExperimentKind, Scale};
 
 /// `tidepool-lab`: runs the classic thread-pool experiments on tidepool and
@@ -55,26 +54,6 @@ pub struct Cli {
     /// Tiny counts and short waits, for the lab's own tests (implies --quick).
     #[arg(long, hide = true)]
     pub tiny: bool,
-}
-
-/// The hidden subcommand that starts one of the `service` experiment's
-/// server processes (the lab starts them; not for people).
-pub const SERVE_SYSTEM: &str = "serve-system";
-
-/// `tidepool-lab serve-system`: serves the `service` experiment's service
-/// on one system, in this process, for the lab that started it.
-#[derive(Debug, Clone, PartialEq, Eq, Parser)]
-#[command(name = "tidepool-lab serve-system")]
-pub struct ServeArgs {
-    /// The system, by its run id.
-    #[arg(value_enum)]
-    pub system: ServeSystem,
-    /// The SQLite file the lab made.
-    #[arg(long, value_name = "FILE")]
-    pub db: PathBuf,
-    /// The upstream the handler calls.
-    #[arg(long, value_name = "ADDR")]
-    pub upstream: SocketAddr,
 }
 
 /// What the lab was asked to do, validated.
@@ -328,6 +307,7 @@ fn known_experiments() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiments::service::ServeSystem;
 
     fn run(args: &[&str]) -> Result<Plan, UsageError> {
         let mut all = vec!["tidepool-lab"];

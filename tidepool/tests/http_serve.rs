@@ -12,13 +12,12 @@ mod common;
 use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
-use common::{within, HANG};
+use common::{within, Peak, HANG};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use std::future::IntoFuture;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tidepool::Pool;
@@ -31,23 +30,6 @@ fn pool(name: &str) -> Pool {
         .thread_name(name)
         .build()
         .unwrap()
-}
-
-/// Counts how many are inside at once, and the most seen.
-#[derive(Default)]
-struct Peak {
-    now: AtomicUsize,
-    most: AtomicUsize,
-}
-
-impl Peak {
-    fn inside<R>(&self, f: impl FnOnce() -> R) -> R {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        let out = f();
-        self.now.fetch_sub(1, Ordering::SeqCst);
-        out
-    }
 }
 
 /// A router whose handler blocks for `block` inline, records the thread
@@ -82,6 +64,23 @@ async fn get_with(client: &HttpClient, url: String) -> (u16, String) {
     (status, String::from_utf8(body.to_vec()).unwrap())
 }
 
+/// GETs `paths` of `addr` at once, each from a task of its own, with
+/// hyper-util's client on the pool; the statuses and bodies in order.
+async fn get_all(addr: SocketAddr, paths: impl Iterator<Item = String>) -> Vec<(u16, String)> {
+    let client: HttpClient = Client::builder(tidepool::http::Executor::current()).build_http();
+    let requests: Vec<_> = paths
+        .map(|path| {
+            let client = client.clone();
+            tidepool::spawn(async move { get_with(&client, format!("http://{addr}{path}")).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for request in requests {
+        answers.push(request.await.unwrap());
+    }
+    answers
+}
+
 #[test]
 fn handlers_run_on_the_pool_and_a_blocked_one_hands_its_slot_over() {
     within(HANG, || {
@@ -94,21 +93,7 @@ fn handlers_run_on_the_pool_and_a_blocked_one_hands_its_slot_over() {
             drop(tidepool::spawn(
                 tidepool::http::serve(listener, router).into_future(),
             ));
-            let client: HttpClient =
-                Client::builder(tidepool::http::Executor::current()).build_http();
-            let requests: Vec<_> = (0..12)
-                .map(|_| {
-                    let client = client.clone();
-                    tidepool::spawn(
-                        async move { get_with(&client, format!("http://{addr}/")).await },
-                    )
-                })
-                .collect();
-            let mut answers = Vec::new();
-            for request in requests {
-                answers.push(request.await.unwrap());
-            }
-            answers
+            get_all(addr, (0..12).map(|_| "/".to_owned())).await
         });
         assert_eq!(answers.len(), 12);
         for (status, thread) in &answers {
@@ -118,7 +103,7 @@ fn handlers_run_on_the_pool_and_a_blocked_one_hands_its_slot_over() {
                 "a handler ran on {thread:?}, not on the pool"
             );
         }
-        let most = asleep.most.load(Ordering::SeqCst);
+        let most = asleep.most();
         assert!(
             most > 2,
             "{most} handlers blocked at once on 2 slots: a block must hand its slot over"
@@ -200,23 +185,9 @@ fn a_database_with_its_own_pool_under_concurrent_requests() {
             drop(tidepool::spawn(
                 tidepool::http::serve(listener, router).into_future(),
             ));
-            let client: HttpClient =
-                Client::builder(tidepool::http::Executor::current()).build_http();
-            let requests: Vec<_> = (1..=64)
-                .map(|id| {
-                    let client = client.clone();
-                    tidepool::spawn(async move {
-                        (id, get_with(&client, format!("http://{addr}/{id}")).await)
-                    })
-                })
-                .collect();
-            let mut answers = Vec::new();
-            for request in requests {
-                answers.push(request.await.unwrap());
-            }
-            answers
+            get_all(addr, (1..=64).map(|id| format!("/{id}"))).await
         });
-        for (id, (status, body)) in answers {
+        for (id, (status, body)) in (1..=64i64).zip(answers) {
             assert_eq!(status, 200);
             assert_eq!(body, (id * 2).to_string());
         }
@@ -330,24 +301,10 @@ fn plain_axum_serve_keeps_serving_when_handlers_block() {
             // What a new user writes: axum's own serve, which spawns every
             // connection with tokio::spawn.
             drop(tokio::spawn(axum::serve(listener, router).into_future()));
-            let client: HttpClient =
-                Client::builder(tidepool::http::Executor::current()).build_http();
-            let requests: Vec<_> = (0..places + 6)
-                .map(|_| {
-                    let client = client.clone();
-                    tidepool::spawn(
-                        async move { get_with(&client, format!("http://{addr}/")).await },
-                    )
-                })
-                .collect();
-            let mut answers = Vec::new();
-            for request in requests {
-                answers.push(request.await.unwrap());
-            }
-            answers
+            get_all(addr, (0..places + 6).map(|_| "/".to_owned())).await
         });
         assert!(answers.iter().all(|(status, _)| *status == 200));
-        let most = asleep.most.load(Ordering::SeqCst);
+        let most = asleep.most();
         assert!(
             most > places,
             "{most} handlers blocked at once with {places} places: the shared runtime must hand a blocked place over"

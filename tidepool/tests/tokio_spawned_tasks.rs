@@ -9,8 +9,7 @@
 
 mod common;
 
-use common::{within, HANG};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use common::{within, Peak, HANG};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,23 +25,6 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 
 fn places() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
-}
-
-/// Counts how many run a section at once, and the most seen.
-#[derive(Default)]
-struct Peak {
-    now: AtomicUsize,
-    most: AtomicUsize,
-}
-
-impl Peak {
-    fn inside<R>(&self, f: impl FnOnce() -> R) -> R {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        let out = f();
-        self.now.fetch_sub(1, Ordering::SeqCst);
-        out
-    }
 }
 
 fn spin(for_how_long: Duration) {
@@ -75,7 +57,7 @@ fn blocking_tokio_tasks_give_their_place_away_and_computing_ones_stay_within_the
                 handle.await.unwrap();
             }
         });
-        let most_asleep = asleep.most.load(Ordering::SeqCst);
+        let most_asleep = asleep.most();
         assert!(
             most_asleep > places(),
             "{most_asleep} blocked at once with {} places: a block must give its place away",
@@ -103,7 +85,7 @@ fn blocking_tokio_tasks_give_their_place_away_and_computing_ones_stay_within_the
                 handle.await.unwrap();
             }
         });
-        let most_computing = computing.most.load(Ordering::SeqCst);
+        let most_computing = computing.most();
         assert!(
             most_computing <= places(),
             "{most_computing} computed at once on {} places",

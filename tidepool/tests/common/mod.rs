@@ -64,3 +64,27 @@ pub fn assert_counters_add_up(m: &tidepool::Metrics) {
         "counters do not add up: {m:?}"
     );
 }
+
+/// Counts how many are inside a section at once, and the most seen.
+#[derive(Default)]
+pub struct Peak {
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl Peak {
+    /// Runs `f` inside the section.
+    pub fn inside<R>(&self, f: impl FnOnce() -> R) -> R {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.now.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        let out = f();
+        self.now.fetch_sub(1, SeqCst);
+        out
+    }
+
+    /// The most that were inside at once.
+    pub fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

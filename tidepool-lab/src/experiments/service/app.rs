@@ -23,8 +23,8 @@ use hyper_util::rt::TokioExecutor;
 use rusqlite::{params, Connection, OpenFlags};
 use serde::Serialize;
 
+use super::ServeArgs;
 use super::ServeSystem;
-use crate::cli::ServeArgs;
 
 /// Rows in the database's one table.
 const ROWS: u64 = 20_000;

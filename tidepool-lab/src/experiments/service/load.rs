@@ -21,7 +21,7 @@ use hyper_util::rt::TokioIo;
 use tokio::runtime::Runtime;
 
 use super::ServeSystem;
-use crate::cli::SERVE_SYSTEM;
+use super::SERVE_SYSTEM;
 use crate::probe::{self, CpuTimes};
 
 /// How long the upstream takes to answer.

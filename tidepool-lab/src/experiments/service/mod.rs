@@ -101,6 +101,26 @@ use load::{Load, PhaseResult, PoolFigures, ServerProcess, Upstream};
 
 pub use app::serve;
 
+/// The hidden subcommand that starts one of the `service` experiment's
+/// server processes (the lab starts them; not for people).
+pub const SERVE_SYSTEM: &str = "serve-system";
+
+/// `tidepool-lab serve-system`: serves the `service` experiment's service
+/// on one system, in this process, for the lab that started it.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Parser)]
+#[command(name = "tidepool-lab serve-system")]
+pub struct ServeArgs {
+    /// The system, by its run id.
+    #[arg(value_enum)]
+    pub system: ServeSystem,
+    /// The SQLite file the lab made.
+    #[arg(long, value_name = "FILE")]
+    pub db: PathBuf,
+    /// The upstream the handler calls.
+    #[arg(long, value_name = "ADDR")]
+    pub upstream: std::net::SocketAddr,
+}
+
 /// The systems the service runs on, one server process each; their
 /// command-line names are the run ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
