@@ -39,6 +39,9 @@ enum Expect {
     Ran(JoinHandle<usize>),
     /// Detached.
     Detached,
+    /// Cancelled when its turn to be joined comes, by then usually running
+    /// or done: true only if it never ran.
+    CancelAtJoin(JoinHandle<usize>),
 }
 
 fn soak_secs() -> u64 {
@@ -68,6 +71,26 @@ fn soak() {
     within(Duration::from_secs(secs) + HANG, move || {
         run(Duration::from_secs(secs))
     });
+}
+
+/// Cancels two in three gated closures (by `id`), half as soon as they are
+/// spawned, half when they are joined (usually running or done by then):
+/// a cancel that says true promises the closure never runs (checked by
+/// `Expect::Never`); one that says false, that it ran once and gives its
+/// output. (Through a group or a pair a cancel once said true for closures
+/// that ran; `tests/fair_cancel.rs` catches that deterministically, this
+/// keeps the promise checked under mixed load.)
+fn cancel_some(id: usize, mut handle: JoinHandle<usize>) -> Expect {
+    match id % 36 {
+        0..=11 => return Expect::Value(handle),
+        12..=23 => return Expect::CancelAtJoin(handle),
+        _ => {}
+    }
+    if handle.cancel() {
+        Expect::Never
+    } else {
+        Expect::Ran(handle)
+    }
 }
 
 fn run(length: Duration) {
@@ -146,36 +169,45 @@ fn run(length: Duration) {
                         Expect::Ran(handle)
                     }
                 }
-                8 => Expect::Value(group.spawn_fn(move || {
-                    std::thread::sleep(Duration::from_micros(200));
-                    once()
-                })),
+                8 => cancel_some(
+                    id,
+                    group.spawn_fn(move || {
+                        std::thread::sleep(Duration::from_micros(200));
+                        once()
+                    }),
+                ),
                 9 => {
                     let (reading, writing, violations) =
                         (reading.clone(), writing.clone(), violations.clone());
-                    Expect::Value(readers.spawn_fn(move || {
-                        reading.fetch_add(1, Ordering::SeqCst);
-                        if writing.load(Ordering::SeqCst) != 0 {
-                            violations.fetch_add(1, Ordering::SeqCst);
-                        }
-                        std::thread::sleep(Duration::from_micros(100));
-                        reading.fetch_sub(1, Ordering::SeqCst);
-                        once()
-                    }))
+                    cancel_some(
+                        id,
+                        readers.spawn_fn(move || {
+                            reading.fetch_add(1, Ordering::SeqCst);
+                            if writing.load(Ordering::SeqCst) != 0 {
+                                violations.fetch_add(1, Ordering::SeqCst);
+                            }
+                            std::thread::sleep(Duration::from_micros(100));
+                            reading.fetch_sub(1, Ordering::SeqCst);
+                            once()
+                        }),
+                    )
                 }
                 10 => {
                     let (reading, writing, violations) =
                         (reading.clone(), writing.clone(), violations.clone());
-                    Expect::Value(writer.spawn_fn(move || {
-                        if writing.fetch_add(1, Ordering::SeqCst) != 0
-                            || reading.load(Ordering::SeqCst) != 0
-                        {
-                            violations.fetch_add(1, Ordering::SeqCst);
-                        }
-                        std::thread::sleep(Duration::from_micros(100));
-                        writing.fetch_sub(1, Ordering::SeqCst);
-                        once()
-                    }))
+                    cancel_some(
+                        id,
+                        writer.spawn_fn(move || {
+                            if writing.fetch_add(1, Ordering::SeqCst) != 0
+                                || reading.load(Ordering::SeqCst) != 0
+                            {
+                                violations.fetch_add(1, Ordering::SeqCst);
+                            }
+                            std::thread::sleep(Duration::from_micros(100));
+                            writing.fetch_sub(1, Ordering::SeqCst);
+                            once()
+                        }),
+                    )
                 }
                 _ => Expect::Panic(pool.spawn(async move {
                     tidepool::sleep(Duration::from_millis(1)).await;
@@ -202,6 +234,18 @@ fn run(length: Duration) {
                     assert_eq!(ran_here(), 1);
                 }
                 Expect::Never => assert_eq!(ran_here(), 0, "cancelled task {id} ran"),
+                Expect::CancelAtJoin(mut h) => {
+                    if h.cancel() {
+                        assert!(h.join().unwrap_err().is_cancelled());
+                        // Give a closure that was wrongly let through the
+                        // time to finish, then look.
+                        std::thread::sleep(Duration::from_millis(1));
+                        assert_eq!(ran_here(), 0, "cancelled running task {id} ran");
+                    } else {
+                        assert_eq!(h.join().unwrap(), id);
+                        assert_eq!(ran_here(), 1, "task {id} ran {} times", ran_here());
+                    }
+                }
                 Expect::Detached => {}
             }
         }
