@@ -66,7 +66,7 @@
 //! | tokio `tokio::spawn(fut)` | `tidepool::spawn(fut)` / `pool.spawn(fut)` | same `JoinHandle` shape: `.await` it or `.join()` it |
 //! | tokio `spawn_blocking(f)` | inside a task, call `f()` inline; from outside, `pool.spawn_fn(f)` | no separate blocking pool: a worker that blocks is detected (Linux) and its slot goes to another worker; once its kind was seen blocking, later ones get a thread as they are spawned, as `spawn_blocking` would give them |
 //! | axum `axum::serve(listener, app)` | `tidepool::http::serve(listener, app)` (feature `http`) | the same arguments; connections run on the pool, not on tokio's workers |
-//! | tokio `block_in_place(f)` | `tidepool::blocking(f)` | declares the block at once instead of waiting for detection |
+//! | tokio `block_in_place(f)` | `tidepool::blocking(f)` | declares the block: a call still inside after one monitor interval hands its slot over without asking the kernel (on every platform); a quick one moves nothing |
 //! | tokio `Runtime::block_on(fut)` | `pool.block_on(fut)` / `tidepool::block_on(fut)` | |
 //! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in tidepool's reactor (microsecond precision; busy workers fire due ones between tasks); an awaiting task holds no thread |
 //! | tokio `net::TcpStream`, hyper, reqwest, tonic, sqlx in a task | the same code, with the `tokio` cargo feature | see [tokio-based crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx) |
