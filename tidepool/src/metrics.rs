@@ -170,6 +170,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) started_presumed: AtomicU64,
     pub(crate) started_spare: AtomicU64,
     pub(crate) quantum_lends: AtomicU64,
+    pub(crate) counted_again: AtomicU64,
     pub(crate) start_paced: AtomicU64,
     pub(crate) reserve_lends: AtomicU64,
     pub(crate) start_failures: AtomicU64,
@@ -204,6 +205,7 @@ impl ThreadCounters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         m.peak_threads = get(&self.peak_threads) as usize;
         m.threads_started = get(&self.started);
+        m.workers_counted_again = get(&self.counted_again);
         m.threads_started_demand = get(&self.started_demand);
         m.threads_started_compensation = get(&self.started_compensation);
         m.threads_started_policy = get(&self.started_policy);
@@ -562,6 +564,11 @@ pub struct Metrics {
     /// block was seen computing again and counted again (so no other worker
     /// was let in until the running count fell back).
     pub tokio_counted_again: u64,
+    /// Times a worker whose slot was given away while it blocked was seen
+    /// computing again and counted against the slots again, so no new
+    /// task started until the running workers were back at
+    /// `concurrency` (`control::back_from_block`).
+    pub workers_counted_again: u64,
     /// Running slots now.
     pub concurrency_target: usize,
     /// Time the monitor thread has spent working (not sleeping).

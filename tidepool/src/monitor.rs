@@ -39,6 +39,7 @@
 //! The monitor holds only a `Weak` reference to the pool between ticks, so a
 //! pool whose handles are gone is never kept alive by it.
 
+use crate::control::back_from_block::{judge, Look, Verdict};
 use crate::control::policy::{
     Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
 };
@@ -114,6 +115,9 @@ struct Track {
     /// The declared blocking section (`worker::DeclaredSection`, the
     /// entry's odd section count) seen at the last look in this task.
     declared_seen: Option<u64>,
+    /// The last look at a worker whose slot was given away, for
+    /// `control::back_from_block`.
+    back_look: Option<Look>,
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
@@ -166,6 +170,7 @@ impl Track {
             runnable_first: None,
             known_computing: false,
             declared_seen: None,
+            back_look: None,
             probe_wait: 0,
             backoff: 1,
         }
@@ -190,6 +195,9 @@ struct Monitor {
     /// Whether the pool is stuck (every thread blocked, work waiting).
     stuck: StuckWatch,
     sleep: Duration,
+    /// Workers whose slot was given away seen computing again: counted
+    /// against the slots again (`control::back_from_block`).
+    counted_again: Vec<(usize, StatusWord)>,
     /// Workers found in the same declared blocking section at two looks,
     /// with the task each was seen in: their slots go to other workers.
     declared_overdue: Vec<(usize, StatusWord)>,
@@ -208,6 +216,7 @@ impl Monitor {
             stuck: StuckWatch::default(),
             sleep: Duration::ZERO,
             declared_overdue: Vec::new(),
+            counted_again: Vec::new(),
             #[cfg(feature = "metrics")]
             published: None,
         }
@@ -321,6 +330,9 @@ impl Monitor {
             }
         }
         self.apply(shared, &sample, &decision);
+        for (index, seen) in std::mem::take(&mut self.counted_again) {
+            count_again(shared, index, seen);
+        }
         self.watch_stuck(shared, &limits, &sample);
 
         // Idle also needs the policy at rest: a raised target must first be
@@ -375,7 +387,16 @@ impl Monitor {
                     if matches!(track, Some(t) if t.seen == seen) {
                         Kind::from_bits(entry.kind.load(Ordering::Relaxed)).waited_an_interval();
                     } else {
-                        *track = Some(Track::new(seen, now));
+                        let mut fresh = Track::new(seen, now);
+                        // Just marked: its first look two ticks on, so a
+                        // burst of blocked workers is not probed at once.
+                        fresh.probe_wait = 2;
+                        *track = Some(fresh);
+                    }
+                    if let Some(t) = track.as_mut() {
+                        if back_from_block(entry, t, now) {
+                            self.counted_again.push((index, seen));
+                        }
                     }
                     continue;
                 }
@@ -521,6 +542,59 @@ impl Monitor {
             };
             crate::worker::wake_or_start(shared, reason);
         }
+    }
+}
+
+/// Whether the worker of `entry`, whose slot was given away (`track`
+/// follows its blocked task), computes again: looked at through its
+/// probe, less and less often while it sleeps.
+fn back_from_block(entry: &crate::runtime::Entry, track: &mut Track, now: Instant) -> bool {
+    if track.probe_wait > 0 {
+        track.probe_wait -= 1;
+        return false;
+    }
+    let Some(probe) = lock(&entry.probe).clone() else {
+        return false;
+    };
+    let look = Look {
+        at: now,
+        asleep: probe.state().is_waiting(),
+        cpu: probe.cpu_time(),
+    };
+    let verdict = judge(
+        false,
+        now.saturating_duration_since(track.since),
+        Duration::ZERO,
+        track.back_look,
+        look,
+    );
+    track.back_look = Some(look);
+    if look.asleep {
+        // Still blocked: look again later, less and less often.
+        track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
+        track.probe_wait = track.backoff;
+    } else {
+        track.backoff = 1;
+    }
+    verdict == Verdict::RunningAgain
+}
+
+/// Counts the worker at `index`, seen computing again in the blocked task
+/// it was seen in (`seen`), against the slots again: slot first, then the
+/// word, so the worker never gives back a slot not yet counted (it does
+/// once its word says `InTask`); if its task ended first, the slot goes
+/// back. Over the target, the `shrink` flag makes a worker give a slot
+/// back at its next task boundary.
+fn count_again(shared: &Shared, index: usize, seen: StatusWord) {
+    let entry = shared.threads.entry(index);
+    shared.slots.count_again();
+    if !entry.status.try_count_again(seen) {
+        shared.slots.release();
+        return;
+    }
+    ThreadCounters::bump(&shared.threads.counters.counted_again);
+    if shared.slots.over_target() {
+        shared.shrink.store(true, Ordering::Release);
     }
 }
 

@@ -768,3 +768,53 @@ fn what_a_worker_queued_runs_after_it_gives_its_slot_away() {
         }
     });
 }
+
+/// Keeps a core busy for `time`.
+fn spin_for(time: Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < time {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_worker_back_from_its_block_counts_against_the_slots_again() {
+    within(HANG, || {
+        // No quantum: its lends to queued work behind long computations
+        // would start C on purpose.
+        let pool = Pool::builder()
+            .concurrency(1)
+            .quantum(None)
+            .build()
+            .unwrap();
+        let a_done = Arc::new(AtomicBool::new(false));
+        let (a_started_tx, a_started) = mpsc::channel::<()>();
+        // A blocks (its slot goes to B), then computes for long: back from
+        // its block, it is counted again, so when B ends no new task starts
+        // beside A on the pool's one slot.
+        let a = pool.spawn_fn({
+            let a_done = a_done.clone();
+            move || {
+                a_started_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(30));
+                spin_for(Duration::from_millis(600));
+                a_done.store(true, Ordering::SeqCst);
+            }
+        });
+        a_started.recv().unwrap();
+        let b = pool.spawn_fn(|| spin_for(Duration::from_millis(300)));
+        let c = pool.spawn_fn({
+            let a_done = a_done.clone();
+            move || a_done.load(Ordering::SeqCst)
+        });
+        a.join().unwrap();
+        b.join().unwrap();
+        let c_started_after_a = c.join().unwrap();
+        let m = pool.metrics();
+        assert!(m.workers_counted_again >= 1, "{m:?}");
+        assert!(
+            c_started_after_a,
+            "C started beside A, which had come back from its block: {m:?}"
+        );
+    });
+}

@@ -59,13 +59,12 @@ impl StartReason {
     }
 }
 
+pub(crate) mod back_from_block;
 pub(crate) mod pacing;
 pub(crate) mod policy;
 pub(crate) mod signal;
 pub(crate) mod slots;
 pub(crate) mod stuck;
-#[cfg(feature = "tokio")]
-pub(crate) mod tokio_threads;
 
 use std::time::Duration;
 

@@ -177,6 +177,18 @@ impl Slots {
         }
     }
 
+    /// Counts a slot for a worker whose slot was given away while it
+    /// blocked and that now computes again (`control::back_from_block`):
+    /// beyond the target if need be, like a lowered target, so the caller
+    /// raises the pool's `shrink` flag and a worker gives a slot back at
+    /// its next task boundary (invariant 1). The caller then swaps the
+    /// worker's status word back to `InTask` ([`TaskStatus::try_count_again`]),
+    /// and gives the slot back with [`Slots::release`] if that fails (the
+    /// task ended first, with no slot to give back).
+    pub(crate) fn count_again(&self) {
+        self.state.fetch_add(ONE_ACTIVE, Ordering::SeqCst);
+    }
+
     /// Gives up a slot held by a worker that is running a task (it blocked).
     pub(crate) fn release(&self) {
         let previous = self.state.fetch_sub(ONE_ACTIVE, Ordering::SeqCst);

@@ -1,7 +1,7 @@
 //! The gate around the shared tokio runtime's workers: at most `target` of
 //! them run tasks at once, and the watcher (`interop::watch`) can give a
 //! blocked one's place to another, or count one back from its block again.
-//! Why a gate at all: `control::tokio_threads`.
+//! Why a gate at all: `control::back_from_block`.
 //!
 //! # The protocol
 //!

@@ -24,7 +24,7 @@
 //! `TIDEPOOL_CONCURRENCY`) of them run
 //! tasks at once (`gate`), a watcher finds the ones that block and gives
 //! their place to another (`watch`, deciding by
-//! `control::tokio_threads`), and a blocked one that runs again is counted
+//! `control::back_from_block`), and a blocked one that runs again is counted
 //! again. There are 16 more workers than places (`SPARE_WORKERS`), parked
 //! until a block needs them. Blocks found are counted in
 //! `Metrics::tokio_blocked` and reported through `tracing`.

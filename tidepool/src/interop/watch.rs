@@ -1,7 +1,7 @@
 //! The watcher of the shared tokio runtime's workers: one thread that, while
 //! any of them holds a place in the gate (`interop::gate`), looks at each
 //! such worker every [`INTERVAL`], asks the kernel what it does, and
-//! carries out `control::tokio_threads::judge`'s verdict: a blocked
+//! carries out `control::back_from_block::judge`'s verdict: a blocked
 //! worker's place goes to another worker, a worker back from its block is
 //! counted again. While no worker holds a place it sleeps until one enters.
 //!
@@ -9,8 +9,8 @@
 //! hook runs on workers only, never on its `spawn_blocking` threads).
 
 use super::gate::Gate;
+use crate::control::back_from_block::{judge, Look, Verdict};
 use crate::control::slots::{Phase, StatusWord, TaskStatus};
-use crate::control::tokio_threads::{judge, Look, Verdict};
 use crate::sync::lock_std;
 use crate::sys::ThreadProbe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -73,3 +73,46 @@ fn retire_and_reacquire_keep_the_count() {
         assert_eq!(counts.searching, 0);
     });
 }
+
+#[test]
+fn a_worker_counted_again_as_its_task_ends_holds_exactly_one_slot_or_none() {
+    loom::model(|| {
+        let slots = Arc::new(Slots::new(1));
+        let status = Arc::new(TaskStatus::default());
+        // Worker A ran a task with the only slot; the monitor found it
+        // blocked and gave the slot away; worker B took it.
+        assert!(slots.try_acquire(false));
+        status.begin_task();
+        assert!(status.try_mark_blocked(status.load()));
+        slots.release();
+        assert!(slots.try_acquire(false));
+        let blocked = status.load();
+
+        // The monitor sees A computing again and counts it (slot first,
+        // then the word; the slot back if the word moved on).
+        let monitor = {
+            let (slots, status) = (slots.clone(), status.clone());
+            loom::thread::spawn(move || {
+                slots.count_again();
+                if status.try_count_again(blocked) {
+                    true
+                } else {
+                    slots.release();
+                    false
+                }
+            })
+        };
+        // A's task ends: it holds a slot if it was counted again.
+        let a_holds = status.end_task();
+        let counted = monitor.join().unwrap();
+        assert_eq!(a_holds, counted, "the count and the task end agree");
+        // B holds one; A holds one if counted: never lost, never doubled.
+        assert_eq!(slots.counts().active, 1 + usize::from(a_holds));
+        if a_holds {
+            assert!(
+                slots.over_target(),
+                "over the target: someone gives one back"
+            );
+        }
+    });
+}

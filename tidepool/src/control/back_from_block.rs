@@ -1,33 +1,33 @@
-//! When a worker thread of the shared tokio runtime (feature `tokio`) has
-//! blocked, and when one that blocked runs again: the watcher's decision,
-//! a pure function of what it saw (`interop::watch` carries it out).
+//! When a thread that ran a task without a slot (or a place) has blocked,
+//! and when one whose slot was given away in a block runs again: the
+//! decision, a pure function of what was seen. Two users carry it out: the
+//! watcher of the shared tokio runtime's workers (`interop::watch`: both
+//! verdicts) and the pool's monitor (`monitor.rs`: a worker back from its
+//! block is counted again).
 //!
 //! # Design note
 //!
-//! Libraries spawn with `tokio::spawn` (axum's `serve` spawns every
-//! connection that way, hyper's and reqwest's clients their connection
-//! tasks), and tokio gives no way to run those tasks anywhere but on its
-//! own workers. So the shared runtime's workers are treated like the
-//! pool's: at most `concurrency` of them run tasks at once (a gate around
-//! tokio's park and unpark, `interop::gate`), and a watcher looks at the
-//! ones that hold a place in the gate. tokio tells nothing about task
-//! boundaries, so the watcher judges the thread, not a task:
+//! A worker found blocked gives its slot to another worker. When its call
+//! returns it runs on, without a slot, until its task ends: with tasks
+//! that block and then compute (fetch, then process) every such worker
+//! computed beside the ones that replaced it. An I/O completion port
+//! counts a thread that wakes from a wait as active again and releases no
+//! new work until the active count falls; Go's runtime makes a goroutine
+//! back from a system call reacquire a P. Here a thread whose slot was
+//! given away, seen runnable and using at least [`BUSY_CPU_SHARE`] of the
+//! time since the last look on a CPU, is counted again: the pool's slots
+//! (or the tokio gate's places) count it, so no new task starts until the
+//! count falls back to `concurrency` (a worker over the count gives its
+//! slot back at its next task boundary).
 //!
-//! * **Blocked**: it has held its place for at least the watch interval
-//!   and the kernel said it sleeps (state S or D) at this look and the one
-//!   before. A thread that holds
-//!   a place never parks (the gate's place is given back before tokio
-//!   parks it), so a sleep there is a sleep inside a task: a blocking call.
-//!   Its place goes to another worker at once, as the pool's monitor gives
-//!   a blocked worker's slot away.
-//! * **Running again** (an I/O completion port's rule, and Go's runtime
-//!   reacquiring a P after a system call): a thread whose place was given
-//!   away and that is now runnable and used at least [`BUSY_CPU_SHARE`] of
-//!   the time since the last look on a CPU. It is counted again, so the
-//!   gate admits no other worker until the running count falls back below
-//!   `concurrency`; without this, every worker that once blocked would
-//!   compute beside the ones that replaced it for as long as tokio keeps
-//!   it busy (tokio workers under load never park).
+//! For the shared tokio runtime's workers, which tokio schedules and which
+//! tell nothing about task boundaries, the watcher also decides that a
+//! worker holding a place has **blocked**: it has held its place for at
+//! least the watch interval and the kernel said it sleeps (S or D) at this
+//! look and the one before. A thread that holds a place never parks (the
+//! place is given back before tokio parks it), so a sleep there is a sleep
+//! inside a task. (The pool's own workers are judged by the monitor's
+//! policy, `control::policy`.)
 //!
 //! A short sleep (a contended lock for a few microseconds) is seldom
 //! caught at two looks in a row; if it is, one worker is let through
