@@ -43,7 +43,7 @@
 //! | a closure, blocking or not (file I/O, a sync HTTP call, a lock, CPU work) | [`spawn_fn`] / [`Pool::spawn_fn`] | a worker that blocks is detected and its slot given to another worker |
 //! | a closure whose end nothing waits for (fire and forget) | [`execute`] / [`Pool::execute`] | no handle to make and drop: the cheapest spawn; a shut-down pool is an `Err`, not a handle that resolves to one |
 //! | a future (async I/O, timers, other tasks) | [`spawn`] / [`Pool::spawn`] | while it awaits it holds no thread |
-//! | a blocking call *inside* a task or a handler (a database query, a file read) | call it inline, as plain code | the monitor sees the worker block (Linux, about 1 ms) and hands its slot over; nothing to annotate. [`blocking`] declares it at once instead: for calls known to block for long, or off Linux |
+//! | a blocking call *inside* a task or a handler (a database query, a file read) | call it inline, as plain code | the monitor sees the worker block (Linux, about 1 ms) and hands its slot over; nothing to annotate. [`blocking`] declares it instead (handed over after one monitor interval without asking the kernel): for calls known to block, and off Linux |
 //! | an HTTP server (axum, hyper) | `tidepool::http::serve` (feature `http`) | every connection a task on the pool; see [Serving HTTP](#serving-http) |
 //! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | timers and sockets are served by the reactor's thread meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
 //! | the result of a task | [`JoinHandle::join`] or `.await` | on a worker, `join` runs queued work (usually the awaited task) while it waits, so a recursion of joins needs no thread per join |
@@ -149,12 +149,13 @@
 //!   hyper-util's client, `tidepool::http::Executor` puts its connection
 //!   tasks on the pool.
 //! * **`tokio::task::spawn_blocking`** works, on tokio's blocking threads
-//!   (`tidepool-tokio-blocking`), outside the pool's slots: use
-//!   [`spawn_fn`] (blocking is detected) or [`blocking`] inside a task.
+//!   (named `tidepool-tokio` too), outside the pool's slots: call the
+//!   function inline in a task (blocking is detected), or use [`spawn_fn`].
 //! * **`tokio::task::block_in_place`** finds no tokio worker here, so it
 //!   just runs its closure on the tidepool worker without telling the pool
 //!   (the monitor still detects a block on Linux within about a
-//!   millisecond): use [`blocking`], which declares it at once.
+//!   millisecond): [`blocking`] declares it, and hands the slot over
+//!   after one monitor interval without asking the kernel.
 //!
 //! ```
 //! # #[cfg(feature = "tokio")] {
@@ -256,9 +257,11 @@
 //!   once. That is a guess: it replaces blocked workers late, and a long
 //!   CPU-bound task may get a thread it does not need (at most doubling the
 //!   threads that compete for the cores; the extra thread retires when the
-//!   task ends). Everything else works the same: declared blocking
-//!   ([`blocking`], [`JoinHandle::join`] and [`block_on`] on a worker) hands
-//!   the slot over at once, async tasks hold no thread while they await, and
+//!   task ends). Everything else works the same: a wait on the pool
+//!   ([`JoinHandle::join`] and [`block_on`] on a worker) hands the slot over
+//!   at once, a [`blocking`] section still inside after one monitor
+//!   interval hands it over (no kernel look needed), async tasks hold no
+//!   thread while they await, and
 //!   [`Controller::Gradual`] / [`Controller::HillClimbing`] add slots when
 //!   queued work stops moving. So off Linux, wrap blocking calls in
 //!   [`blocking`] for prompt hand-over, or pick a [`Controller::Fixed`] pool
