@@ -6,8 +6,36 @@
 //! reported figure is one that was actually measured. The plots draw the
 //! repetition whose headline metric is that median.
 
-use crate::experiments::Measured;
 use crate::stats::percentile_sorted;
+
+/// What a finished run measured.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// Named figures, each name ending in its unit (`_ms`, `_s`, ...).
+    pub metrics: Vec<(&'static str, f64)>,
+    /// A sentence added to the run's description (counts that differ from
+    /// the experiment's, for example).
+    pub note: Option<String>,
+    /// Per-item values for the plots (latency, duration, ...), in item order.
+    pub per_item: Vec<f64>,
+    /// Threads over time: (seconds, threads), and where they come from.
+    pub threads: Option<(String, Vec<(f64, f64)>)>,
+}
+
+impl Measured {
+    /// Adds a metric.
+    pub fn put(&mut self, name: &'static str, value: f64) {
+        self.metrics.push((name, value));
+    }
+
+    /// A metric's value.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+    }
+}
 
 /// The lowest and highest value of one metric across repetitions.
 #[derive(Debug, Clone, Copy, PartialEq)]

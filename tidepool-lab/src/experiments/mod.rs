@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
+pub use crate::aggregate::Measured;
 use crate::aggregate::Spread;
 use crate::measure::Latch;
 use crate::probe::{self, ThreadObservation};
@@ -216,35 +217,6 @@ impl RunCtx {
     /// is dropped.
     pub fn follow(&self, latch: &Arc<Latch>) -> crate::progress::Follow {
         self.bar.follow(latch.clone())
-    }
-}
-
-/// What a finished run measured.
-#[derive(Debug, Clone, Default)]
-pub struct Measured {
-    /// Named figures, each name ending in its unit (`_ms`, `_s`, ...).
-    pub metrics: Vec<(&'static str, f64)>,
-    /// A sentence added to the run's description (counts that differ from
-    /// the experiment's, for example).
-    pub note: Option<String>,
-    /// Per-item values for the plots (latency, duration, ...), in item order.
-    pub per_item: Vec<f64>,
-    /// Threads over time: (seconds, threads), and where they come from.
-    pub threads: Option<(String, Vec<(f64, f64)>)>,
-}
-
-impl Measured {
-    /// Adds a metric.
-    pub fn put(&mut self, name: &'static str, value: f64) {
-        self.metrics.push((name, value));
-    }
-
-    /// A metric's value.
-    pub fn get(&self, name: &str) -> Option<f64> {
-        self.metrics
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| *v)
     }
 }
 
