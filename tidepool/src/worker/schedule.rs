@@ -3,7 +3,7 @@
 //! parked worker or starting a thread.
 
 use super::{run, Begin};
-use crate::control::slots::{StatusWord, TaskStatus};
+use crate::control::slots::StatusWord;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context;
@@ -695,16 +695,23 @@ impl Drop for DeclaredSection {
 /// its slot away, as `declare_pool_wait` does. True if it did (the task had
 /// not ended).
 pub(crate) fn hand_over_declared(shared: &Arc<Shared>, index: usize, seen: StatusWord) -> bool {
-    let entry = shared.threads.entry(index);
-    if !entry.status.try_mark_blocked(seen) {
-        return false;
-    }
     // Only a section that outlasted its grace teaches the kind that it
     // blocks: taught at every section's start, a kind whose calls return in
     // microseconds was presumed blocking, and its items were handed
     // threads of their own (688 presumptions and 7 threads for 2,000 such
     // items on 2 slots).
-    Kind::from_bits(entry.kind.load(Ordering::Relaxed)).declared_blocking();
+    give_slot_away(shared, index, seen, Kind::declared_blocking)
+}
+
+/// Gives the slot of the worker at `index`, in the task seen as `seen`, to
+/// another worker, as declared, and tells its kind (`teach`). False if the
+/// task had moved on.
+fn give_slot_away(shared: &Arc<Shared>, index: usize, seen: StatusWord, teach: fn(Kind)) -> bool {
+    let entry = shared.threads.entry(index);
+    if !entry.status.try_mark_blocked(seen) {
+        return false;
+    }
+    teach(Kind::from_bits(entry.kind.load(Ordering::Relaxed)));
     ThreadCounters::bump(&shared.threads.counters.declared_blocking);
     trace::worker_blocked(&shared.config.thread_name, index, "declared");
     shared.slots.release();
@@ -728,19 +735,8 @@ pub(crate) fn declare_pool_wait() {
     let Some(ctx) = context::current() else {
         return;
     };
-    let shared = &ctx.shared;
-    let status: &TaskStatus = &shared.threads.entry(ctx.index).status;
-    if status.try_mark_blocked(status.load()) {
-        let entry = shared.threads.entry(ctx.index);
-        let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-        kind.saw_pool_wait();
-        ThreadCounters::bump(&shared.threads.counters.declared_blocking);
-        trace::worker_blocked(&shared.config.thread_name, ctx.index, "declared");
-        shared.slots.release();
-        if shared.has_work() {
-            notify(shared);
-        }
-    }
+    let seen = ctx.shared.threads.entry(ctx.index).status.load();
+    give_slot_away(&ctx.shared, ctx.index, seen, Kind::saw_pool_wait);
 }
 
 #[cfg(all(test, not(tidepool_loom)))]
