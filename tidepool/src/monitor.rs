@@ -60,8 +60,22 @@ use std::time::{Duration, Instant};
 /// the first tick after it sets the pace back to the interval.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
 
+/// While blocking is being found, the monitor ticks this many times faster
+/// than the interval, for [`QUICK_PACE_TICKS`] ticks after each find.
+const QUICK_PACE_DIVISOR: u32 = 4;
+/// See [`QUICK_PACE_DIVISOR`].
+const QUICK_PACE_TICKS: u32 = 16;
+
 /// A suspect seen runnable is probed at most every this many ticks.
 const MAX_PROBE_BACKOFF: u32 = 64;
+
+/// A suspect found runnable is still probed every tick until it has been
+/// in its task for this many thresholds; only then less and less often.
+/// A service's poll computes a millisecond or two and then blocks: backed
+/// off after one runnable look, it kept its slot through the next three
+/// ticks of its block. A task still computing after this long is likely
+/// CPU-bound, and the backoff spares the busy cores the monitor's looks.
+const PROBED_EVERY_TICK_FOR: u32 = 8;
 
 /// Starts the monitor thread of `shared`, or says why the system refused.
 ///
@@ -103,6 +117,9 @@ struct Track {
     since: Instant,
     /// The thread's CPU time when first seen in this task.
     cpu_at_since: Option<Duration>,
+    /// When the thread was last asked about in this task (or first seen),
+    /// and its CPU time then: the window [`recent_cpu_share`] judges.
+    last_look: Option<(Instant, Duration)>,
     /// The thread's run delay (time runnable but not running) at the last probe.
     run_delay: Option<Duration>,
     /// The first probe in this task that found the thread runnable and
@@ -113,11 +130,14 @@ struct Track {
     /// its run delay read) again.
     known_computing: bool,
     /// The declared blocking section (`worker::DeclaredSection`, the
-    /// entry's odd section count) seen at the last look in this task.
-    declared_seen: Option<u64>,
+    /// entry's odd section count) seen at the last look in this task, and
+    /// when it was first seen.
+    declared_seen: Option<(u64, Instant)>,
     /// The last look at a worker whose slot was given away, for
     /// `control::back_from_block`.
     back_look: Option<Look>,
+    /// A probe found the thread runnable in this task.
+    seen_runnable: bool,
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
@@ -166,11 +186,13 @@ impl Track {
             seen,
             since: now,
             cpu_at_since: None,
+            last_look: None,
             run_delay: None,
             runnable_first: None,
             known_computing: false,
             declared_seen: None,
             back_look: None,
+            seen_runnable: false,
             probe_wait: 0,
             backoff: 1,
         }
@@ -198,6 +220,8 @@ struct Monitor {
     /// Workers whose slot was given away seen computing again: counted
     /// against the slots again (`control::back_from_block`).
     counted_again: Vec<(usize, StatusWord)>,
+    /// Ticks left at the quick pace ([`QUICK_PACE_TICKS`]).
+    quick_ticks: u32,
     /// Workers found in the same declared blocking section at two looks,
     /// with the task each was seen in: their slots go to other workers.
     declared_overdue: Vec<(usize, StatusWord)>,
@@ -217,6 +241,7 @@ impl Monitor {
             sleep: Duration::ZERO,
             declared_overdue: Vec::new(),
             counted_again: Vec::new(),
+            quick_ticks: 0,
             #[cfg(feature = "metrics")]
             published: None,
         }
@@ -297,6 +322,10 @@ impl Monitor {
                     Some(interval)
                 }
             }
+            Tick::Suspects if self.quick_ticks > 0 => {
+                self.quick_ticks -= 1;
+                Some(interval / QUICK_PACE_DIVISOR)
+            }
             Tick::Suspects => Some(interval),
             // `max`: an interval longer than MAX_SLEEP (the builder accepts
             // up to 10 s) is itself the longest sleep.
@@ -328,6 +357,9 @@ impl Monitor {
             if crate::worker::hand_over_declared(shared, index, seen) {
                 self.tracks[index] = None;
             }
+        }
+        if !decision.mark_blocked.is_empty() {
+            self.quick_ticks = QUICK_PACE_TICKS;
         }
         self.apply(shared, &sample, &decision);
         for (index, seen) in std::mem::take(&mut self.counted_again) {
@@ -407,14 +439,24 @@ impl Monitor {
             if fresh {
                 *t = Track::new(seen, now);
             }
-            // A declared blocking section seen at the last look too: past
-            // its grace, its slot is handed over (`hand_over_declared`).
+            // A declared blocking section seen for an interval, or seen
+            // asleep: past its grace, its slot is handed over
+            // (`hand_over_declared`). A call that returns within the grace
+            // without sleeping costs what the call costs.
             let section = entry.declared_sections.load(Ordering::Relaxed);
             if section % 2 == 1 {
-                if t.declared_seen == Some(section) {
-                    self.declared_overdue.push((index, seen));
-                } else {
-                    t.declared_seen = Some(section);
+                match t.declared_seen {
+                    Some((seen_section, since)) if seen_section == section => {
+                        let asleep = || {
+                            lock(&entry.probe)
+                                .as_ref()
+                                .is_some_and(|probe| probe.state().is_waiting())
+                        };
+                        if now.duration_since(since) >= limits.threshold || asleep() {
+                            self.declared_overdue.push((index, seen));
+                        }
+                    }
+                    _ => t.declared_seen = Some((section, now)),
                 }
                 any_suspect = true;
             }
@@ -433,8 +475,10 @@ impl Monitor {
             if let Some(probe) = &probe {
                 if fresh {
                     t.cpu_at_since = probe.cpu_time();
+                    t.last_look = t.cpu_at_since.map(|cpu| (now, cpu));
                 } else if policy.is_suspect(limits, &view) {
-                    (view.kernel, view.fallback) = ask_kernel(shared, probe, t, view.in_task_for);
+                    (view.kernel, view.fallback) =
+                        ask_kernel(shared, probe, t, view.in_task_for, limits.threshold);
                 }
                 // Tick at the interval while some task is, or will be within
                 // an interval, a suspect due for a look: a block of 2-5 ms is
@@ -445,9 +489,9 @@ impl Monitor {
                 // a second from the busy cores.
                 any_suspect |= t.probe_wait == 0;
             }
-            // A probe found it runnable in this task (its backoff grew),
-            // and its CPU time says it computed.
-            view.computed = t.backoff > 1
+            // A probe found it runnable in this task, and its CPU time says
+            // it computed.
+            view.computed = t.seen_runnable
                 && limits.quantum.is_some_and(|q| view.in_task_for >= q)
                 && (used_a_core(cpu_since(probe.as_deref(), t), view.in_task_for)
                     || t.computed_when_it_could(probe.as_deref()));
@@ -647,6 +691,7 @@ fn ask_kernel(
     probe: &ThreadProbe,
     track: &mut Track,
     in_task_for: Duration,
+    threshold: Duration,
 ) -> (Option<KernelView>, Option<FallbackView>) {
     if !probe.reads_state() && !probe.reads_cpu_clock() {
         // Nothing to read: judged by time alone, every tick. A nonzero wait
@@ -661,16 +706,26 @@ fn ask_kernel(
     }
     let state = probe.state();
     let cpu_now = probe.cpu_time();
-    let cpu_share = match (track.cpu_at_since, cpu_now) {
-        (Some(then), Some(cpu)) => {
-            Some(cpu.saturating_sub(then).as_secs_f64() / in_task_for.as_secs_f64().max(1e-9))
-        }
+    let now = Instant::now();
+    let look = cpu_now.map(|cpu| (now, cpu));
+    let recent_share = match (track.last_look, look) {
+        (Some(last), Some(look)) => recent_cpu_share(last, look),
         _ => None,
     };
+    track.last_look = look.or(track.last_look);
     if state == ThreadState::Unknown {
+        // The CPU clock alone decides here, over the whole watch (the
+        // fallback's thresholds are in whole-watch time too).
+        let cpu_share = match (track.cpu_at_since, cpu_now) {
+            (Some(then), Some(cpu)) => {
+                Some(cpu.saturating_sub(then).as_secs_f64() / in_task_for.as_secs_f64().max(1e-9))
+            }
+            _ => None,
+        };
         // No state letter: the CPU clock decides, or time. One that computes
         // is looked at less and less often, like a runnable one.
         if cpu_share.is_some_and(|share| share >= BUSY_CPU_SHARE) {
+            track.seen_runnable = true;
             track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
             track.probe_wait = track.backoff;
         }
@@ -699,16 +754,59 @@ fn ask_kernel(
             };
             track.runnable_first.get_or_insert(reading);
         }
-        // Look again later, less and less often.
-        track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
-        track.probe_wait = track.backoff;
+        track.seen_runnable = true;
+        // Look again later, less and less often, once it has computed
+        // long enough to be likely CPU-bound.
+        if in_task_for >= threshold * PROBED_EVERY_TICK_FOR {
+            track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
+            track.probe_wait = track.backoff;
+        }
     }
-    (Some(KernelView { waiting, cpu_share }), None)
+    (
+        Some(KernelView {
+            waiting,
+            cpu_share: recent_share,
+        }),
+        None,
+    )
+}
+
+/// The share of a core a thread used between two looks, each a moment and
+/// the thread's CPU time then; `None` for looks at one moment.
+///
+/// Rule 3 of `control::policy` judges this recent window, not the whole
+/// watch: a service's poll that computed a millisecond or two and then
+/// waited on its database was judged by its share since it was first seen,
+/// which stayed over [`BUSY_CPU_SHARE`] for milliseconds into the wait
+/// (1.2 ms of CPU needs 4.8 ms of watch to fall under a quarter), and the
+/// slot sat idle most of the wait. Asleep now after an interval spent
+/// mostly asleep is blocked, whatever the task computed before.
+fn recent_cpu_share(last: (Instant, Duration), now: (Instant, Duration)) -> Option<f64> {
+    let wall = now.0.saturating_duration_since(last.0);
+    (!wall.is_zero()).then(|| now.1.saturating_sub(last.1).as_secs_f64() / wall.as_secs_f64())
 }
 
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recent_share_is_of_the_window_since_the_last_look() {
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        let look = |wall: u64, cpu: u64| (start + ms(wall), ms(cpu));
+        // Computed 1.2 ms, then slept: over the last millisecond it used
+        // nothing, whatever it did before.
+        assert_eq!(recent_cpu_share(look(1, 1), look(2, 1)), Some(0.0));
+        let share = recent_cpu_share(look(0, 0), look(2, 1)).unwrap();
+        assert!((share - 0.5).abs() < 1e-9, "{share}");
+        assert_eq!(recent_cpu_share(look(1, 0), look(1, 0)), None, "one moment");
+        assert_eq!(
+            recent_cpu_share(look(2, 1), look(1, 1)),
+            None,
+            "a clock read out of order is no window"
+        );
+    }
 
     #[test]
     fn a_task_runnable_without_cpu_did_not_use_a_core() {

@@ -22,8 +22,11 @@
 //! 2. the kernel says it waits on something other than a CPU (state `S` or
 //!    `D`);
 //! 3. its CPU clock advanced by less than [`BUSY_CPU_SHARE`] of the wall time
-//!    it has been watched — a task that computes between short waits is
-//!    making progress.
+//!    since the monitor's previous look at it (or since it was first seen)
+//!    — a task that computes between short waits is making progress. The
+//!    window is the recent one, not the whole watch: a task that computed
+//!    for a while and then waits is blocked from the first look that finds
+//!    the wait, not once the wait has diluted what it computed before.
 //!
 //! A runnable thread waiting for a CPU (`R`) is oversubscribed, not blocked:
 //! another thread would only lengthen the queue for the cores, so it is never
@@ -153,8 +156,8 @@ pub(crate) enum FallbackView {
 pub(crate) struct KernelView {
     /// State `S` or `D`: waiting on something other than a CPU.
     pub(crate) waiting: bool,
-    /// CPU time over wall time since the task was first seen, if the CPU clock
-    /// could be read.
+    /// CPU time over wall time since the monitor's previous look at the
+    /// task (or since it was first seen), if the CPU clock could be read.
     pub(crate) cpu_share: Option<f64>,
 }
 
