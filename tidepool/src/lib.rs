@@ -303,7 +303,6 @@
 //!   `metrics-exporter-prometheus`: see `examples/prometheus.rs`); the
 //!   monitor thread publishes once a second while the pool is busy. The cost
 //!   is one snapshot a second on the monitor thread, none on the workers.
-//!   The `metrics` crate needs Rust 1.71.1.
 //!
 //! Measured with valgrind's callgrind on `SLOTS=1 spawn_profile inside 100000
 //! 1` (100,000 tiny tasks spawned from a worker, instructions of the whole
