@@ -310,9 +310,12 @@
 //! subscriber or recorder installed): no difference above the run-to-run
 //! noise of 0.05%.
 
-/// The README's examples, compiled and run as doc-tests.
+/// The crate README's examples (`tidepool/README.md`, inside the package, so
+/// they run from the published crate too), compiled and run as doc-tests.
+/// The repository's README repeats its Rust blocks verbatim
+/// (`tests/readme.rs` checks that).
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
 // The layers, top to bottom. A module names only modules below it (checked
