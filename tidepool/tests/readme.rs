@@ -37,7 +37,10 @@ fn the_repository_readmes_rust_blocks_are_the_crate_readmes() {
     let repository = fs::read_to_string(crate_dir.join("../README.md")).unwrap();
     let packaged = fs::read_to_string(crate_dir.join("README.md")).unwrap();
     let blocks = rust_blocks(&repository);
-    assert!(!blocks.is_empty(), "the repository's README has no Rust block");
+    assert!(
+        !blocks.is_empty(),
+        "the repository's README has no Rust block"
+    );
     for block in blocks {
         assert!(
             packaged.contains(&block),
