@@ -212,7 +212,7 @@ impl<T> JoinHandle<T> {
     /// assert!(handle.is_finished());
     /// ```
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().map_or(true, |task| task.is_finished())
+        self.task.as_ref().is_none_or(|task| task.is_finished())
     }
 }
 
