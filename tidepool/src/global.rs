@@ -217,6 +217,11 @@ where
 /// enters the shared tokio runtime's context meanwhile, as a pool's
 /// threads do, so tokio-based futures work here too.
 ///
+/// On a worker, holding a lock across `block_on` deadlocks if queued work
+/// that the waiting thread runs takes the same lock (see [`join`], "A lock
+/// held across `join`"): release it first, or call `block_on` inside
+/// [`isolate`](crate::isolate), which polls only the future.
+///
 /// ```
 /// assert_eq!(tidepool::block_on(async { 3 }), 3);
 ///
@@ -264,6 +269,18 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// pool, the whole join runs on a worker while this thread waits (on a pool
 /// that was shut down, both closures run on this thread).
 ///
+/// # A lock held across `join`
+///
+/// While it waits for a stolen `b`, a worker runs *any* queued work of the
+/// pool on this thread, so holding a lock across `join` deadlocks if queued
+/// work takes the same lock: that work blocks on the lock, on top of the
+/// frame that holds it, and the thread never gets back to releasing it
+/// (rayon's issue #592). The same goes for a call from outside the pool,
+/// whose join runs on a worker. Release the lock before the `join`, or
+/// call it inside [`isolate`](crate::isolate), whose waits run only the
+/// work they wait for (the thread blocks meanwhile, its slot given to
+/// another worker).
+///
 /// # Panics
 ///
 /// If `a` or `b` panics, the panic is resumed here once both have finished
@@ -302,6 +319,12 @@ where
 /// Inside an async task, prefer spawning tasks and awaiting their
 /// [`JoinHandle`]s: a scope blocks the task's thread until it ends (it does
 /// not deadlock, since the thread helps, but it holds a worker meanwhile).
+///
+/// Holding a lock across `scope` deadlocks if queued work that the waiting
+/// thread runs takes the same lock (see [`join`], "A lock held across
+/// `join`"): release it first, or call `scope` inside
+/// [`isolate`](crate::isolate), whose scope end runs only the scope's own
+/// tasks.
 ///
 /// # Panics
 ///

@@ -48,6 +48,7 @@
 //! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | timers and sockets are served by the reactor's thread meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
 //! | the result of a task | [`JoinHandle::join`] or `.await` | on a worker, `join` runs queued work (usually the awaited task) while it waits, so a recursion of joins needs no thread per join |
 //! | divide and conquer over borrowed data | [`join`], [`scope`] (and [`Pool::join`], [`Pool::scope`]) | closures borrow the caller's stack; `join` allocates nothing and runs its second half inline unless a thief took it |
+//! | a lock held across a `join`, `scope` or `block_on` that queued work also takes | [`isolate`] around the wait (or release the lock first) | a plain wait on a worker runs queued work on this thread, which would block on the lock held beneath it: a deadlock; an isolated wait runs only what it waits for |
 //! | a parallel loop over a slice or a range | [`for_each`], [`for_range`] | split in halves with `join`, balanced by stealing |
 //! | work that must not wait behind a flood | [`Pool::task`]`().priority(`[`Priority::High`]`)` | lanes: High before Normal before Low, none starves |
 //! | a tenant, a client or a batch that must not take the whole pool | [`Pool::group`] ([`Group`]) | its own FIFO, `max_concurrency`, `max_in_flight`, a weighted fair share |
@@ -79,6 +80,7 @@
 //! | rayon `ThreadPoolBuilder::build_global` | `Builder::build_global` | once, before the global pool is used |
 //! | rayon `start_handler` / `exit_handler` | `Builder::on_thread_start` / `on_thread_stop` | |
 //! | rayon `join`, `scope` | `tidepool::join`, `tidepool::scope` (and `Pool::join`, `Pool::scope`) | closures borrow the caller's stack; a waiting worker helps instead of blocking |
+//! | rayon `join` with a lock held across it (rayon's issue #592: the wait may run queued work that takes the lock, a deadlock) | `tidepool::isolate(f)`, with `f` calling `tidepool::join(a, b)` | the wait runs only its own work (rayon's always help); the thread blocks meanwhile and its slot goes to another worker |
 //! | rayon `par_iter().for_each` | `tidepool::for_each(slice, f)`, `tidepool::for_range(range, f)` | no iterator adaptors: a parallel loop over a slice or a range |
 //! | .NET `ThreadPool.QueueUserWorkItem` | `tidepool::execute` (or `spawn_fn` for a handle) | the process-wide pool is `tidepool::global()` |
 //! | .NET `Task.Run(async …)` | `tidepool::spawn(async …)` | |
@@ -303,7 +305,6 @@
 //!   `metrics-exporter-prometheus`: see `examples/prometheus.rs`); the
 //!   monitor thread publishes once a second while the pool is busy. The cost
 //!   is one snapshot a second on the monitor thread, none on the workers.
-//!   The `metrics` crate needs Rust 1.71.1.
 //!
 //! Measured with valgrind's callgrind on `SLOTS=1 spawn_profile inside 100000
 //! 1` (100,000 tiny tasks spawned from a worker, instructions of the whole
@@ -311,9 +312,12 @@
 //! subscriber or recorder installed): no difference above the run-to-run
 //! noise of 0.05%.
 
-/// The README's examples, compiled and run as doc-tests.
+/// The crate README's examples (`tidepool/README.md`, inside the package, so
+/// they run from the published crate too), compiled and run as doc-tests.
+/// The repository's README repeats its Rust blocks verbatim
+/// (`tests/readme.rs` checks that).
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
 // The layers, top to bottom. A module names only modules below it (checked
@@ -407,7 +411,7 @@ pub use fair::{
     ConcurrentSpawner, ExclusiveSpawner, Group, GroupBuilder, GroupError, GroupMetrics,
     QUEUE_BUDGET_PER_SLOT,
 };
-pub use fork::Scope;
+pub use fork::{isolate, Scope};
 pub use global::{
     block_on, execute, for_each, for_range, global, join, scope, spawn, spawn_fn, GlobalPoolError,
 };

@@ -659,9 +659,7 @@ fn cpu_since(probe: Option<&ThreadProbe>, track: &Track) -> Option<Duration> {
 /// marked a blocking kind as computing. Without a CPU clock, runnable is
 /// all there is to go by.
 fn used_a_core(cpu_used: Option<Duration>, in_task_for: Duration) -> bool {
-    cpu_used.map_or(true, |cpu| {
-        cpu.as_secs_f64() >= in_task_for.as_secs_f64() * BUSY_CPU_SHARE
-    })
+    cpu_used.is_none_or(|cpu| cpu.as_secs_f64() >= in_task_for.as_secs_f64() * BUSY_CPU_SHARE)
 }
 
 /// Whether a thread probed runnable at `first`, and read again at `last`

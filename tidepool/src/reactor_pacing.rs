@@ -81,7 +81,7 @@ pub(crate) fn should_pause(
 ) -> bool {
     queued_behind_busy
         && since_event.is_some_and(|gap| gap < DENSE)
-        && since_pause.map_or(true, |gap| gap >= PAUSE)
+        && since_pause.is_none_or(|gap| gap >= PAUSE)
 }
 
 /// What the calling thread is, for pacing.

@@ -174,7 +174,7 @@ pub(crate) fn ticks() -> u64 {
     {
         // SAFETY: `rdtsc` reads a register; it has no preconditions, touches
         // no memory and exists on every x86-64 CPU. (`unused_unsafe`: newer
-        // toolchains declare the intrinsic safe; 1.71 does not.)
+        // toolchains declare the intrinsic safe; 1.88, the minimum, does not.)
         #[allow(unused_unsafe)]
         let t = unsafe { core::arch::x86_64::_rdtsc() };
         t

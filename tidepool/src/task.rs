@@ -123,6 +123,13 @@ impl<T> JoinHandle<T> {
     /// runs on this thread's stack and delays this call's return by its own
     /// length.)
     ///
+    /// So do not hold a lock across `join` on a worker that queued work may
+    /// take: that work, run here, would block on the lock above the frame
+    /// that holds it, a deadlock (see [`join`](crate::join), "A lock held
+    /// across `join`"). Release it first, or call `join` inside
+    /// [`isolate`](crate::isolate), which waits without running other work
+    /// (the task then runs on another worker, given this one's slot).
+    ///
     /// # Errors
     ///
     /// [`JoinError::Cancelled`] if the task was cancelled,
@@ -212,7 +219,7 @@ impl<T> JoinHandle<T> {
     /// assert!(handle.is_finished());
     /// ```
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().map_or(true, |task| task.is_finished())
+        self.task.as_ref().is_none_or(|task| task.is_finished())
     }
 }
 

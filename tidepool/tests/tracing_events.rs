@@ -65,7 +65,7 @@ fn seen(pool: &str, message: &str, reason: Option<&str>) -> bool {
     EVENTS.lock().unwrap().iter().any(|e| {
         e.get("pool").map(String::as_str) == Some(pool)
             && e.get("message").map(String::as_str) == Some(message)
-            && reason.map_or(true, |r| e.get("reason").map(String::as_str) == Some(r))
+            && reason.is_none_or(|r| e.get("reason").map(String::as_str) == Some(r))
     })
 }
 

@@ -133,7 +133,7 @@ fn run(ctx: &RunCtx, make: fn(usize) -> Result<System, String>) -> Result<Measur
             let lock = holder.client();
             s.spawn_fn(move || {
                 probe.start();
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     thread::sleep(block);
                 } else {
                     lock.wait(i, block);

@@ -430,7 +430,7 @@ impl Burst {
                 decision.lend = Some(false);
                 decision.set_target = Some(limits.concurrency);
             }
-        } else if self.no_lend_until.map_or(true, |until| sample.now >= until)
+        } else if self.no_lend_until.is_none_or(|until| sample.now >= until)
             // A worker whose lent slot went to computing work still holds
             // it until that task ends: lending again meanwhile would add a
             // second CPU-bound thread beyond the slots, and a third...
@@ -549,7 +549,7 @@ fn verdict(limits: &Limits, sample: &Sample, worker: &WorkerView) -> Verdict {
     };
     match (worker.kernel, worker.fallback) {
         (Some(KernelView { waiting, cpu_share }), _) => {
-            blocked(waiting && cpu_share.map_or(true, |share| share < BUSY_CPU_SHARE))
+            blocked(waiting && cpu_share.is_none_or(|share| share < BUSY_CPU_SHARE))
         }
         (None, Some(FallbackView::CpuClock { cpu_share })) => {
             blocked(watched(CPU_CLOCK_THRESHOLDS) && cpu_share < BUSY_CPU_SHARE)

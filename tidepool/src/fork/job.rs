@@ -83,6 +83,9 @@ pub(super) struct StackJob<'w, F, R> {
     waiter: Waiter<'w>,
     /// The kind of the work that forked it ([`StackJob::new`]).
     kind: Kind,
+    /// Forked inside `tidepool::isolate`: a thief runs it isolated too
+    /// (`worker::help`, "Isolated waits").
+    isolated: bool,
     /// What its queue entry points to ([`JobSlot`]).
     slot: JobSlot,
 }
@@ -105,7 +108,8 @@ where
     /// the quantum rule are concerned. (Its own closure's type would be a
     /// kind nobody had seen run yet: a slot lent under the quantum rule took
     /// it, and a recursion that computed on `concurrency(1)` ran on two
-    /// cores.)
+    /// cores.) The job is isolated if the calling thread's waits are
+    /// (`context::isolated`).
     pub(super) fn new(func: F, waiter: Waiter<'w>, kind: Kind) -> Self {
         StackJob {
             func: UnsafeCell::new(Some(func)),
@@ -113,6 +117,7 @@ where
             state: AtomicU8::new(PENDING),
             waiter,
             kind,
+            isolated: context::isolated(),
             slot: JobSlot::default(),
         }
     }
@@ -160,7 +165,41 @@ where
             Some(other) => ctx.local.push(Queued::from(other)),
             None => {}
         }
+        if self.isolated {
+            if let Some(result) = self.dig_out(ctx) {
+                return result;
+            }
+        }
         self.wait_for_thief()
+    }
+
+    /// For an isolated waiter whose job was not on top of its deque (the
+    /// first half left work queued above it): looks through the deque for
+    /// the job without running anything else, and runs it here if found.
+    /// What was above it goes back in its order. `None` if a thief has it.
+    /// An isolated wait must not depend on another thread for work it can
+    /// reach: on a pool that cannot add one (`Controller::Fixed` on one
+    /// thread) the job would wait forever beneath the queued work.
+    #[cold]
+    #[inline(never)]
+    fn dig_out(&self, ctx: &context::WorkerContext) -> Option<thread::Result<R>> {
+        let mut above = Vec::new();
+        let mut found = false;
+        while let Some(queued) = ctx.local.pop() {
+            match queued.into_work() {
+                Work::Job(entry) if entry.is(&self.slot) => {
+                    entry.take_back();
+                    found = true;
+                    break;
+                }
+                other => above.push(other),
+            }
+        }
+        for work in above.into_iter().rev() {
+            ctx.local.push(Queued::from(work));
+        }
+        // SAFETY: we took our own entry out of the deque.
+        found.then(|| unsafe { self.run_here() })
     }
 
     /// [`StackJob::wait`] once another worker took the job: helps until
@@ -221,7 +260,14 @@ where
     fn run(&self) {
         // SAFETY: `JobRef::run` is called by the one thread that took the
         // job's entry out of a queue: it owns the run.
-        let result = unsafe { self.run_here() };
+        let run = || unsafe { self.run_here() };
+        // Its waiter waits isolated, so must whatever it waits on (the
+        // waiter itself runs the job isolated when it pops it back).
+        let result = if self.isolated {
+            context::isolated_while(run)
+        } else {
+            run()
+        };
         // SAFETY: as above; the waiter reads the cell only after `DONE`.
         unsafe { *self.result.get() = Some(result) };
         let waiter = self.waiter.clone();

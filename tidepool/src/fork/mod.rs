@@ -185,6 +185,9 @@ pub struct Scope<'scope> {
     panic: Mutex<Option<PanicPayload>>,
     /// The thread that waits for the scope to end.
     owner: Thread,
+    /// Made inside `tidepool::isolate`: its tasks run isolated wherever
+    /// they run, and its owner's wait helps with nothing else.
+    isolated: bool,
     /// Invariant in `'scope`, as a borrow that both reads and writes.
     _scope: PhantomData<&'scope mut &'scope ()>,
 }
@@ -227,7 +230,13 @@ impl<'scope> Scope<'scope> {
         self.pending.fetch_add(1, Ordering::Relaxed);
         let scope: &Scope<'scope> = self;
         let task: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| body(scope))) {
+            let run = AssertUnwindSafe(|| body(scope));
+            let ran = if scope.isolated {
+                catch_unwind(|| context::isolated_while(run))
+            } else {
+                catch_unwind(run)
+            };
+            if let Err(panic) = ran {
                 lock(&scope.panic).get_or_insert(panic);
             }
             scope.job_done();
@@ -276,6 +285,88 @@ impl<'scope> Scope<'scope> {
     }
 }
 
+/// Runs `f` with *isolated waits*: a wait on a pool inside `f` runs only
+/// the work it waits for, never other queued work. For code that holds a
+/// lock across a wait.
+///
+/// # Why
+///
+/// On a worker, a wait — [`join`](crate::join), [`scope`](crate::scope),
+/// [`block_on`](crate::block_on), [`JoinHandle::join`](crate::JoinHandle::join),
+/// and the [`Pool`](crate::Pool) methods of the same names — runs queued
+/// work while what it waits for is unfinished (so a recursion of joins
+/// needs no thread per join). That queued work can be any task of the
+/// pool. If the waiting code holds a lock and such a task takes the same
+/// lock, the thread waits for itself: the task blocks on the lock, and the
+/// lock's holder, suspended beneath the task on the same thread, never
+/// resumes to release it (a `std::sync::Mutex` may panic instead). The
+/// same holds for a join or scope called from outside the pool while
+/// holding the lock: the join runs on a worker, whose waits help. This is
+/// rayon's issue #592. Releasing the lock before the wait is the best fix;
+/// where it must be held, isolate the wait.
+///
+/// # What an isolated wait does
+///
+/// * [`join`](crate::join)`(a, b)` runs `b` itself if no other worker took
+///   it, as every join does (even from under work that `a` left queued
+///   above it, which stays queued); if one did, it waits without running
+///   anything else.
+/// * A [`scope`](crate::scope)'s end runs the scope's own tasks that nobody
+///   started, then waits for the others.
+/// * [`block_on`](crate::block_on) and [`JoinHandle::join`](crate::JoinHandle::join)
+///   poll only their own future: the awaited task runs on another worker.
+/// * While it waits, the thread blocks; on a worker it gives its slot to
+///   another worker first (woken, or started if none is parked), as a
+///   blocking call does, so the pool keeps running its other work, the
+///   lock's other takers included. The cost: a thread per isolated wait in
+///   progress, up to `max_threads` (a [`Controller::Fixed`](crate::Controller::Fixed)
+///   pool starts none: there the wait lasts until one of its threads is
+///   free to run what it waits for).
+/// * The second halves of joins and the tasks of scopes started inside `f`
+///   run isolated too, on whichever worker runs them: a thief that helped
+///   while running one could end up beneath a task that waits on your
+///   lock, and your wait would never end.
+///
+/// Tasks spawned inside `f` ([`spawn`](crate::spawn),
+/// [`spawn_fn`](crate::spawn_fn), [`execute`](crate::execute)) are not
+/// isolated: they run as any task, and one that waits on the pool itself
+/// may run queued work that takes your lock. Wait isolated only for work
+/// that does not, or that only forks with `join` and `scope`.
+///
+/// Outside any wait, `isolate` changes nothing: `f` runs on the calling
+/// thread, and returns its value (a panic in `f` passes through).
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// let totals = Arc::new(Mutex::new(Vec::new()));
+/// let pool = tidepool::Pool::builder().concurrency(2).build()?;
+/// let task = pool.spawn_fn({
+///     let totals = totals.clone();
+///     move || {
+///         let mut held = totals.lock().unwrap();
+///         // Queued work that takes the same lock: a plain `join` below
+///         // could run it on this thread while the lock is held here.
+///         let writer = {
+///             let totals = totals.clone();
+///             tidepool::spawn_fn(move || totals.lock().unwrap().push(1))
+///         };
+///         let (a, b) = tidepool::isolate(|| tidepool::join(|| 40, || 2));
+///         held.push(a + b);
+///         drop(held);
+///         writer.join().unwrap();
+///     }
+/// });
+/// task.join().unwrap();
+/// let mut totals = totals.lock().unwrap().clone();
+/// totals.sort();
+/// assert_eq!(totals, [1, 42]);
+/// # Ok::<(), tidepool::BuildError>(())
+/// ```
+pub fn isolate<R>(f: impl FnOnce() -> R) -> R {
+    context::isolated_while(f)
+}
+
 /// Runs `op` with a new scope in `shared`'s pool and waits for every task
 /// spawned in it. See [`scope`](crate::scope).
 pub(crate) fn scope_in<'scope, OP, R>(shared: &Arc<Shared>, site: Site, op: OP) -> R
@@ -301,6 +392,7 @@ where
         jobs: Mutex::new(Vec::new()),
         panic: Mutex::new(None),
         owner: thread::current(),
+        isolated: context::isolated(),
         _scope: PhantomData,
     };
     let out = catch_unwind(AssertUnwindSafe(|| op(&scope)));

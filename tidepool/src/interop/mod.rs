@@ -172,8 +172,7 @@ mod with_tokio {
             let runtime =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.build()))
                     .unwrap_or_else(|_| {
-                        Err(std::io::Error::new(
-                        std::io::ErrorKind::Other,
+                        Err(std::io::Error::other(
                         "the OS refused one of its worker threads (see the panic message above; \
                          raise the thread limit, `ulimit -u`)",
                     ))

@@ -195,7 +195,7 @@ fn run(watched: &Watched) {
                     if watched.gate.take(&worker.status, seen) {
                         watched.blocked.fetch_add(1, Ordering::Relaxed);
                         unwarned += 1;
-                        if warned_at.map_or(true, |at| now.duration_since(at) >= WARN_EVERY) {
+                        if warned_at.is_none_or(|at| now.duration_since(at) >= WARN_EVERY) {
                             crate::trace::tokio_worker_blocked(worker.probe.tid(), unwarned);
                             warned_at = Some(now);
                             unwarned = 0;

@@ -562,9 +562,9 @@ fn try_thread_with_stack(bytes: usize) -> Result<(), BuildError> {
         .stack_size(bytes)
         .spawn(|| ())
         .and_then(|thread| {
-            thread.join().map_err(|_| {
-                std::io::Error::new(std::io::ErrorKind::Other, "the probe thread panicked")
-            })
+            thread
+                .join()
+                .map_err(|_| std::io::Error::other("the probe thread panicked"))
         })
         .map_err(|error| BuildError::ThreadStart {
             bytes,

@@ -100,6 +100,11 @@ impl Pool {
     /// results. The closures may borrow from the caller's stack. See
     /// [`join`](crate::join) for how it works and how panics propagate.
     ///
+    /// Do not hold a lock across it that the pool's queued work may take:
+    /// the wait may run that work on this thread, which then deadlocks on
+    /// itself (see [`join`](crate::join), "A lock held across `join`"); or
+    /// call it inside [`isolate`](crate::isolate).
+    ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
     /// let data = vec![1, 2, 3, 4];
@@ -120,6 +125,11 @@ impl Pool {
     /// Runs `op` with a [`Scope`](crate::Scope) on this pool, and returns
     /// once every task spawned in it has finished. See
     /// [`scope`](crate::scope).
+    ///
+    /// Do not hold a lock across it that the pool's queued work may take:
+    /// the scope's end may run that work on this thread, which then
+    /// deadlocks on itself (see [`join`](crate::join), "A lock held across
+    /// `join`"); or call it inside [`isolate`](crate::isolate).
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();
@@ -311,7 +321,10 @@ impl Pool {
     /// Called on a worker of a pool, the thread does not block: while the
     /// future is pending it runs that pool's queued work (usually what the
     /// future waits for), so waiting inside the pool never needs another
-    /// thread.
+    /// thread. So do not hold a lock across it that queued work may take:
+    /// that work would deadlock on this thread (see [`join`](crate::join),
+    /// "A lock held across `join`"); or call it inside
+    /// [`isolate`](crate::isolate), which polls only the future.
     ///
     /// ```
     /// let pool = tidepool::Pool::builder().build().unwrap();

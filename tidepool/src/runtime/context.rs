@@ -1,7 +1,7 @@
 //! The thread-locals several layers read: which pool's worker runs on this
 //! thread (set by the worker layer, read by spawning, scheduling, task
-//! accounting and `blocking`), and which pool is dropping its queued tasks
-//! here.
+//! accounting and `blocking`), which pool is dropping its queued tasks
+//! here, and whether waits here are isolated (`tidepool::isolate`).
 //!
 //! Every access uses `try_with`: a user's thread-local destructor may spawn,
 //! wake or drop a task after these locals are gone, and a panic there would
@@ -15,7 +15,7 @@ use super::Shared;
 use crate::metrics::Outcome;
 use crate::sync::Arc;
 use crossbeam_deque::Worker;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::Waker;
 
@@ -63,6 +63,9 @@ impl WorkerContext {
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<WorkerContext>>> = const { RefCell::new(None) };
+    /// Whether waits on this thread are isolated: inside
+    /// `tidepool::isolate`, or running a fork-join job started inside one.
+    static ISOLATED: Cell<bool> = const { Cell::new(false) };
     /// The pool dropping its queued runnables on this thread, if any.
     static DRAINING: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
     /// The pool whose `block_on` runs on this (non-worker) thread, if any.
@@ -109,6 +112,26 @@ pub(crate) fn with_current_pool<R>(
         Some(shared) => f(&shared),
         None => f(&fallback()),
     }
+}
+
+/// Whether a wait on this thread must run only the work it waits for
+/// (`tidepool::isolate`; see `worker::help`, "Isolated waits").
+#[inline]
+pub(crate) fn isolated() -> bool {
+    ISOLATED.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Runs `f` with this thread's waits isolated (see [`isolated`]), then
+/// puts back what was before, even if `f` unwinds.
+pub(crate) fn isolated_while<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = ISOLATED.try_with(|isolated| isolated.set(self.0));
+        }
+    }
+    let _restore = Restore(ISOLATED.try_with(|i| i.replace(true)).unwrap_or(false));
+    f()
 }
 
 /// Makes `context` this thread's worker until [`leave`].

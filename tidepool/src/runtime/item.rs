@@ -209,7 +209,7 @@ where
     /// builds, in `spawn`).
     const SLOT_OFFSET: usize = {
         let align = std::mem::align_of::<Slot<F, R>>();
-        (std::mem::size_of::<Header>() + align - 1) / align * align
+        std::mem::size_of::<Header>().div_ceil(align) * align
     };
 
     /// The closure, taken out of the slot by the runnable's owner.

@@ -129,11 +129,7 @@ pub(crate) const FRESH_CREDIT: u32 = 8;
 /// item at once, as many as a pool's default `max_threads`.
 pub(crate) const MAX_CREDIT: u32 = 1024;
 
-// A `const` item to repeat: the array-repeat form that works on the
-// crate's minimum Rust version (an inline `const {}` block needs 1.79).
-#[allow(clippy::declare_interior_mutable_const)]
-const NOTHING_SEEN: AtomicU64 = AtomicU64::new(0);
-static TABLE: [AtomicU64; KINDS] = [NOTHING_SEEN; KINDS];
+static TABLE: [AtomicU64; KINDS] = [const { AtomicU64::new(0) }; KINDS];
 
 /// What the table says about one kind, unpacked from its word.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

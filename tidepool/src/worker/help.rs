@@ -44,6 +44,22 @@
 //! slots, which then started 12-17 threads; the stack bound lets it run on
 //! its slots.) A helped task that runs long delays the waiter's return by
 //! as much (the same trade as rayon's).
+//!
+//! # Isolated waits
+//!
+//! Helping runs *any* queued work on the waiter's stack. Code that holds a
+//! lock across the wait deadlocks if that work takes the same lock: the
+//! lock's holder is suspended beneath it on the same thread (rayon's issue
+//! #592). Inside `tidepool::isolate` (`context::isolated`) a wait does not
+//! help: [`help_until`] returns false at once, and the caller blocks as it
+//! does when nested too deep, declared (`declare_pool_wait`), so its slot
+//! goes to another worker (woken or started) and the awaited work and the
+//! lock's other takers run there. What a wait runs itself is only its own
+//! work: a join's second half popped back from its deque, a scope's jobs
+//! claimed from its list. The fork-join jobs started inside `isolate` carry
+//! it to the worker that steals them (`fork::job`), so a thief does not help
+//! either: beneath a helped task that waits on the lock, the awaited half
+//! would never end.
 
 use super::{find_task, run_work};
 use crate::runtime::context;
@@ -132,9 +148,10 @@ pub(crate) fn unpark_waker() -> Waker {
 /// makes `done` true should unpark this thread (see [`unpark_waker`]); the
 /// wait also looks again at least every [`MAX_PARK`].
 ///
-/// Returns false, without waiting, when the current thread is not a worker
-/// or has used [`STACK_SHARE`] of its stack: the caller then blocks,
-/// declaring it (see `declare_pool_wait`) if on a worker.
+/// Returns false, without waiting, when the current thread is not a worker,
+/// has used [`STACK_SHARE`] of its stack, or waits isolated (see "Isolated
+/// waits"): the caller then blocks, declaring it (see `declare_pool_wait`)
+/// if on a worker.
 pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     let Some(ctx) = context::current() else {
         return false;
@@ -145,7 +162,7 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     // (`runtime::kinds`), whether this wait helps or blocks.
     let waiting_kind = entry.kind.load(Ordering::Relaxed);
     Kind::from_bits(waiting_kind).saw_pool_wait();
-    if !stack_has_room(shared.config.stack_size.unwrap_or(DEFAULT_STACK)) {
+    if context::isolated() || !stack_has_room(shared.config.stack_size.unwrap_or(DEFAULT_STACK)) {
         return false;
     }
     let status = &entry.status;
@@ -201,7 +218,8 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
 
 /// Drives `future` to completion on the current worker, helping the pool
 /// while it is pending. Returns `None`, without polling it, when the current
-/// thread is not a worker.
+/// thread is not a worker or [`help_until`] does not help (nested too deep,
+/// or isolated).
 pub(crate) fn poll_helping<F: Future>(mut future: Pin<&mut F>) -> Option<F::Output> {
     if !on_worker() {
         return None;

@@ -637,7 +637,7 @@ fn find_task_stealing_with(
     let shared = &ctx.shared;
     let lanes = &shared.lanes;
     let local = &ctx.local;
-    if pick % FAIRNESS_INTERVAL == 0 {
+    if pick.is_multiple_of(FAIRNESS_INTERVAL) {
         let turn = pick / FAIRNESS_INTERVAL;
         let found = match turn % FAIRNESS_TURNS {
             0 => lanes.pop(Priority::Normal, local),
