@@ -8,6 +8,7 @@ pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
 
 use crate::metrics::Metrics;
 use crate::runtime::context;
+use crate::runtime::kind_names;
 use crate::runtime::kinds::Kind;
 use crate::runtime::task::NoGate;
 use crate::runtime::{Config, OpenHandle, Priority, Shared};
@@ -16,6 +17,7 @@ use crate::task::{JoinHandle, SpawnError};
 use crate::{monitor, worker};
 use std::fmt;
 use std::future::Future;
+use std::panic::Location;
 use std::time::{Duration, Instant};
 
 /// A thread pool that runs closures and async tasks on the same workers.
@@ -152,6 +154,7 @@ impl Pool {
     /// let handle = pool.spawn(async { "hello" });
     /// assert_eq!(pool.block_on(handle).unwrap(), "hello");
     /// ```
+    #[track_caller]
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -171,6 +174,7 @@ impl Pool {
     /// let handle = pool.spawn_fn(|| std::thread::current().name().map(str::to_owned));
     /// assert!(handle.join().unwrap().unwrap().starts_with("tidepool-"));
     /// ```
+    #[track_caller]
     pub fn spawn_fn<F, R>(&self, work: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -191,6 +195,7 @@ impl Pool {
     /// let pool = tidepool::Pool::builder().build().unwrap();
     /// assert_eq!(pool.try_spawn(async { 1 }).unwrap().join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
@@ -211,6 +216,7 @@ impl Pool {
     /// let pool = tidepool::Pool::builder().build().unwrap();
     /// assert_eq!(pool.try_spawn_fn(|| 1).unwrap().join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn try_spawn_fn<F, R>(&self, work: F) -> Result<JoinHandle<R>, SpawnError>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -241,6 +247,7 @@ impl Pool {
     /// pool.execute(move || done.send(6 * 7).unwrap()).unwrap();
     /// assert_eq!(finished.recv().unwrap(), 42);
     /// ```
+    #[track_caller]
     pub fn execute<F>(&self, work: F) -> Result<(), SpawnError>
     where
         F: FnOnce() + Send + 'static,
@@ -619,6 +626,7 @@ impl TaskBuilder<'_> {
     }
 
     /// Spawns an async task with these settings. See [`Pool::spawn`].
+    #[track_caller]
     pub fn spawn<F>(self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -629,6 +637,7 @@ impl TaskBuilder<'_> {
     }
 
     /// Spawns a closure with these settings. See [`Pool::spawn_fn`].
+    #[track_caller]
     pub fn spawn_fn<F, R>(self, work: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -655,11 +664,12 @@ impl TaskBuilder<'_> {
     /// pool.task().priority(Priority::High).execute(move || done.send("urgent").unwrap()).unwrap();
     /// assert_eq!(finished.recv().unwrap(), "urgent");
     /// ```
+    #[track_caller]
     pub fn execute<F>(self, work: F) -> Result<(), SpawnError>
     where
         F: FnOnce() + Send + 'static,
     {
-        execute_in(self.pool.shared(), work, self.priority)
+        execute_in(self.pool.shared(), work, self.priority, Location::caller())
     }
 
     /// Like [`TaskBuilder::spawn`], but says so if the pool is shut down.
@@ -669,12 +679,18 @@ impl TaskBuilder<'_> {
     /// [`SpawnError::ShutDown`] if the pool accepts no new work;
     /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
     /// refuses to start one.
+    #[track_caller]
     pub fn try_spawn<F>(self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        spawn_in(self.pool.shared(), future, self.priority)
+        spawn_in(
+            self.pool.shared(),
+            future,
+            self.priority,
+            Location::caller(),
+        )
     }
 
     /// Like [`TaskBuilder::spawn_fn`], but says so if the pool is shut down.
@@ -684,12 +700,13 @@ impl TaskBuilder<'_> {
     /// [`SpawnError::ShutDown`] if the pool accepts no new work;
     /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
     /// refuses to start one.
+    #[track_caller]
     pub fn try_spawn_fn<F, R>(self, work: F) -> Result<JoinHandle<R>, SpawnError>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        spawn_fn_in(self.pool.shared(), work, self.priority)
+        spawn_fn_in(self.pool.shared(), work, self.priority, Location::caller())
     }
 }
 
@@ -706,17 +723,23 @@ pub(crate) fn wait_here<F: Future>(future: F) -> F::Output {
 
 /// Spawns a plain future on `shared`'s pool: the one spawn path of
 /// `Pool`, `TaskBuilder` and the free functions for futures
-/// ([`spawn_fn_in`] is closures').
+/// ([`spawn_fn_in`] is closures'). `site` is the caller's call site
+/// (`#[track_caller]`), kept as where the first task of its kind was
+/// spawned (`runtime::kind_names`: a load and a branch once the kind is
+/// named).
 pub(crate) fn spawn_in<F>(
     shared: &Arc<Shared>,
     future: F,
     priority: Priority,
+    site: &'static Location<'static>,
 ) -> Result<JoinHandle<F::Output>, SpawnError>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     check_threads(shared)?;
+    // Named before it can run, so a block as it starts is named too.
+    kind_names::register::<F>(Kind::of::<F>(), Some(site));
     worker::spawn(shared, future, priority, NoGate)
         .map(JoinHandle::new)
         .ok_or(SpawnError::ShutDown)
@@ -728,13 +751,15 @@ pub(crate) fn spawn_fn_in<F, R>(
     shared: &Arc<Shared>,
     work: F,
     priority: Priority,
+    site: &'static Location<'static>,
 ) -> Result<JoinHandle<R>, SpawnError>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
     check_threads(shared)?;
-    worker::spawn_item(shared, work, Kind::of::<F>(), priority)
+    let kind = kind_names::kind_of::<F>(Some(site));
+    worker::spawn_item(shared, work, kind, priority)
         .map(JoinHandle::from_item)
         .ok_or(SpawnError::ShutDown)
 }
@@ -744,12 +769,14 @@ pub(crate) fn execute_in<F>(
     shared: &Arc<Shared>,
     work: F,
     priority: Priority,
+    site: &'static Location<'static>,
 ) -> Result<(), SpawnError>
 where
     F: FnOnce() + Send + 'static,
 {
     check_threads(shared)?;
-    if worker::spawn_detached_item(shared, work, Kind::of::<F>(), priority) {
+    let kind = kind_names::kind_of::<F>(Some(site));
+    if worker::spawn_detached_item(shared, work, kind, priority) {
         Ok(())
     } else {
         Err(SpawnError::ShutDown)

@@ -19,6 +19,7 @@
 mod config;
 pub(crate) mod context;
 pub(crate) mod item;
+pub(crate) mod kind_names;
 pub(crate) mod kinds;
 mod lifecycle;
 pub(crate) mod park;
