@@ -411,7 +411,10 @@ pub use fork::Scope;
 pub use global::{
     block_on, execute, for_each, for_range, global, join, scope, spawn, spawn_fn, GlobalPoolError,
 };
-pub use metrics::{Detection, LatencySummary, Metrics, ThreadSample};
+pub use metrics::{
+    Detection, KindFigures, LatencySummary, Metrics, RunningTask, ThreadSample, WorkerFigures,
+    WorkerState, KINDS_TRACKED,
+};
 pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,
 };

@@ -6,7 +6,7 @@ mod builder;
 
 pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RunningTask};
 use crate::runtime::context;
 use crate::runtime::kind_names;
 use crate::runtime::kinds::Kind;
@@ -394,6 +394,37 @@ impl Pool {
     /// ```
     pub fn metrics(&self) -> Metrics {
         self.shared().metrics()
+    }
+
+    /// The tasks running now on the pool's workers, by worker index: for
+    /// each, its kind's name (the type of its closure or future), where
+    /// the first task of its kind was spawned, how long it has run (at
+    /// least) and whether its slot was given away (it blocked). A task
+    /// that is queued, or an async task between polls, is not running.
+    ///
+    /// It reads each worker entry the pool has used and locks one small
+    /// lock per running task (the monitor's record of when it first saw
+    /// it); nothing the workers wait on. For a pool that seems stuck, this
+    /// says which work holds the threads.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    ///
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let (release, released) = mpsc::channel::<()>();
+    /// let waiting = pool.spawn_fn(move || released.recv().is_ok());
+    /// while pool.running().is_empty() {
+    ///     std::thread::yield_now();
+    /// }
+    /// let task = pool.running()[0];
+    /// assert!(task.name.ends_with("{{closure}}"), "{task:?}");
+    /// // Where it was spawned: the `spawn_fn` call above.
+    /// assert_eq!(task.site.map(|site| site.line()), Some(line!() - 7));
+    /// release.send(()).unwrap();
+    /// assert!(waiting.join().unwrap());
+    /// ```
+    pub fn running(&self) -> Vec<RunningTask> {
+        self.shared().running()
     }
 
     /// The number of running slots the pool was built with.

@@ -336,7 +336,7 @@ impl RunLoop<'_> {
         }
         if !self.run_task(task) {
             // Our slot was given away while the task blocked.
-            trace::worker_returned(&self.shared().config.thread_name, self.ctx.index);
+            self.shared().worker_returned(self.ctx.index);
             if self.shared().slots.try_acquire(false) {
                 self.shared().monitor.wake();
             } else {
@@ -918,7 +918,7 @@ fn run_presumed_blocking(
     // released exactly once (`control::slots`, invariant 3).
     entry.status.begin_task_blocked();
     ThreadCounters::bump(&shared.threads.counters.presumed_blocking);
-    trace::worker_blocked(&shared.config.thread_name, ctx.index, "presumed");
+    shared.worker_blocked(ctx.index, kind, crate::runtime::Blocked::Presumed);
     if held_slot {
         shared.slots.release();
         schedule::notify_for(shared, StartReason::Presumed);
