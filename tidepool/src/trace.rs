@@ -1,10 +1,12 @@
 //! Events for the `tracing` crate, behind the `tracing` cargo feature.
 //!
-//! Each function here is one event; without the feature they are empty and
-//! inlined, so the call sites compile to nothing. None is on the per-task
-//! path: they mark thread starts and exits, blocking, start failures, hook
-//! panics and the pool's close and stop, which happen at most a few times
-//! per blocked task.
+//! Each function here is one event (or the task span); without the
+//! feature they are empty and inlined, so the call sites compile to
+//! nothing. No event is on the per-task path: they mark thread starts and
+//! exits, blocking, start failures, hook panics and the pool's close and
+//! stop, which happen at most a few times per blocked task. The one thing
+//! per task is the `tidepool.task` span ([`task_span`]), at TRACE: with no
+//! subscriber that wants it, a level check and a callsite check per run.
 //!
 //! Every event has the target `tidepool` and a `pool` field (the pool's
 //! `thread_name`); thread events have `thread` (the worker's entry index,
@@ -27,6 +29,10 @@
 //! | `pool no longer stuck` | INFO | |
 //! | `pool closed` | INFO | (shutdown began or the last handle was dropped) |
 //! | `pool stopped` | INFO | (threads leave; queued tasks are dropped) |
+//!
+//! | span | level | fields |
+//! |---|---|---|
+//! | `tidepool.task` | TRACE | `pool`, `thread`, `kind`, `site`; entered for each run of a task (a closure's run, each poll of a future), so an event a task emits is inside it |
 
 #![cfg_attr(not(feature = "tracing"), allow(unused_variables))]
 
@@ -106,6 +112,35 @@ pub(crate) fn worker_returned(pool: &str, thread: usize, kind: impl FnOnce() -> 
         let site = site.map(tracing::field::display);
         tracing::debug!(target: "tidepool", pool, thread, kind, site, "worker returned from blocking");
     }
+}
+
+/// The span a task runs in, entered for one run of it (a closure's run, a
+/// future's poll) and left when dropped; nothing without the feature.
+#[cfg(feature = "tracing")]
+pub(crate) type TaskSpan = tracing::span::EnteredSpan;
+/// The span a task runs in: nothing without the `tracing` feature.
+#[cfg(not(feature = "tracing"))]
+#[derive(Debug)]
+pub(crate) struct TaskSpan;
+
+/// Enters a `tidepool.task` span (TRACE) for one run of a task of the
+/// kind `kind` names on worker `thread` of `pool`. The name is asked only
+/// if a subscriber wants the span: otherwise the cost is the level and
+/// callsite checks of `tracing`'s macros.
+#[inline(always)]
+pub(crate) fn task_span(pool: &str, thread: usize, kind: impl FnOnce() -> KindName) -> TaskSpan {
+    #[cfg(feature = "tracing")]
+    {
+        if !tracing::enabled!(target: "tidepool", tracing::Level::TRACE) {
+            return tracing::Span::none().entered();
+        }
+        let (kind, site) = kind();
+        let site = site.map(tracing::field::display);
+        tracing::trace_span!(target: "tidepool", "tidepool.task", pool, thread, kind, site)
+            .entered()
+    }
+    #[cfg(not(feature = "tracing"))]
+    TaskSpan
 }
 
 /// A thread hook panicked (the panic was caught).

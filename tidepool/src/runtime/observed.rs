@@ -81,6 +81,13 @@ impl Shared {
             .count(kind.to_bits(), KindEvent::PresumptionFailed);
     }
 
+    /// Enters the `tidepool.task` span for one run of a task of `kind` on
+    /// the worker at `index` (feature `tracing`; nothing without it).
+    #[inline(always)]
+    pub(crate) fn task_span(&self, index: usize, kind: Kind) -> trace::TaskSpan {
+        trace::task_span(&self.config.thread_name, index, || for_trace(kind))
+    }
+
     /// The per-kind figures of `Metrics::kinds` (most blocking first) and
     /// the events of kinds the table had no room for.
     pub(crate) fn kind_figures(&self) -> (Vec<KindFigures>, u64) {
