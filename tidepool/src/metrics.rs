@@ -595,7 +595,14 @@ pub struct Metrics {
     pub workers: Vec<WorkerFigures>,
 }
 
-/// The most kinds of task a pool keeps figures for ([`Metrics::kinds`]).
+/// The most kinds of task a pool keeps figures for ([`Metrics::kinds`]):
+/// the first kinds that block in it; the events of later ones are only
+/// counted, in [`Metrics::kinds_untracked`].
+///
+/// ```
+/// let pool = tidepool::Pool::builder().build().unwrap();
+/// assert!(pool.metrics().kinds.len() <= tidepool::KINDS_TRACKED);
+/// ```
 pub const KINDS_TRACKED: usize = 64;
 
 /// What one kind of task did in a pool: an entry of [`Metrics::kinds`].

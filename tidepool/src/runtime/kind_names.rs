@@ -7,14 +7,15 @@
 //! # What it costs a spawn
 //!
 //! A kind is registered once, at the first spawn the table has room for
-//! it; every spawn checks that it was, in [`register`]: one load of a word
+//! it; every spawn checks that it was, in [`register`]: a load of a word
 //! no spawn writes after the kind's first (read-shared: it stays in every
-//! spawning core's cache), a compare and a branch. No store, no
-//! read-modify-write, no allocation after the first spawn of a kind. The
-//! name itself is not stored per task: the registry keeps a function
-//! pointer (`type_name::<T>`, a constant) and calls it when a name is
-//! read, on the rare paths that report. A task's cell is unchanged (a work
-//! item's header is still 40 bytes).
+//! spawning core's cache), a compare and a branch; up to [`WAYS`] such
+//! loads, of one cache line, for a kind whose bucket another kind reached
+//! first. No store, no read-modify-write, no call, no allocation after the
+//! first spawn of a kind. The name itself is not stored per task: the
+//! registry keeps a function pointer (`type_name::<T>`, a constant) and
+//! calls it when a name is read, on the rare paths that report. A task's
+//! cell is unchanged (a work item's header is still 40 bytes).
 //!
 //! # The table
 //!
@@ -25,9 +26,9 @@
 //! the process, so a name read is never another kind's (unless two types
 //! share the whole 28 bits of a kind, which the kind table conflates
 //! anyway). A kind whose bucket is full stays unnamed ([`UNNAMED`]); its
-//! spawns then check the bucket's four keys (loads only) each time. 1,024
-//! kinds, of which a program has one per spawning call site and task
-//! type: a few hundred in a large one.
+//! spawns then load the bucket's four keys each time. 1,024 kinds, of
+//! which a program has one per spawning call site and task type: a few
+//! hundred in a large one.
 
 use super::kinds::Kind;
 use std::panic::Location;
@@ -87,15 +88,18 @@ fn bucket_of(key: u32) -> usize {
 #[inline(always)]
 pub(crate) fn register<T: ?Sized>(kind: Kind, site: Option<&'static Location<'static>>) {
     let key = kind.to_bits();
-    if KEYS[bucket_of(key)].load(Ordering::Relaxed) != key {
-        register_slowly(
-            key,
-            Origin {
-                name: std::any::type_name::<T>,
-                site,
-            },
-        );
+    let first = bucket_of(key);
+    for key_slot in &KEYS[first..first + WAYS] {
+        let claimed = key_slot.load(Ordering::Relaxed);
+        if claimed == key {
+            return;
+        }
+        if claimed == 0 {
+            let name = std::any::type_name::<T>;
+            return register_slowly(key, Origin { name, site });
+        }
     }
+    // The bucket is other kinds': this one stays unnamed.
 }
 
 /// The kind of tasks whose closure or future is a `T`, named after it
@@ -127,7 +131,8 @@ pub(crate) fn kind_at<T: ?Sized>(site: &'static Location<'static>) -> Kind {
     kind
 }
 
-/// [`register`]'s rare half: the key is not the first of its bucket.
+/// [`register`]'s rare half: the bucket has a free key and the kind has
+/// none yet (or is being named by another thread right now).
 #[cold]
 #[inline(never)]
 fn register_slowly(key: u32, origin: Origin) {
