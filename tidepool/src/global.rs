@@ -151,12 +151,14 @@ impl std::error::Error for GlobalPoolError {
 /// let handle = tidepool::spawn(async { 1 + 1 });
 /// assert_eq!(handle.join().unwrap(), 2);
 /// ```
+#[track_caller]
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    with_current_pool(|shared| spawn_in(shared, future, Priority::Normal))
+    let site = std::panic::Location::caller();
+    with_current_pool(|shared| spawn_in(shared, future, Priority::Normal, site))
         .unwrap_or_else(|_| JoinHandle::refused())
 }
 
@@ -174,12 +176,14 @@ where
 /// });
 /// assert!(inner.join().unwrap().unwrap().unwrap().starts_with("mine-"));
 /// ```
+#[track_caller]
 pub fn spawn_fn<F, R>(work: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    with_current_pool(|shared| spawn_fn_in(shared, work, Priority::Normal))
+    let site = std::panic::Location::caller();
+    with_current_pool(|shared| spawn_fn_in(shared, work, Priority::Normal, site))
         .unwrap_or_else(|_| JoinHandle::refused())
 }
 
@@ -198,11 +202,13 @@ where
 /// tidepool::execute(move || done.send("ran").unwrap()).unwrap();
 /// assert_eq!(finished.recv().unwrap(), "ran");
 /// ```
+#[track_caller]
 pub fn execute<F>(work: F) -> Result<(), SpawnError>
 where
     F: FnOnce() + Send + 'static,
 {
-    with_current_pool(|shared| execute_in(shared, work, Priority::Normal))
+    let site = std::panic::Location::caller();
+    with_current_pool(|shared| execute_in(shared, work, Priority::Normal, site))
 }
 
 /// Runs a future to completion on the calling thread, with the current pool

@@ -276,20 +276,27 @@
 //! # Cargo features and observability
 //!
 //! [`Pool::metrics`] is always there: counters, thread counts by state, the
-//! start-latency summary and a thread-count series. Two optional features
-//! export what happens (a third, `tokio`, is interop); all are off by
-//! default, and with them off the code they add compiles to nothing.
+//! start-latency summary, a thread-count series, and which work blocked
+//! (below). Two optional features export what happens (a third, `tokio`,
+//! is interop); all are off by default, and with them off the code they
+//! add compiles to nothing.
 //!
 //! * **`tracing`**: events through the [`tracing`](https://docs.rs/tracing)
 //!   crate, target `tidepool`, field `pool` (the pool's `thread_name`):
 //!   `thread started` (reason `demand`, `compensation` or `policy`),
 //!   `thread retired` (`idle`, `surplus` or `shutdown`), `thread start
-//!   failed` (with the OS error), `worker blocked` (`detected` or
-//!   `declared`), `worker returned from blocking`, `hook panicked`,
+//!   failed` (with the OS error), `worker blocked` (`detected`, `declared`
+//!   or `presumed`; fields `kind` and `site` name the work, see below),
+//!   `worker returned from blocking` (`kind`, `site`), `hook panicked`,
 //!   `blocking detection fell back` (WARN, once per pool), `pool stuck`
 //!   (WARN, once per episode) and `pool no longer stuck`, `pool closed`,
-//!   `pool stopped`. None is emitted per task, so the cost is per thread
-//!   start, exit or block, not per task.
+//!   `pool stopped`. No event is emitted per task, so their cost is per
+//!   thread start, exit or block. Per task there is one span,
+//!   `tidepool.task` (TRACE; fields `pool`, `thread`, `kind`, `site`),
+//!   entered for each run of a task (a closure's run, each poll of a
+//!   future) and of a fork-join job a thief runs, so what a task logs is
+//!   inside its kind's span; with no subscriber that wants TRACE spans it
+//!   costs a level check per run.
 //! * **`tokio`**: worker threads enter a tokio runtime's context, so
 //!   tokio-based crates work in tasks (see [tokio-based
 //!   crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx)). The cost is the
@@ -310,7 +317,66 @@
 //! 1` (100,000 tiny tasks spawned from a worker, instructions of the whole
 //! process): 126.26 M with no feature, 126.26-126.32 M with both (no
 //! subscriber or recorder installed): no difference above the run-to-run
-//! noise of 0.05%.
+//! noise of 0.05%. (Measured before the `tidepool.task` span existed: it
+//! adds the level check per run with the feature on; not measured.)
+//!
+//! ## Which work blocked
+//!
+//! The pool knows which work it found blocked, and says so. A task's
+//! *kind* is the type of its closure or future (for a `join` or a scope's
+//! task started outside the pool, its closure and call site): every task
+//! spawned from one `spawn_fn(|| ...)` is one kind, named after its type
+//! (`std::any::type_name`, such as `my_app::handlers::export::{{closure}}`:
+//! the function the closure is written in) and the line of its first spawn
+//! (the spawn functions are `#[track_caller]`).
+//!
+//! * [`Metrics::kinds`] ([`KindFigures`]): per kind that gave a worker's
+//!   slot away in this pool, most first: found blocked, declared blocking,
+//!   started presumed blocking, presumptions that were wrong, and what the
+//!   pool has learned (presumed blocking now, computes, waits on the
+//!   pool). At most [`KINDS_TRACKED`] kinds, the first to block; later
+//!   ones are counted in [`Metrics::kinds_untracked`].
+//! * [`Metrics::workers`] ([`WorkerFigures`]): per worker, its state now
+//!   ([`WorkerState`]), the tasks that ended on it and its blocks.
+//! * [`Pool::running`] ([`RunningTask`]): the tasks running now, with their
+//!   kind's name, how long they have run (at least: since the monitor first
+//!   saw them) and whether their slot was given away. For a pool that
+//!   seems stuck, it says which work holds the threads.
+//! * With `tracing`, the `worker blocked` events carry `kind` and `site`.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! fn export_report() {
+//!     // A declared block: handed over after one monitor interval, on every
+//!     // platform (on Linux a plain sleep is found blocked as well).
+//!     tidepool::blocking(|| std::thread::sleep(Duration::from_millis(50)));
+//! }
+//!
+//! let pool = tidepool::Pool::builder().concurrency(1).build().unwrap();
+//! pool.spawn_fn(|| export_report()).join().unwrap();
+//! for kind in pool.metrics().kinds {
+//!     println!(
+//!         "{} spawned at {}: {} slots given away",
+//!         kind.name,
+//!         kind.site.map_or("?".into(), |site| site.to_string()),
+//!         kind.blocking(),
+//!     );
+//! }
+//! for task in pool.running() {
+//!     println!("worker {} runs {} for {:?}", task.worker, task.name, task.running_for);
+//! }
+//! ```
+//!
+//! The cost: a spawn checks that its kind is named in a process-wide table
+//! (one load of a word no spawn writes after the kind's first, a compare, a
+//! branch; the first spawn of a kind claims a slot and stores a function
+//! pointer). Nothing is stored per task: a work item's cell is unchanged.
+//! The counts are written where a slot is given away (rare paths), and
+//! the monitor records when it first saw each task it looks at. A metrics
+//! snapshot scans the pool's 64-slot kind table and its worker entries
+//! (two short `Vec`s more than before); `Pool::running` reads the worker
+//! entries and takes one uncontended lock per running task.
 
 /// The crate README's examples (`tidepool/README.md`, inside the package, so
 /// they run from the published crate too), compiled and run as doc-tests.
@@ -415,7 +481,10 @@ pub use fork::{isolate, Scope};
 pub use global::{
     block_on, execute, for_each, for_range, global, join, scope, spawn, spawn_fn, GlobalPoolError,
 };
-pub use metrics::{Detection, LatencySummary, Metrics, ThreadSample};
+pub use metrics::{
+    Detection, KindFigures, LatencySummary, Metrics, RunningTask, ThreadSample, WorkerFigures,
+    WorkerState, KINDS_TRACKED,
+};
 pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,
 };

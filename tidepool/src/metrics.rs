@@ -578,6 +578,319 @@ pub struct Metrics {
     /// Thread counts by state over time, one sample per monitor tick while the
     /// pool is busy (capped; oldest first).
     pub thread_series: Vec<ThreadSample>,
+    /// The kinds of task that blocked in this pool, most blocking first:
+    /// which closure or future it was (its type's name), how often it was
+    /// found blocked, declared blocking, was presumed blocking, and what
+    /// the pool has learned about it. See [`KindFigures`]. At most
+    /// [`KINDS_TRACKED`] kinds: the first that blocked; later kinds'
+    /// events are counted in [`kinds_untracked`](Self::kinds_untracked).
+    pub kinds: Vec<KindFigures>,
+    /// Blocking events of kinds the per-kind table had no room for (see
+    /// [`kinds`](Self::kinds)).
+    pub kinds_untracked: u64,
+    /// One entry per worker index the pool has used (the `N` of a worker
+    /// thread's default name `{pool}-N`): its state now, the tasks that
+    /// ended on it and how often its slot was given away. See
+    /// [`WorkerFigures`].
+    pub workers: Vec<WorkerFigures>,
+}
+
+/// The most kinds of task a pool keeps figures for ([`Metrics::kinds`]):
+/// the first kinds that block in it; the events of later ones are only
+/// counted, in [`Metrics::kinds_untracked`].
+///
+/// ```
+/// let pool = tidepool::Pool::builder().build().unwrap();
+/// assert!(pool.metrics().kinds.len() <= tidepool::KINDS_TRACKED);
+/// ```
+pub const KINDS_TRACKED: usize = 64;
+
+/// What one kind of task did in a pool: an entry of [`Metrics::kinds`].
+///
+/// A task's *kind* is the type of its closure or future (for a `join` or a
+/// scope's task started outside the pool, its call site): every task
+/// spawned from one `spawn_fn(|| ...)` call site is one kind. The pool
+/// counts here each time a task of the kind gave its worker's slot away:
+/// found blocked by the monitor, a declared block handed over, or started
+/// presumed blocking because the kind blocked before.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let pool = tidepool::Pool::builder().concurrency(1).build().unwrap();
+/// let slow = pool.spawn_fn(|| {
+///     // Declared, so the pool hands the slot over on every platform.
+///     tidepool::blocking(|| std::thread::sleep(Duration::from_millis(50)))
+/// });
+/// slow.join().unwrap();
+/// for kind in pool.metrics().kinds {
+///     // The closure's type: "my_crate::my_function::{{closure}}".
+///     assert!(kind.name.ends_with("{{closure}}"), "{kind:?}");
+///     println!(
+///         "{} (first spawned at {:?}): {} found blocked, {} declared, {} presumed",
+///         kind.name, kind.site, kind.blocked_detections, kind.declared_blocking,
+///         kind.presumed_blocking,
+///     );
+/// }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KindFigures {
+    /// The name of the kind's closure or future type
+    /// (`std::any::type_name`), such as `my_crate::handler::{{closure}}`:
+    /// the function the closure is written in. `"(unnamed)"` for work the
+    /// process-wide name table had no room for (it names 1,024 kinds).
+    pub name: &'static str,
+    /// Where the first task of the kind was spawned (the caller of
+    /// `spawn_fn`, `spawn`, `execute`, a group's spawns, `join`, `scope`,
+    /// `Scope::spawn`), if known. Two call sites that spawn closures of one
+    /// type (a closure returned by a function) are one kind, named after
+    /// the first.
+    pub site: Option<&'static std::panic::Location<'static>>,
+    /// Times the monitor found a task of the kind blocked and gave its
+    /// slot away ([`Metrics::blocked_detections`], per kind).
+    pub blocked_detections: u64,
+    /// Times a task of the kind gave its slot away declaring that it
+    /// blocks: a [`blocking`](crate::blocking) section handed over after
+    /// its grace, or a wait on the pool's own work on a worker (`join`,
+    /// `block_on`, a scope's end) ([`Metrics::declared_blocking`], per
+    /// kind).
+    pub declared_blocking: u64,
+    /// Closures of the kind started presumed blocking, without a slot
+    /// ([`Metrics::presumed_blocking`], per kind).
+    pub presumed_blocking: u64,
+    /// Of those, the ones that kept a core busy instead
+    /// ([`Metrics::presumptions_failed`], per kind).
+    pub presumptions_failed: u64,
+    /// The kind's closures are presumed blocking now: handed a thread of
+    /// their own as they are spawned (see
+    /// [`Controller::Adaptive`](crate::Controller::Adaptive)). What the
+    /// pool learned is process-wide: another pool's tasks of the kind
+    /// count too.
+    pub presumed_now: bool,
+    /// The kind's tasks were seen computing for a whole quantum, and not
+    /// blocking since (process-wide, as `presumed_now`).
+    pub computes: bool,
+    /// The kind's tasks wait for the pool's own work (a `join`,
+    /// `block_on`, a scope's end): never presumed blocking (process-wide,
+    /// as `presumed_now`).
+    pub waits_on_pool: bool,
+}
+
+impl KindFigures {
+    /// Every time a task of the kind gave its slot away: found blocked,
+    /// declared, or presumed. [`Metrics::kinds`] is sorted by it, most
+    /// first.
+    ///
+    /// ```
+    /// let figures = tidepool::Pool::builder().build().unwrap().metrics().kinds;
+    /// assert!(figures.windows(2).all(|w| w[0].blocking() >= w[1].blocking()));
+    /// ```
+    pub fn blocking(&self) -> u64 {
+        self.blocked_detections + self.declared_blocking + self.presumed_blocking
+    }
+}
+
+/// What a worker is doing now: [`WorkerFigures::state`].
+///
+/// ```
+/// use tidepool::WorkerState;
+/// let pool = tidepool::Pool::builder().min_threads(1).build().unwrap();
+/// pool.spawn_fn(|| ()).join().unwrap();
+/// let states: Vec<WorkerState> = pool.metrics().workers.iter().map(|w| w.state).collect();
+/// assert!(!states.is_empty());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WorkerState {
+    /// No thread has the entry now (it retired, or never started).
+    #[default]
+    NoThread,
+    /// A thread between tasks: looking for work, or parked.
+    Idle,
+    /// Running a task, holding one of the pool's running slots.
+    Running,
+    /// Running a task whose slot was given away: found blocked, declared
+    /// blocking, or started presumed blocking.
+    Blocked,
+}
+
+/// One worker's figures: an entry of [`Metrics::workers`].
+///
+/// A worker is an entry of the pool's table of `max_threads` (its index,
+/// the `N` of the default thread name `{pool}-N`); a thread that retires
+/// gives its entry to the next one started, so the figures are the
+/// entry's, over every thread that had it.
+///
+/// ```
+/// let pool = tidepool::Pool::builder().build().unwrap();
+/// let handles: Vec<_> = (0..10).map(|i| pool.spawn_fn(move || i)).collect();
+/// for handle in handles {
+///     handle.join().unwrap();
+/// }
+/// let workers = pool.metrics().workers;
+/// // Every task ended on some worker.
+/// assert_eq!(workers.iter().map(|w| w.tasks_ended).sum::<u64>(), 10);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerFigures {
+    /// The worker's index.
+    pub index: usize,
+    /// What it does now.
+    pub state: WorkerState,
+    /// Tasks that ended on this worker: ran to their end, panicked, or
+    /// were dropped there (an async task's end is counted where its last
+    /// poll ran).
+    pub tasks_ended: u64,
+    /// Times a task on this worker gave its slot away: found blocked,
+    /// declared blocking, or started presumed blocking.
+    pub blocked: u64,
+}
+
+/// A task running now on one of the pool's workers: an entry of
+/// [`Pool::running`](crate::Pool::running).
+///
+/// ```
+/// use std::sync::mpsc;
+///
+/// let pool = tidepool::Pool::builder().build().unwrap();
+/// let (release, released) = mpsc::channel::<()>();
+/// let task = pool.spawn_fn(move || released.recv().is_ok());
+/// let running = loop {
+///     let running = pool.running();
+///     if !running.is_empty() {
+///         break running;
+///     }
+///     std::thread::yield_now();
+/// };
+/// assert!(running[0].name.ends_with("{{closure}}"), "{running:?}");
+/// release.send(()).unwrap();
+/// assert!(task.join().unwrap());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunningTask {
+    /// The index of the worker that runs it (see [`WorkerFigures::index`]).
+    pub worker: usize,
+    /// Its kind's name: the type of its closure or future (see
+    /// [`KindFigures::name`]). A fork-join job is of the kind of the task
+    /// that forked it.
+    pub name: &'static str,
+    /// Where the first task of its kind was spawned, if known (see
+    /// [`KindFigures::site`]).
+    pub site: Option<&'static std::panic::Location<'static>>,
+    /// How long it has run, at least: since the pool's monitor first saw
+    /// it (the monitor looks every monitor interval while a task may need
+    /// a look, at most every 10 ms while tasks run). Zero for a task the
+    /// monitor has not looked at yet. For an async task, the current poll.
+    pub running_for: Duration,
+    /// Its slot was given away: found blocked, declared blocking, or
+    /// started presumed blocking.
+    pub blocked: bool,
+}
+
+/// A pool's blocking events per kind of task, for [`Metrics::kinds`]: a
+/// fixed table of [`KINDS_TRACKED`] slots, each claimed once by a kind (its
+/// bits, `runtime::kinds::Kind::to_bits`; 0 is no kind) and never given
+/// back, probed linearly from the kind's own slot. Written on the paths
+/// that give a slot away (the monitor's, a declared hand-over's, a
+/// presumed start's) and at a presumed task's end: never per task. Plain
+/// std atomics: hints, not part of any protocol.
+#[derive(Debug)]
+pub(crate) struct KindCounters {
+    slots: Box<[KindSlot]>,
+    untracked: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct KindSlot {
+    key: std::sync::atomic::AtomicU32,
+    /// Indexed by `KindEvent as usize`.
+    counts: [std::sync::atomic::AtomicU64; 4],
+}
+
+/// What a task of a kind did, for [`KindCounters::count`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KindEvent {
+    /// The monitor found it blocked.
+    Detected = 0,
+    /// It declared blocking (a section past its grace, a wait on the pool).
+    Declared = 1,
+    /// It started presumed blocking.
+    Presumed = 2,
+    /// Presumed blocking, it computed instead.
+    PresumptionFailed = 3,
+}
+
+/// One kind's counts, as [`KindCounters::read`] returns them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KindCounts {
+    pub(crate) blocked_detections: u64,
+    pub(crate) declared_blocking: u64,
+    pub(crate) presumed_blocking: u64,
+    pub(crate) presumptions_failed: u64,
+}
+
+impl Default for KindCounters {
+    fn default() -> Self {
+        KindCounters {
+            slots: (0..KINDS_TRACKED).map(|_| KindSlot::default()).collect(),
+            untracked: Default::default(),
+        }
+    }
+}
+
+impl KindCounters {
+    /// Counts `event` for the kind `key`; in `untracked` if every slot is
+    /// another kind's. A kind's first event claims a slot (a
+    /// compare-and-swap); later ones find it within a few loads.
+    pub(crate) fn count(&self, key: u32, event: KindEvent) {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+        if key == 0 {
+            return;
+        }
+        let start = key as usize % KINDS_TRACKED;
+        for offset in 0..KINDS_TRACKED {
+            let slot = &self.slots[(start + offset) % KINDS_TRACKED];
+            let claimed = slot.key.load(Acquire);
+            let ours = claimed == key
+                || claimed == 0
+                    && match slot.key.compare_exchange(0, key, AcqRel, Acquire) {
+                        Ok(_) => true,
+                        Err(now) => now == key,
+                    };
+            if ours {
+                slot.counts[event as usize].fetch_add(1, Relaxed);
+                return;
+            }
+        }
+        self.untracked.fetch_add(1, Relaxed);
+    }
+
+    /// Every kind that has a slot, with its counts; and the events of
+    /// kinds that had none.
+    pub(crate) fn read(&self) -> (Vec<(u32, KindCounts)>, u64) {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
+        let kinds = self
+            .slots
+            .iter()
+            .filter_map(|slot| {
+                let key = slot.key.load(Acquire);
+                let get = |event: KindEvent| slot.counts[event as usize].load(Relaxed);
+                (key != 0).then(|| {
+                    let counts = KindCounts {
+                        blocked_detections: get(KindEvent::Detected),
+                        declared_blocking: get(KindEvent::Declared),
+                        presumed_blocking: get(KindEvent::Presumed),
+                        presumptions_failed: get(KindEvent::PresumptionFailed),
+                    };
+                    (key, counts)
+                })
+            })
+            .collect();
+        (kinds, self.untracked.load(Relaxed))
+    }
 }
 
 /// How often the monitor publishes a pool's metrics while it ticks (the
@@ -699,4 +1012,42 @@ fn describe_once() {
         describe_gauge!("tidepool_start_latency_seconds", Unit::Seconds, "Queue-to-first-poll latency since the pool was built, by quantile (1 = max).");
         describe_gauge!("tidepool_start_latency_mean_seconds", Unit::Seconds, "Mean queue-to-first-poll latency since the pool was built.");
     });
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_counts_in_its_own_slot_until_the_table_is_full() {
+        let table = KindCounters::default();
+        table.count(7, KindEvent::Detected);
+        table.count(7, KindEvent::Detected);
+        table.count(7, KindEvent::Presumed);
+        // Same home slot (7 + KINDS_TRACKED), another kind.
+        let neighbour = 7 + KINDS_TRACKED as u32;
+        table.count(neighbour, KindEvent::Declared);
+        table.count(0, KindEvent::Detected);
+        let (kinds, untracked) = table.read();
+        assert_eq!(untracked, 0);
+        let of = |key| kinds.iter().find(|(k, _)| *k == key).map(|(_, c)| *c);
+        assert_eq!(
+            of(7),
+            Some(KindCounts {
+                blocked_detections: 2,
+                presumed_blocking: 1,
+                ..KindCounts::default()
+            })
+        );
+        assert_eq!(of(neighbour).map(|c| c.declared_blocking), Some(1));
+        assert_eq!(kinds.len(), 2, "no kind (0) is not counted");
+        for key in 1000..1000 + KINDS_TRACKED as u32 {
+            table.count(key, KindEvent::PresumptionFailed);
+        }
+        let (kinds, untracked) = table.read();
+        assert_eq!(kinds.len(), KINDS_TRACKED);
+        assert_eq!(untracked, 2, "two kinds found no room");
+        table.count(7, KindEvent::Detected);
+        assert_eq!(table.read().1, 2, "a kind with a slot keeps it");
+    }
 }

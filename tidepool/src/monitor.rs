@@ -48,7 +48,7 @@ use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
 use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::kinds::Kind;
-use crate::runtime::{Hook, Shared};
+use crate::runtime::{Blocked, Hook, Shared};
 use crate::sync::{lock, Arc, Ordering};
 use crate::sys::{ThreadProbe, ThreadState};
 use crate::trace;
@@ -419,6 +419,7 @@ impl Monitor {
                     if matches!(track, Some(t) if t.seen == seen) {
                         Kind::from_bits(entry.kind.load(Ordering::Relaxed)).waited_an_interval();
                     } else {
+                        entry.saw_task(seen.tick(), now);
                         let mut fresh = Track::new(seen, now);
                         // Just marked: its first look two ticks on, so a
                         // burst of blocked workers is not probed at once.
@@ -438,6 +439,7 @@ impl Monitor {
             let t = track.get_or_insert_with(|| Track::new(seen, now));
             if fresh {
                 *t = Track::new(seen, now);
+                entry.saw_task(seen.tick(), now);
             }
             // A declared blocking section seen for an interval, or seen
             // asleep: past its grace, its slot is handed over
@@ -549,9 +551,10 @@ impl Monitor {
             let entry = shared.threads.entry(index);
             if entry.status.try_mark_blocked(seen) {
                 shared.slots.release();
-                Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_blocking();
+                let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+                kind.saw_blocking();
                 ThreadCounters::bump(&counters.blocked_detections);
-                trace::worker_blocked(&shared.config.thread_name, index, "detected");
+                shared.worker_blocked(index, kind, Blocked::Detected);
                 self.tracks[index] = None;
             }
         }

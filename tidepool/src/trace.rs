@@ -1,30 +1,42 @@
 //! Events for the `tracing` crate, behind the `tracing` cargo feature.
 //!
-//! Each function here is one event; without the feature they are empty and
-//! inlined, so the call sites compile to nothing. None is on the per-task
-//! path: they mark thread starts and exits, blocking, start failures, hook
-//! panics and the pool's close and stop, which happen at most a few times
-//! per blocked task.
+//! Each function here is one event (or the task span); without the
+//! feature they are empty and inlined, so the call sites compile to
+//! nothing. No event is on the per-task path: they mark thread starts and
+//! exits, blocking, start failures, hook panics and the pool's close and
+//! stop, which happen at most a few times per blocked task. The one thing
+//! per task is the `tidepool.task` span ([`task_span`]), at TRACE: with no
+//! subscriber that wants it, a level check and a callsite check per run.
 //!
 //! Every event has the target `tidepool` and a `pool` field (the pool's
 //! `thread_name`); thread events have `thread` (the worker's entry index,
-//! the `N` of its default name `{pool}-N`) and a `reason`.
+//! the `N` of its default name `{pool}-N`) and a `reason`. Events about a
+//! task name its kind: `kind` (the type name of its closure or future,
+//! `std::any::type_name`; `(unnamed)` if the name table had no room) and
+//! `site` (`file:line:column` of the first spawn of the kind, when the
+//! spawn function tracked its caller).
 //!
 //! | event | level | fields |
 //! |---|---|---|
 //! | `thread started` | DEBUG | `reason`: `demand`, `compensation` (replacing a blocked worker), `policy` |
 //! | `thread retired` | DEBUG | `reason`: `idle` (idle timeout), `surplus` (blocked task ended, every slot taken), `shutdown` |
 //! | `thread start failed` | WARN | `reason`, `error` (what the OS said) |
-//! | `worker blocked` | DEBUG | `reason`: `detected` (the monitor saw it blocked in the kernel) or `declared` (`blocking`, `join`, `block_on` on a worker) |
-//! | `worker returned from blocking` | DEBUG | |
+//! | `worker blocked` | DEBUG | `reason`: `detected` (the monitor saw it blocked in the kernel), `declared` (`blocking`, `join`, `block_on` on a worker) or `presumed` (its kind blocked before: started without a slot); `kind`, `site` |
+//! | `worker returned from blocking` | DEBUG | `kind`, `site` |
 //! | `hook panicked` | WARN | `hook`: `on_thread_start`, `on_thread_stop`, `thread_name_fn` |
 //! | `blocking detection fell back` | WARN | `mode`: `cpu_clock` or `time_only`, `error` (why `/proc` could not be read); once per pool, `Metrics::detection_fallbacks` counts them all |
 //! | `pool stuck` | WARN | `threads`, `blocked`, `queued`, `max_threads`, `fix`; once per episode |
 //! | `pool no longer stuck` | INFO | |
 //! | `pool closed` | INFO | (shutdown began or the last handle was dropped) |
 //! | `pool stopped` | INFO | (threads leave; queued tasks are dropped) |
+//!
+//! | span | level | fields |
+//! |---|---|---|
+//! | `tidepool.task` | TRACE | `pool`, `thread`, `kind`, `site`; entered for each run of a task (a closure's run, each poll of a future), so an event a task emits is inside it |
 
 #![cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+
+use std::panic::Location;
 
 /// A worker thread was started for `reason`.
 #[inline(always)]
@@ -47,11 +59,26 @@ pub(crate) fn thread_start_failed(pool: &str, reason: &'static str, error: &std:
     tracing::warn!(target: "tidepool", pool, reason, %error, "thread start failed");
 }
 
-/// A worker gave its slot away: blocked (`detected`) or `declared`.
+/// A kind of task as events name it: its closure's or future's type name,
+/// and where its first task was spawned if known (`runtime::kind_names`).
+pub(crate) type KindName = (&'static str, Option<&'static Location<'static>>);
+
+/// A worker gave its slot away: blocked (`detected`), `declared` or
+/// `presumed`, in a task of the kind `kind` names (asked only if the event
+/// is emitted).
 #[inline(always)]
-pub(crate) fn worker_blocked(pool: &str, thread: usize, reason: &'static str) {
+pub(crate) fn worker_blocked(
+    pool: &str,
+    thread: usize,
+    reason: &'static str,
+    kind: impl FnOnce() -> KindName,
+) {
     #[cfg(feature = "tracing")]
-    tracing::debug!(target: "tidepool", pool, thread, reason, "worker blocked");
+    if tracing::enabled!(target: "tidepool", tracing::Level::DEBUG) {
+        let (kind, site) = kind();
+        let site = site.map(tracing::field::display);
+        tracing::debug!(target: "tidepool", pool, thread, reason, kind, site, "worker blocked");
+    }
 }
 
 /// A worker of the shared tokio runtime blocked inside a task that was
@@ -75,11 +102,45 @@ pub(crate) fn tokio_worker_blocked(thread: i32, blocks: u64) {
     let _ = (thread, blocks);
 }
 
-/// A worker whose slot was given away finished its task.
+/// A worker whose slot was given away finished its task, of the kind
+/// `kind` names.
 #[inline(always)]
-pub(crate) fn worker_returned(pool: &str, thread: usize) {
+pub(crate) fn worker_returned(pool: &str, thread: usize, kind: impl FnOnce() -> KindName) {
     #[cfg(feature = "tracing")]
-    tracing::debug!(target: "tidepool", pool, thread, "worker returned from blocking");
+    if tracing::enabled!(target: "tidepool", tracing::Level::DEBUG) {
+        let (kind, site) = kind();
+        let site = site.map(tracing::field::display);
+        tracing::debug!(target: "tidepool", pool, thread, kind, site, "worker returned from blocking");
+    }
+}
+
+/// The span a task runs in, entered for one run of it (a closure's run, a
+/// future's poll) and left when dropped; nothing without the feature.
+#[cfg(feature = "tracing")]
+pub(crate) type TaskSpan = tracing::span::EnteredSpan;
+/// The span a task runs in: nothing without the `tracing` feature.
+#[cfg(not(feature = "tracing"))]
+#[derive(Debug)]
+pub(crate) struct TaskSpan;
+
+/// Enters a `tidepool.task` span (TRACE) for one run of a task of the
+/// kind `kind` names on worker `thread` of `pool`. The name is asked only
+/// if a subscriber wants the span: otherwise the cost is the level and
+/// callsite checks of `tracing`'s macros.
+#[inline(always)]
+pub(crate) fn task_span(pool: &str, thread: usize, kind: impl FnOnce() -> KindName) -> TaskSpan {
+    #[cfg(feature = "tracing")]
+    {
+        if !tracing::enabled!(target: "tidepool", tracing::Level::TRACE) {
+            return tracing::Span::none().entered();
+        }
+        let (kind, site) = kind();
+        let site = site.map(tracing::field::display);
+        tracing::trace_span!(target: "tidepool", "tidepool.task", pool, thread, kind, site)
+            .entered()
+    }
+    #[cfg(not(feature = "tracing"))]
+    TaskSpan
 }
 
 /// A thread hook panicked (the panic was caught).

@@ -9,7 +9,8 @@ mod common;
 use common::{eventually, within, HANG};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tidepool::Pool;
@@ -21,6 +22,14 @@ use tracing::{Event, Metadata, Subscriber};
 type Fields = BTreeMap<String, String>;
 
 static EVENTS: Mutex<Vec<Fields>> = Mutex::new(Vec::new());
+
+/// The spans made, by id: their fields, and `name` (the span's name).
+static SPANS: Mutex<BTreeMap<u64, Fields>> = Mutex::new(BTreeMap::new());
+
+thread_local! {
+    /// The spans entered on this thread, innermost last.
+    static ENTERED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 struct Collect;
 
@@ -39,9 +48,15 @@ impl Subscriber for Collect {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
         metadata.target() == "tidepool"
     }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
+    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        Id::from_u64(NEXT.fetch_add(1, Ordering::Relaxed))
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut fields = Fields::new();
+        attributes.record(&mut Visitor(&mut fields));
+        fields.insert("name".into(), attributes.metadata().name().to_owned());
+        fields.insert("level".into(), attributes.metadata().level().to_string());
+        SPANS.lock().unwrap().insert(id, fields);
+        Id::from_u64(id)
     }
     fn record(&self, _: &Id, _: &Record<'_>) {}
     fn record_follows_from(&self, _: &Id, _: &Id) {}
@@ -49,10 +64,22 @@ impl Subscriber for Collect {
         let mut fields = Fields::new();
         event.record(&mut Visitor(&mut fields));
         fields.insert("level".into(), event.metadata().level().to_string());
+        if let Some(span) = ENTERED.with(|entered| entered.borrow().last().copied()) {
+            fields.insert("span".into(), span.to_string());
+        }
         EVENTS.lock().unwrap().push(fields);
     }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
+    fn enter(&self, span: &Id) {
+        ENTERED.with(|entered| entered.borrow_mut().push(span.into_u64()));
+    }
+    fn exit(&self, span: &Id) {
+        ENTERED.with(|entered| {
+            let mut entered = entered.borrow_mut();
+            if let Some(at) = entered.iter().rposition(|s| *s == span.into_u64()) {
+                entered.remove(at);
+            }
+        });
+    }
 }
 
 fn install() {
@@ -190,5 +217,133 @@ fn a_stuck_pool_warns_once_with_the_fix() {
             ("2", "2")
         );
         assert!(warning["fix"].contains("max_threads"), "{warning:?}");
+    });
+}
+
+/// The `worker blocked` events of `pool` with this reason.
+fn blocked_events(pool: &str, reason: &str) -> Vec<Fields> {
+    events_of(pool)
+        .into_iter()
+        .filter(|e| {
+            e["message"] == "worker blocked" && e.get("reason").map(String::as_str) == Some(reason)
+        })
+        .collect()
+}
+
+/// A closure that sleeps in short naps until `release` is set (blocked, as
+/// the monitor sees it); its type is named after this function.
+fn naps_until(release: Arc<AtomicBool>) -> impl FnOnce() + Send + 'static {
+    move || {
+        let start = std::time::Instant::now();
+        while !release.load(Ordering::SeqCst) && start.elapsed() < HANG {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// A closure that declares a block past its grace; named after this
+/// function.
+fn declares_a_block() -> impl FnOnce() + Send + 'static {
+    || tidepool::blocking(|| std::thread::sleep(Duration::from_millis(50)))
+}
+
+#[test]
+fn blocked_events_name_the_kind_of_the_closure_that_blocked() {
+    install();
+    within(HANG, || {
+        let p = "traced-kinds";
+        let pool = Pool::builder()
+            .concurrency(1)
+            .quantum(None)
+            .thread_name(p)
+            .build()
+            .unwrap();
+        let release = Arc::new(AtomicBool::new(false));
+        let site = std::panic::Location::caller();
+        let blocker = pool.spawn_fn(naps_until(release.clone()));
+        // One slot: this runs only once the blocked worker's was given away.
+        assert_eq!(pool.spawn_fn(|| 2).join().unwrap(), 2);
+        release.store(true, Ordering::SeqCst);
+        blocker.join().unwrap();
+        let detected = blocked_events(p, "detected");
+        let event = detected
+            .iter()
+            .find(|e| e.get("kind").is_some_and(|k| k.contains("naps_until")))
+            .unwrap_or_else(|| panic!("the block names the closure: {:#?}", events_of(p)));
+        assert!(event["kind"].ends_with("{{closure}}"), "{event:?}");
+        let spawned_at = format!("{}:{}:", site.file(), site.line() + 1);
+        assert!(event["site"].starts_with(&spawned_at), "{event:?}");
+        assert!(
+            eventually(HANG, || events_of(p)
+                .iter()
+                .any(|e| e["message"] == "worker returned from blocking"
+                    && e.get("kind").is_some_and(|k| k.contains("naps_until")))),
+            "{:#?}",
+            events_of(p)
+        );
+
+        // Declared, past its grace: the kind blocks; the next of the kind
+        // starts presumed blocking. Both events name it.
+        assert!(
+            eventually(HANG, || {
+                pool.spawn_fn(declares_a_block()).join().unwrap();
+                !blocked_events(p, "presumed").is_empty()
+            }),
+            "{:#?}",
+            events_of(p)
+        );
+        for reason in ["declared", "presumed"] {
+            let events = blocked_events(p, reason);
+            assert!(
+                events.iter().any(|e| e
+                    .get("kind")
+                    .is_some_and(|k| k.contains("declares_a_block"))),
+                "{reason}: {events:#?}"
+            );
+        }
+        pool.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn every_run_of_a_task_is_inside_a_span_that_names_its_kind() {
+    install();
+    within(HANG, || {
+        let p = "traced-spans";
+        let pool = Pool::builder().thread_name(p).build().unwrap();
+        fn says_hello() -> impl FnOnce() + Send + 'static {
+            || tracing::info!(target: "tidepool", pool = "traced-spans", "hello from a closure")
+        }
+        pool.spawn_fn(says_hello()).join().unwrap();
+        // A future: each poll is a run, in a span of its own.
+        pool.block_on(pool.spawn(async {
+            tidepool::yield_now().await;
+            tracing::info!(target: "tidepool", pool = "traced-spans", "hello from a future");
+        }))
+        .unwrap();
+        pool.shutdown().unwrap();
+
+        let spans = SPANS.lock().unwrap().clone();
+        let span_of = |message: &str| {
+            let events = events_of(p);
+            let event = events
+                .iter()
+                .find(|e| e["message"] == message)
+                .unwrap_or_else(|| panic!("{message}: {events:#?}"));
+            let id: u64 = event.get("span").expect("inside a span").parse().unwrap();
+            spans[&id].clone()
+        };
+        let closure = span_of("hello from a closure");
+        assert_eq!(closure["name"], "tidepool.task");
+        assert_eq!(closure["level"], "TRACE");
+        assert_eq!(closure["pool"], p);
+        assert!(closure["kind"].contains("says_hello"), "{closure:?}");
+        assert!(closure.contains_key("thread") && closure.contains_key("site"));
+        let future = span_of("hello from a future");
+        assert_eq!(future["name"], "tidepool.task");
+        assert!(
+            future["kind"].contains("every_run_of_a_task_is_inside_a_span"),
+            "{future:?}"
+        );
     });
 }

@@ -4,6 +4,7 @@
 use super::admission::{Side, UnitConfig};
 use super::gate::{TaskGate, UnitCore, UnitStats};
 use super::Fair;
+use crate::runtime::kind_names;
 use crate::runtime::task::Gate;
 use crate::runtime::{OpenHandle, Priority};
 use crate::sync::Arc;
@@ -263,6 +264,7 @@ impl Group {
     /// let group = pool.group().max_concurrency(1).build().unwrap();
     /// assert_eq!(group.spawn(async { 2 }).join().unwrap(), 2);
     /// ```
+    #[track_caller]
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -278,6 +280,7 @@ impl Group {
     /// let group = pool.group().max_concurrency(1).build().unwrap();
     /// assert_eq!(group.spawn_fn(|| 3).join().unwrap(), 3);
     /// ```
+    #[track_caller]
     pub fn spawn_fn<F, R>(&self, work: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -300,6 +303,7 @@ impl Group {
     /// group.close();
     /// assert_eq!(group.try_spawn(async { 5 }).unwrap_err(), SpawnError::ShutDown);
     /// ```
+    #[track_caller]
     pub fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
@@ -321,6 +325,7 @@ impl Group {
     /// pool.shutdown().unwrap();
     /// assert!(group.try_spawn_fn(|| 6).is_err());
     /// ```
+    #[track_caller]
     pub fn try_spawn_fn<F, R>(&self, work: F) -> Result<JoinHandle<R>, SpawnError>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -527,6 +532,7 @@ impl Spawner {
         }
     }
 
+    #[track_caller]
     pub(crate) fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -539,6 +545,7 @@ impl Spawner {
     /// A closure through the gate: a future with a closure's claim
     /// (`worker::spawn_closure`), so a cancel says true only if it will
     /// not run.
+    #[track_caller]
     pub(crate) fn spawn_fn<F, R>(&self, work: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -548,19 +555,25 @@ impl Spawner {
             .unwrap_or_else(|_| JoinHandle::refused())
     }
 
+    #[track_caller]
     pub(crate) fn try_spawn_fn<F, R>(&self, work: F) -> Result<JoinHandle<R>, SpawnError>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.try_spawn_as(async move { work() }, true)
+        let future = async move { work() };
+        // Named after the closure, not the future made for it.
+        kind_names::name_as::<F, _>(&future, Some(std::panic::Location::caller()));
+        self.try_spawn_as(future, true)
     }
 
+    #[track_caller]
     pub(crate) fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        kind_names::kind_of::<F>(Some(std::panic::Location::caller()));
         self.try_spawn_as(future, false)
     }
 

@@ -46,6 +46,7 @@ macro_rules! spawner_methods {
         /// # let _ = (&concurrent, &exclusive);
         #[doc = concat!("assert_eq!(", $side, ".spawn(async { 1 }).join().unwrap(), 1);")]
         /// ```
+        #[track_caller]
         pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
         where
             F: Future + Send + 'static,
@@ -62,6 +63,7 @@ macro_rules! spawner_methods {
         /// # let _ = (&concurrent, &exclusive);
         #[doc = concat!("assert_eq!(", $side, ".spawn_fn(|| 2).join().unwrap(), 2);")]
         /// ```
+        #[track_caller]
         pub fn spawn_fn<F, R>(&self, work: F) -> JoinHandle<R>
         where
             F: FnOnce() -> R + Send + 'static,
@@ -82,6 +84,7 @@ macro_rules! spawner_methods {
         /// # let _ = (&concurrent, &exclusive);
         #[doc = concat!("assert_eq!(", $side, ".try_spawn(async { 3 }).unwrap().join().unwrap(), 3);")]
         /// ```
+        #[track_caller]
         pub fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
         where
             F: Future + Send + 'static,
@@ -103,6 +106,7 @@ macro_rules! spawner_methods {
         #[doc = concat!($side, ".close();")]
         #[doc = concat!("assert!(", $side, ".try_spawn_fn(|| 4).is_err());")]
         /// ```
+        #[track_caller]
         pub fn try_spawn_fn<F, R>(&self, work: F) -> Result<JoinHandle<R>, SpawnError>
         where
             F: FnOnce() -> R + Send + 'static,

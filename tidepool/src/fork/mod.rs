@@ -25,6 +25,7 @@
 mod job;
 
 use crate::runtime::context::{self, WorkerContext};
+use crate::runtime::kind_names;
 use crate::runtime::kinds::Kind;
 use crate::runtime::{PanicPayload, Shared};
 use crate::sync::Mutex;
@@ -47,7 +48,7 @@ where
 {
     context::with_current(|ctx| match ctx {
         Some(ctx) if Arc::ptr_eq(&ctx.shared, shared) => join_here(ctx, a, b),
-        _ => run_in(shared, Kind::at(site), |shared| {
+        _ => run_in(shared, kind_names::kind_at::<A>(site), |shared| {
             join_in_or_here(shared, a, b)
         }),
     })
@@ -73,7 +74,7 @@ where
         Some(ctx) => join_here(ctx, a, b),
         None => {
             let shared = outside();
-            run_in(&shared, Kind::at(site), |shared| {
+            run_in(&shared, kind_names::kind_at::<A>(site), |shared| {
                 join_in_or_here(shared, a, b)
             })
         }
@@ -246,7 +247,8 @@ impl<'scope> Scope<'scope> {
         // zero, and this job's last act is its decrement (`job_done`).
         let job = Job::new(unsafe { erase(task) }, self.owner.clone());
         lock(&self.jobs).push(Arc::clone(&job));
-        submit(&self.shared, &job, Kind::at(std::panic::Location::caller()));
+        let kind = kind_names::kind_at::<F>(std::panic::Location::caller());
+        submit(&self.shared, &job, kind);
     }
 
     /// A job's last act: one fewer pending, and the owner woken at zero.
@@ -377,7 +379,9 @@ where
     if context::current_index(shared).is_some() {
         scope_here(shared, op)
     } else {
-        run_in(shared, Kind::at(site), |shared| scope_here(shared, op))
+        run_in(shared, kind_names::kind_at::<OP>(site), |shared| {
+            scope_here(shared, op)
+        })
     }
 }
 

@@ -6,8 +6,9 @@ mod builder;
 
 pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RunningTask};
 use crate::runtime::context;
+use crate::runtime::kind_names;
 use crate::runtime::kinds::Kind;
 use crate::runtime::task::NoGate;
 use crate::runtime::{Config, OpenHandle, Priority, Shared};
@@ -16,6 +17,7 @@ use crate::task::{JoinHandle, SpawnError};
 use crate::{monitor, worker};
 use std::fmt;
 use std::future::Future;
+use std::panic::Location;
 use std::time::{Duration, Instant};
 
 /// A thread pool that runs closures and async tasks on the same workers.
@@ -162,6 +164,7 @@ impl Pool {
     /// let handle = pool.spawn(async { "hello" });
     /// assert_eq!(pool.block_on(handle).unwrap(), "hello");
     /// ```
+    #[track_caller]
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -181,6 +184,7 @@ impl Pool {
     /// let handle = pool.spawn_fn(|| std::thread::current().name().map(str::to_owned));
     /// assert!(handle.join().unwrap().unwrap().starts_with("tidepool-"));
     /// ```
+    #[track_caller]
     pub fn spawn_fn<F, R>(&self, work: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -201,6 +205,7 @@ impl Pool {
     /// let pool = tidepool::Pool::builder().build().unwrap();
     /// assert_eq!(pool.try_spawn(async { 1 }).unwrap().join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn try_spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
@@ -221,6 +226,7 @@ impl Pool {
     /// let pool = tidepool::Pool::builder().build().unwrap();
     /// assert_eq!(pool.try_spawn_fn(|| 1).unwrap().join().unwrap(), 1);
     /// ```
+    #[track_caller]
     pub fn try_spawn_fn<F, R>(&self, work: F) -> Result<JoinHandle<R>, SpawnError>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -251,6 +257,7 @@ impl Pool {
     /// pool.execute(move || done.send(6 * 7).unwrap()).unwrap();
     /// assert_eq!(finished.recv().unwrap(), 42);
     /// ```
+    #[track_caller]
     pub fn execute<F>(&self, work: F) -> Result<(), SpawnError>
     where
         F: FnOnce() + Send + 'static,
@@ -400,6 +407,37 @@ impl Pool {
     /// ```
     pub fn metrics(&self) -> Metrics {
         self.shared().metrics()
+    }
+
+    /// The tasks running now on the pool's workers, by worker index: for
+    /// each, its kind's name (the type of its closure or future), where
+    /// the first task of its kind was spawned, how long it has run (at
+    /// least) and whether its slot was given away (it blocked). A task
+    /// that is queued, or an async task between polls, is not running.
+    ///
+    /// It reads each worker entry the pool has used and locks one small
+    /// lock per running task (the monitor's record of when it first saw
+    /// it); nothing the workers wait on. For a pool that seems stuck, this
+    /// says which work holds the threads.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    ///
+    /// let pool = tidepool::Pool::builder().build().unwrap();
+    /// let (release, released) = mpsc::channel::<()>();
+    /// let waiting = pool.spawn_fn(move || released.recv().is_ok());
+    /// while pool.running().is_empty() {
+    ///     std::thread::yield_now();
+    /// }
+    /// let task = pool.running()[0];
+    /// assert!(task.name.ends_with("{{closure}}"), "{task:?}");
+    /// // Where it was spawned: the `spawn_fn` call above.
+    /// assert_eq!(task.site.map(|site| site.line()), Some(line!() - 7));
+    /// release.send(()).unwrap();
+    /// assert!(waiting.join().unwrap());
+    /// ```
+    pub fn running(&self) -> Vec<RunningTask> {
+        self.shared().running()
     }
 
     /// The number of running slots the pool was built with.
@@ -632,6 +670,7 @@ impl TaskBuilder<'_> {
     }
 
     /// Spawns an async task with these settings. See [`Pool::spawn`].
+    #[track_caller]
     pub fn spawn<F>(self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -642,6 +681,7 @@ impl TaskBuilder<'_> {
     }
 
     /// Spawns a closure with these settings. See [`Pool::spawn_fn`].
+    #[track_caller]
     pub fn spawn_fn<F, R>(self, work: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -668,11 +708,12 @@ impl TaskBuilder<'_> {
     /// pool.task().priority(Priority::High).execute(move || done.send("urgent").unwrap()).unwrap();
     /// assert_eq!(finished.recv().unwrap(), "urgent");
     /// ```
+    #[track_caller]
     pub fn execute<F>(self, work: F) -> Result<(), SpawnError>
     where
         F: FnOnce() + Send + 'static,
     {
-        execute_in(self.pool.shared(), work, self.priority)
+        execute_in(self.pool.shared(), work, self.priority, Location::caller())
     }
 
     /// Like [`TaskBuilder::spawn`], but says so if the pool is shut down.
@@ -682,12 +723,18 @@ impl TaskBuilder<'_> {
     /// [`SpawnError::ShutDown`] if the pool accepts no new work;
     /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
     /// refuses to start one.
+    #[track_caller]
     pub fn try_spawn<F>(self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        spawn_in(self.pool.shared(), future, self.priority)
+        spawn_in(
+            self.pool.shared(),
+            future,
+            self.priority,
+            Location::caller(),
+        )
     }
 
     /// Like [`TaskBuilder::spawn_fn`], but says so if the pool is shut down.
@@ -697,12 +744,13 @@ impl TaskBuilder<'_> {
     /// [`SpawnError::ShutDown`] if the pool accepts no new work;
     /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
     /// refuses to start one.
+    #[track_caller]
     pub fn try_spawn_fn<F, R>(self, work: F) -> Result<JoinHandle<R>, SpawnError>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        spawn_fn_in(self.pool.shared(), work, self.priority)
+        spawn_fn_in(self.pool.shared(), work, self.priority, Location::caller())
     }
 }
 
@@ -719,17 +767,23 @@ pub(crate) fn wait_here<F: Future>(future: F) -> F::Output {
 
 /// Spawns a plain future on `shared`'s pool: the one spawn path of
 /// `Pool`, `TaskBuilder` and the free functions for futures
-/// ([`spawn_fn_in`] is closures').
+/// ([`spawn_fn_in`] is closures'). `site` is the caller's call site
+/// (`#[track_caller]`), kept as where the first task of its kind was
+/// spawned (`runtime::kind_names`: a load and a branch once the kind is
+/// named).
 pub(crate) fn spawn_in<F>(
     shared: &Arc<Shared>,
     future: F,
     priority: Priority,
+    site: &'static Location<'static>,
 ) -> Result<JoinHandle<F::Output>, SpawnError>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     check_threads(shared)?;
+    // Named before it can run, so a block as it starts is named too.
+    kind_names::register::<F>(Kind::of::<F>(), Some(site));
     worker::spawn(shared, future, priority, NoGate)
         .map(JoinHandle::new)
         .ok_or(SpawnError::ShutDown)
@@ -741,13 +795,15 @@ pub(crate) fn spawn_fn_in<F, R>(
     shared: &Arc<Shared>,
     work: F,
     priority: Priority,
+    site: &'static Location<'static>,
 ) -> Result<JoinHandle<R>, SpawnError>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
     check_threads(shared)?;
-    worker::spawn_item(shared, work, Kind::of::<F>(), priority)
+    let kind = kind_names::kind_of::<F>(Some(site));
+    worker::spawn_item(shared, work, kind, priority)
         .map(JoinHandle::from_item)
         .ok_or(SpawnError::ShutDown)
 }
@@ -757,12 +813,14 @@ pub(crate) fn execute_in<F>(
     shared: &Arc<Shared>,
     work: F,
     priority: Priority,
+    site: &'static Location<'static>,
 ) -> Result<(), SpawnError>
 where
     F: FnOnce() + Send + 'static,
 {
     check_threads(shared)?;
-    if worker::spawn_detached_item(shared, work, Kind::of::<F>(), priority) {
+    let kind = kind_names::kind_of::<F>(Some(site));
+    if worker::spawn_detached_item(shared, work, kind, priority) {
         Ok(())
     } else {
         Err(SpawnError::ShutDown)

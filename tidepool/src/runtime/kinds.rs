@@ -428,6 +428,30 @@ impl Kind {
         // Whether it waits on the pool says nothing about its computing.
         self.read().flags & (VERDICT_FLAGS & !WAITS_ON_POOL) == COMPUTES
     }
+
+    /// What the table says about this kind now, for reports
+    /// (`Metrics::kinds`): a load.
+    pub(crate) fn learned(self) -> Learned {
+        let now = self.read();
+        Learned {
+            presumed: now.may_presume(),
+            computes: now.flags & (VERDICT_FLAGS & !WAITS_ON_POOL) == COMPUTES,
+            waits_on_pool: now.flags & WAITS_ON_POOL != 0,
+        }
+    }
+}
+
+/// What the pool has learned about a kind, as reports show it
+/// ([`Kind::learned`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Learned {
+    /// Its closures are presumed blocking: handed a thread of their own as
+    /// they are spawned, while its credit lasts.
+    pub(crate) presumed: bool,
+    /// Its tasks were seen computing for a quantum, and not blocking since.
+    pub(crate) computes: bool,
+    /// Its tasks wait for the pool's own work: never presumed.
+    pub(crate) waits_on_pool: bool,
 }
 
 /// Whether a task holds one of its kind's presumptions (a place among the
@@ -686,8 +710,16 @@ mod tests {
         let kind = kind_of_value(&|| 6);
         kind.declared_blocking();
         assert!(kind.likely_blocks());
+        assert_eq!(
+            kind.learned(),
+            Learned {
+                presumed: true,
+                ..Learned::default()
+            }
+        );
         kind.saw_pool_wait();
         assert!(!kind.likely_blocks(), "a join needs a slot to help");
+        assert!(kind.learned().waits_on_pool && !kind.learned().presumed);
         kind.saw_blocking();
         kind.declared_blocking();
         assert!(!kind.likely_blocks(), "for good");

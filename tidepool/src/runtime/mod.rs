@@ -15,12 +15,18 @@
 //! * `context`: the thread-locals (which worker runs here).
 //! * `task`: the task cell, its metadata and the gate hook.
 //! * `work`: what queues hold: tasks and fork-join jobs.
+//! * `kinds`, `kind_names`, `presumed`: what the pool learns per kind of
+//!   task, what each kind is called, and a task presumed blocking.
+//! * `observed`: the events and figures that name the work that blocked,
+//!   and the tasks running now.
 
 mod config;
 pub(crate) mod context;
 pub(crate) mod item;
+pub(crate) mod kind_names;
 pub(crate) mod kinds;
 mod lifecycle;
+mod observed;
 pub(crate) mod park;
 pub(crate) mod presumed;
 mod queues;
@@ -31,6 +37,7 @@ mod work;
 
 pub(crate) use config::{Config, Hook, NameFn};
 pub(crate) use lifecycle::{Exits, Latch};
+pub(crate) use observed::Blocked;
 pub use queues::Priority;
 pub(crate) use queues::{retry_until_settled, Lanes};
 pub use task::PanicPayload;
@@ -39,7 +46,9 @@ pub(crate) use work::{Job, JobRef, JobSlot, Queued, Work};
 
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
-use crate::metrics::{LatencyRecorder, Metrics, Outcome, TaskCounters, ThreadCounters};
+use crate::metrics::{
+    KindCounters, LatencyRecorder, Metrics, Outcome, TaskCounters, ThreadCounters,
+};
 use crate::sync::{Arc, AtomicBool, Ordering};
 use crate::trace;
 use crossbeam_utils::CachePadded;
@@ -97,6 +106,9 @@ pub(crate) struct Shared {
     owner: OnceLock<Weak<OpenHandle>>,
     /// When the pool was built: the zero of the monitor's clock and series.
     pub(crate) built_at: Instant,
+    /// Blocking events per kind of task, for `Metrics::kinds` (see
+    /// `observed`).
+    kind_counters: KindCounters,
 }
 
 /// State a higher layer keeps per pool, created on first use: the fairness
@@ -183,6 +195,7 @@ impl Shared {
             attachment: StdMutex::new(None),
             owner: OnceLock::new(),
             built_at: Instant::now(),
+            kind_counters: KindCounters::default(),
             config,
         }
     }
@@ -531,6 +544,8 @@ impl Shared {
         m.start_latency =
             crate::metrics::LatencySummary::from_ticks(&latency, crate::sys::nanos_per_tick());
         self.monitor.fill_metrics(&mut m);
+        (m.kinds, m.kinds_untracked) = self.kind_figures();
+        m.workers = self.worker_figures();
         m
     }
 }

@@ -99,6 +99,7 @@ impl PresumedRun {
         // the verdict in the kind too.
         if what == Some(Presumed::Computed) {
             ThreadCounters::bump(&shared.threads.counters.presumptions_failed);
+            shared.presumption_failed(self.kind);
         }
     }
 }

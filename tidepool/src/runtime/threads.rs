@@ -18,7 +18,7 @@ use crossbeam_deque::{Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
 use std::thread::Thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the pool keeps for each worker index, whether or not a thread has it.
 #[derive(Debug, Default)]
@@ -52,6 +52,14 @@ pub(crate) struct Entry {
     /// The thread that has the entry, to wake it from a helping wait (a
     /// stolen fork-join job it waits for is done); `None` between threads.
     pub(crate) thread: Mutex<Option<Thread>>,
+    /// Times a task on this entry gave its slot away (found blocked,
+    /// declared, presumed), for `Metrics::workers`: written on those rare
+    /// paths only.
+    pub(crate) blocked: std::sync::atomic::AtomicU64,
+    /// The task the monitor first saw here (its status tick) and when, for
+    /// `Pool::running` (`Entry::saw_task`). Written by the monitor once per
+    /// task it looks at, read by `Pool::running`.
+    task_seen: Mutex<Option<(u64, Instant)>>,
 }
 
 impl Entry {
@@ -82,6 +90,25 @@ impl Entry {
     pub(crate) fn unpark(&self) {
         if let Some(thread) = &*lock(&self.thread) {
             thread.unpark();
+        }
+    }
+
+    /// The monitor sees the task of status tick `tick` on this entry at
+    /// `at`: kept if it is the first sighting of that task (a task first
+    /// seen running and later blocked keeps its first sighting).
+    pub(crate) fn saw_task(&self, tick: u64, at: Instant) {
+        let mut seen = lock(&self.task_seen);
+        if !matches!(*seen, Some((seen_tick, _)) if seen_tick == tick) {
+            *seen = Some((tick, at));
+        }
+    }
+
+    /// When the monitor first saw the task of status tick `tick` on this
+    /// entry, if it has.
+    pub(crate) fn task_seen_at(&self, tick: u64) -> Option<Instant> {
+        match *lock(&self.task_seen) {
+            Some((seen_tick, at)) if seen_tick == tick => Some(at),
+            _ => None,
         }
     }
 

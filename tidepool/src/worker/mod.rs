@@ -336,7 +336,7 @@ impl RunLoop<'_> {
         }
         if !self.run_task(task) {
             // Our slot was given away while the task blocked.
-            trace::worker_returned(&self.shared().config.thread_name, self.ctx.index);
+            self.shared().worker_returned(self.ctx.index);
             if self.shared().slots.try_acquire(false) {
                 self.shared().monitor.wake();
             } else {
@@ -774,12 +774,13 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
                 // Presumed when handed on, it runs with a slot after all.
                 task.metadata().give_back_presumption();
                 status.begin_task();
-                run_task(task);
+                run_task(ctx, task);
             }
         }
         // A job catches its closure's panics itself.
         Work::Job(job) => {
             entry.kind.store(job.kind().to_bits(), Ordering::Relaxed);
+            let _span = ctx.shared.task_span(ctx.index, job.kind());
             status.begin_task();
             job.run();
         }
@@ -918,7 +919,7 @@ fn run_presumed_blocking(
     // released exactly once (`control::slots`, invariant 3).
     entry.status.begin_task_blocked();
     ThreadCounters::bump(&shared.threads.counters.presumed_blocking);
-    trace::worker_blocked(&shared.config.thread_name, ctx.index, "presumed");
+    shared.worker_blocked(ctx.index, kind, crate::runtime::Blocked::Presumed);
     if held_slot {
         shared.slots.release();
         schedule::notify_for(shared, StartReason::Presumed);
@@ -939,14 +940,16 @@ fn run_presumed_blocking(
         &ctx.probe,
         run_delay_before,
     )));
-    run_task(task);
+    run_task(ctx, task);
     // The task's end judged it (`context::count_task_end`), unless it was
     // dropped unrun (its handle cancelled it first): judged here, short.
     ctx.end_presumed_run();
 }
 
-/// Runs one task (between its status's begin and end).
-fn run_task(task: Runnable) {
+/// Runs one task (between its status's begin and end) on the worker of
+/// `ctx`, inside its `tracing` span (feature `tracing`).
+fn run_task(ctx: &WorkerContext, task: Runnable) {
+    let _span = ctx.shared.task_span(ctx.index, task.metadata().kind);
     // Only a gated task pays for its gate: one branch for the others.
     let gate = task.gate().cloned();
     // The task wrapper catches panics of the future's poll; this catches

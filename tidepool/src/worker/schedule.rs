@@ -711,9 +711,10 @@ fn give_slot_away(shared: &Arc<Shared>, index: usize, seen: StatusWord, teach: f
     if !entry.status.try_mark_blocked(seen) {
         return false;
     }
-    teach(Kind::from_bits(entry.kind.load(Ordering::Relaxed)));
+    let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+    teach(kind);
     ThreadCounters::bump(&shared.threads.counters.declared_blocking);
-    trace::worker_blocked(&shared.config.thread_name, index, "declared");
+    shared.worker_blocked(index, kind, crate::runtime::Blocked::Declared);
     shared.slots.release();
     if shared.has_work() {
         notify(shared);
