@@ -345,6 +345,7 @@ mod global;
 #[cfg(feature = "http")]
 pub mod http;
 mod interop;
+pub mod iter;
 #[cfg(all(test, tidepool_loom))]
 mod loom_models;
 mod metrics;
@@ -416,6 +417,24 @@ pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,
 };
 pub use runtime::{PanicPayload, Priority};
+
+/// The parallel-iterator traits ([`iter`]), for `use tidepool::prelude::*;`
+/// where rayon code has `use rayon::prelude::*;`: `par_iter()`,
+/// `par_iter_mut()`, `into_par_iter()`, `par_chunks()`, `par_sort()` and
+/// the adaptors and consumers of [`ParallelIterator`](iter::ParallelIterator).
+///
+/// ```
+/// use tidepool::prelude::*;
+/// let total: u64 = vec![1u64, 2, 3].par_iter().map(|v| v * 10).sum();
+/// assert_eq!(total, 60);
+/// ```
+pub mod prelude {
+    pub use crate::iter::{
+        FromParallelIterator, IndexedParallelIterator, IntoParallelIterator,
+        IntoParallelRefIterator, IntoParallelRefMutIterator, ParallelIterator, ParallelSlice,
+        ParallelSliceMut,
+    };
+}
 pub use task::{JoinError, JoinHandle, SpawnError, TaskPanic};
 
 use std::time::{Duration, Instant};
