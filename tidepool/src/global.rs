@@ -403,3 +403,13 @@ where
     let site = std::panic::Location::caller();
     with_current_pool(|shared| fork::for_range_in(shared, site, range, f))
 }
+
+/// Runs `f` on a worker of the current pool (the global pool outside any
+/// pool), with that pool's concurrency: see [`fork::run_on_current`]. The
+/// parallel iterators' entry (`crate::iter`).
+pub(crate) fn on_current_pool<R: Send>(
+    site: &'static std::panic::Location<'static>,
+    f: impl FnOnce(usize) -> R + Send,
+) -> R {
+    fork::run_on_current(outside_pool, site, f)
+}

@@ -50,6 +50,7 @@
 //! | divide and conquer over borrowed data | [`join`], [`scope`] (and [`Pool::join`], [`Pool::scope`]) | closures borrow the caller's stack; `join` allocates nothing and runs its second half inline unless a thief took it |
 //! | a lock held across a `join`, `scope` or `block_on` that queued work also takes | [`isolate`] around the wait (or release the lock first) | a plain wait on a worker runs queued work on this thread, which would block on the lock held beneath it: a deadlock; an isolated wait runs only what it waits for |
 //! | a parallel loop over a slice or a range | [`for_each`], [`for_range`] | split in halves with `join`, balanced by stealing |
+//! | rayon-style parallel iterators (`par_iter().map(..).sum()`, `collect`, `par_sort`) | `use tidepool::prelude::*;` ([`iter`]) | rayon's names on the current pool; see [Parallel iterators](#parallel-iterators) |
 //! | work that must not wait behind a flood | [`Pool::task`]`().priority(`[`Priority::High`]`)` | lanes: High before Normal before Low, none starves |
 //! | a tenant, a client or a batch that must not take the whole pool | [`Pool::group`] ([`Group`]) | its own FIFO, `max_concurrency`, `max_in_flight`, a weighted fair share |
 //! | readers and writers of one resource | [`Pool::concurrent_exclusive`] | an exclusive run never overlaps another run of the pair |
@@ -81,7 +82,7 @@
 //! | rayon `start_handler` / `exit_handler` | `Builder::on_thread_start` / `on_thread_stop` | |
 //! | rayon `join`, `scope` | `tidepool::join`, `tidepool::scope` (and `Pool::join`, `Pool::scope`) | closures borrow the caller's stack; a waiting worker helps instead of blocking |
 //! | rayon `join` with a lock held across it (rayon's issue #592: the wait may run queued work that takes the lock, a deadlock) | `tidepool::isolate(f)`, with `f` calling `tidepool::join(a, b)` | the wait runs only its own work (rayon's always help); the thread blocks meanwhile and its slot goes to another worker |
-//! | rayon `par_iter().for_each` | `tidepool::for_each(slice, f)`, `tidepool::for_range(range, f)` | no iterator adaptors: a parallel loop over a slice or a range |
+//! | rayon `use rayon::prelude::*;` (`par_iter`, `into_par_iter`, `par_chunks`, `par_sort`, `map`, `filter`, `collect`, `sum`, ...) | `use tidepool::prelude::*;` | the same names and signatures for the common adaptors and consumers ([`iter`] lists what is missing); runs on the current pool |
 //! | .NET `ThreadPool.QueueUserWorkItem` | `tidepool::execute` (or `spawn_fn` for a handle) | the process-wide pool is `tidepool::global()` |
 //! | .NET `Task.Run(async …)` | `tidepool::spawn(async …)` | |
 //! | .NET `SetMinThreads` / `SetMaxThreads` | `Builder::min_threads` / `max_threads` | tidepool starts a replacement as soon as a worker blocks, without the hill-climbing delay (`Controller::HillClimbing` and `Controller::Gradual` exist if you want it) |
@@ -90,6 +91,41 @@
 //! | threadpool `ThreadPool::new(n)` + `execute(f)` | `Pool::builder().concurrency(n).controller(Controller::Fixed).build()` + `execute(f)` | `Fixed` never adds threads, like `threadpool`; `execute` returns `Err` on a shut-down pool |
 //! | threadpool `join()` | `Pool::shutdown()` (waits), or join the handles | |
 //! | threadpool `panic_count()` | `pool.metrics().panicked` | |
+//!
+//! # Parallel iterators
+//!
+//! `use tidepool::prelude::*;` brings rayon's parallel iterators, built on
+//! [`join`] and run on the current pool (the global pool outside any
+//! pool): `par_iter()`, `par_iter_mut()` and `into_par_iter()` on slices,
+//! `Vec`s and integer ranges, `par_chunks`, `par_sort` and
+//! `par_sort_unstable`, and the usual adaptors and consumers (`map`,
+//! `filter`, `enumerate`, `zip`, `fold`, `reduce`, `sum`, `min`, `any`,
+//! `count`, `collect` in order, ...). The [`iter`] module's docs are a
+//! tour of how they work, and list what rayon has that they do not.
+//!
+//! ```
+//! use tidepool::prelude::*;
+//!
+//! let values: Vec<u64> = (0..100_000).collect();
+//! let sum_of_squares: u64 = values.par_iter().map(|v| v * v).sum();
+//! let evens: Vec<u64> = values.par_iter().copied().filter(|v| v % 2 == 0).collect();
+//! assert_eq!(sum_of_squares, values.iter().map(|v| v * v).sum::<u64>());
+//! assert_eq!(evens.len(), 50_000);
+//!
+//! // Inside a pool's task they run on that pool.
+//! let pool = tidepool::Pool::builder().concurrency(2).build()?;
+//! let sorted = pool
+//!     .spawn_fn(|| {
+//!         let mut v: Vec<u32> = (0..50_000).rev().collect();
+//!         v.par_sort_unstable();
+//!         v
+//!     })
+//!     .join()
+//!     .unwrap();
+//! assert!(sorted.windows(2).all(|w| w[0] <= w[1]));
+//! pool.shutdown().unwrap();
+//! # Ok::<(), tidepool::BuildError>(())
+//! ```
 //!
 //! # tokio-based crates (hyper, reqwest, tonic, sqlx)
 //!
@@ -390,10 +426,11 @@ struct ReadmeDoctests;
 // by `.ci/modcycles`); ARCHITECTURE.md at the repository root says what each
 // one owns and how a task travels through them.
 //
-//   global ─▶ pool ─▶ fork ─▶ fair ─▶ task ─▶ worker ─▶ runtime ─▶ control ─▶ metrics, sys, sync
+//   iter ─▶ global ─▶ pool ─▶ fork ─▶ fair ─▶ task ─▶ worker ─▶ runtime ─▶ control ─▶ metrics, sys, sync
 //              │                                 ▲          ▲
 //              └──────▶ monitor ─────────────────┴──────────┘
 //
+// * iter:    parallel iterators and sorts (rayon's names) on join.
 // * pool:    Pool, TaskBuilder, Builder: the public face; starts the monitor.
 // * fork:    join, scope and parallel loops: closures that borrow, helping waits.
 // * fair:    groups and concurrent/exclusive pairs (admission gates).
@@ -415,6 +452,7 @@ mod global;
 #[cfg(feature = "http")]
 pub mod http;
 mod interop;
+pub mod iter;
 #[cfg(all(test, tidepool_loom))]
 mod loom_models;
 mod metrics;
@@ -489,6 +527,24 @@ pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,
 };
 pub use runtime::{PanicPayload, Priority};
+
+/// The parallel-iterator traits ([`iter`]), for `use tidepool::prelude::*;`
+/// where rayon code has `use rayon::prelude::*;`: `par_iter()`,
+/// `par_iter_mut()`, `into_par_iter()`, `par_chunks()`, `par_sort()` and
+/// the adaptors and consumers of [`ParallelIterator`](iter::ParallelIterator).
+///
+/// ```
+/// use tidepool::prelude::*;
+/// let total: u64 = vec![1u64, 2, 3].par_iter().map(|v| v * 10).sum();
+/// assert_eq!(total, 60);
+/// ```
+pub mod prelude {
+    pub use crate::iter::{
+        FromParallelIterator, IndexedParallelIterator, IntoParallelIterator,
+        IntoParallelRefIterator, IntoParallelRefMutIterator, ParallelIterator, ParallelSlice,
+        ParallelSliceMut,
+    };
+}
 pub use task::{JoinError, JoinHandle, SpawnError, TaskPanic};
 
 use std::time::{Duration, Instant};

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&str] = &[
     "loom_models", // test-only, above everything
     "http",
+    "iter",
     "global",
     "pool",
     "fork",

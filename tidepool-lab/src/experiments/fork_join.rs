@@ -1,7 +1,10 @@
 //! Experiment 7, `fork-join`: recursive divide and conquer on tidepool's
 //! `join` and `scope` beside `rayon::join`, and beside the old way,
-//! `spawn_fn` and `JoinHandle::join`.
+//! `spawn_fn` and `JoinHandle::join`; and tidepool's parallel iterators
+//! beside rayon's on the same inputs, in the same code (only the
+//! `prelude` differs).
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -23,13 +26,16 @@ random integers that splits at the median. Each runs on tidepool's join and scop
 borrow from the caller's stack, and whose waits help rather than block), on rayon::join, and \
 the old way, spawn_fn and JoinHandle::join, whose closures must be 'static: the quicksort \
 then moves each half out as an owned Vec and copies it back. A sequential run of each gives \
-the time on one thread.";
+the time on one thread. Then four workloads of parallel iterators, one code for both \
+libraries (only `use tidepool::prelude::*` or `use rayon::prelude::*` differs): a sum of squares \
+over a Vec<u64>, a filter collected into a Vec, par_sort_unstable of u64s, and a word count \
+that maps text chunks to counts and reduces them.";
 
 /// The experiment.
 pub static EXPERIMENT: Experiment = Experiment {
     name: "fork-join",
     about: ABOUT,
-    question: "Is tidepool's join as fast as rayon's, and how many threads does it use?",
+    question: "Are tidepool's join and parallel iterators as fast as rayon's, and how many threads does join use?",
     verdict,
     scale: describe_scale,
     headline: "wall_ms",
@@ -45,6 +51,14 @@ pub static EXPERIMENT: Experiment = Experiment {
         ("sort-spawn", SORT_RAYON),
         (SORT_RAYON, SORT_RAYON),
         ("sort-sequential", SORT_RAYON),
+        ("sumsq-iter", "sumsq-rayon"),
+        ("sumsq-rayon", "sumsq-rayon"),
+        ("filter-iter", "filter-rayon"),
+        ("filter-rayon", "filter-rayon"),
+        ("psort-iter", "psort-rayon"),
+        ("psort-rayon", "psort-rayon"),
+        ("words-iter", "words-rayon"),
+        ("words-rayon", "words-rayon"),
     ],
     runs: &[
         RunSpec {
@@ -137,6 +151,54 @@ pub static EXPERIMENT: Experiment = Experiment {
             description: "slice::sort_unstable on the lab's own thread.",
             execute: |ctx| run(ctx, Work::Sort, Via::Sequential),
         },
+        RunSpec {
+            id: "sumsq-iter",
+            system: "tidepool",
+            description: "Sum of squares, values.par_iter().map(|v| v * v).sum(), with tidepool::prelude inside Pool::scope.",
+            execute: |ctx| run(ctx, Work::Iter(IterWork::SumOfSquares), Via::Iter),
+        },
+        RunSpec {
+            id: "sumsq-rayon",
+            system: "rayon",
+            description: "Sum of squares, the same code with rayon::prelude inside ThreadPool::install.",
+            execute: |ctx| run(ctx, Work::Iter(IterWork::SumOfSquares), Via::Rayon),
+        },
+        RunSpec {
+            id: "filter-iter",
+            system: "tidepool",
+            description: "values.par_iter().copied().filter(multiple of 3).collect::<Vec<u64>>(), with tidepool::prelude inside Pool::scope.",
+            execute: |ctx| run(ctx, Work::Iter(IterWork::FilterCollect), Via::Iter),
+        },
+        RunSpec {
+            id: "filter-rayon",
+            system: "rayon",
+            description: "The same filter and collect with rayon::prelude inside ThreadPool::install.",
+            execute: |ctx| run(ctx, Work::Iter(IterWork::FilterCollect), Via::Rayon),
+        },
+        RunSpec {
+            id: "psort-iter",
+            system: "tidepool",
+            description: "values.par_sort_unstable() of u64s, with tidepool::prelude inside Pool::scope.",
+            execute: |ctx| run(ctx, Work::Iter(IterWork::ParSort), Via::Iter),
+        },
+        RunSpec {
+            id: "psort-rayon",
+            system: "rayon",
+            description: "values.par_sort_unstable() of the same u64s with rayon::prelude inside ThreadPool::install.",
+            execute: |ctx| run(ctx, Work::Iter(IterWork::ParSort), Via::Rayon),
+        },
+        RunSpec {
+            id: "words-iter",
+            system: "tidepool",
+            description: "Word count: text chunks mapped to HashMaps of counts and reduced by merging, with tidepool::prelude inside Pool::scope.",
+            execute: |ctx| run(ctx, Work::Iter(IterWork::WordCount), Via::Iter),
+        },
+        RunSpec {
+            id: "words-rayon",
+            system: "rayon",
+            description: "The same word count with rayon::prelude inside ThreadPool::install.",
+            execute: |ctx| run(ctx, Work::Iter(IterWork::WordCount), Via::Rayon),
+        },
     ],
     plots,
     default_repeat: 5,
@@ -151,7 +213,13 @@ const FINE_RAYON: &str = "fine-rayon";
 const SORT_RAYON: &str = "sort-rayon";
 
 /// The workloads, by the prefix of their run ids.
-const WORKLOADS: [&str; 3] = ["fib", "fine", "sort"];
+const WORKLOADS: [&str; 7] = ["fib", "fine", "sort", "sumsq", "filter", "psort", "words"];
+
+/// The workloads of recursive joins: tidepool's `-join` run against `-rayon`.
+const JOIN_WORKLOADS: [&str; 3] = ["fib", "fine", "sort"];
+
+/// The workloads of parallel iterators: tidepool's `-iter` run against `-rayon`.
+const ITER_WORKLOADS: [&str; 4] = ["sumsq", "filter", "psort", "words"];
 
 /// Counts at a scale.
 #[derive(Debug, Clone, Copy)]
@@ -164,6 +232,12 @@ struct Params {
     fine_n: u32,
     /// Integers to sort (before `--items`).
     sort_len: usize,
+    /// u64s summed, squared, and filtered (before `--items`).
+    iter_len: usize,
+    /// u64s sorted by `par_sort_unstable` (before `--items`).
+    psort_len: usize,
+    /// Words counted (before `--items`).
+    words: usize,
 }
 
 /// The experiment's size at each scale.
@@ -173,18 +247,27 @@ const SCALES: ScaleTable<Params> = ScaleTable {
         fib_cutoff: 20,
         fine_n: 30,
         sort_len: 10_000_000,
+        iter_len: 10_000_000,
+        psort_len: 10_000_000,
+        words: 10_000_000,
     },
     quick: Params {
         fib_n: 36,
         fib_cutoff: 18,
         fine_n: 26,
         sort_len: 2_000_000,
+        iter_len: 2_000_000,
+        psort_len: 2_000_000,
+        words: 2_000_000,
     },
     tiny: Params {
         fib_n: 24,
         fib_cutoff: 12,
         fine_n: 16,
         sort_len: 50_000,
+        iter_len: 50_000,
+        psort_len: 50_000,
+        words: 50_000,
     },
 };
 
@@ -194,11 +277,16 @@ const SORT_CUTOFF: usize = 8 * 1024;
 fn describe_scale(scale: Scale) -> String {
     let p = SCALES.at(scale);
     format!(
-        "fib({}) sequential below fib({}), fib({}) with a fork per call, quicksort of {} integers",
+        "fib({}) sequential below fib({}), fib({}) with a fork per call, quicksort of {} integers; \
+         parallel iterators over {} u64s (sum of squares, filter), par_sort_unstable of {} u64s, \
+         a word count of {} words",
         p.fib_n,
         p.fib_cutoff,
         p.fine_n,
-        group_digits(p.sort_len as f64)
+        group_digits(p.sort_len as f64),
+        group_digits(p.iter_len as f64),
+        group_digits(p.psort_len as f64),
+        group_digits(p.words as f64)
     )
 }
 
@@ -211,6 +299,21 @@ enum Work {
     Fine,
     /// Quicksort.
     Sort,
+    /// Parallel iterators.
+    Iter(IterWork),
+}
+
+/// A workload of parallel iterators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IterWork {
+    /// The sum of the squares of u64s.
+    SumOfSquares,
+    /// The multiples of 3 among u64s, collected into a Vec.
+    FilterCollect,
+    /// `par_sort_unstable` of u64s.
+    ParSort,
+    /// A word count: text chunks mapped to counts, reduced by merging.
+    WordCount,
 }
 
 /// How the halves are run.
@@ -222,8 +325,10 @@ enum Via {
     Scope,
     /// `spawn_fn` and `JoinHandle::join`.
     Spawn,
-    /// `rayon::join`.
+    /// `rayon::join`, or rayon's parallel iterators.
     Rayon,
+    /// tidepool's parallel iterators (`tidepool::prelude`).
+    Iter,
     /// No pool.
     Sequential,
 }
@@ -245,17 +350,40 @@ fn run(ctx: &RunCtx, work: Work, via: Via) -> Result<Measured, String> {
     // The input is made before the pool and the clock.
     let input = match work {
         Work::Sort => random_integers(ctx.items_or(p.sort_len), 0x2545_f491_4f6c_dd1d),
-        Work::Fib | Work::Fine => Vec::new(),
+        Work::Fib | Work::Fine | Work::Iter(_) => Vec::new(),
     };
+    let numbers = match work {
+        // Below 2^16, so no sum of squares overflows.
+        Work::Iter(IterWork::SumOfSquares | IterWork::FilterCollect) => {
+            random_u64s(ctx.items_or(p.iter_len), 0x9e37_79b9_7f4a_7c15)
+                .into_iter()
+                .map(|v| v >> 48)
+                .collect()
+        }
+        Work::Iter(IterWork::ParSort) => {
+            random_u64s(ctx.items_or(p.psort_len), 0xd1b5_4a32_d192_ed03)
+        }
+        _ => Vec::new(),
+    };
+    // par_sort_unstable sorts in place: its copy is made before the clock too.
+    let mut to_sort = match work {
+        Work::Iter(IterWork::ParSort) => numbers.clone(),
+        _ => Vec::new(),
+    };
+    let text = match work {
+        Work::Iter(IterWork::WordCount) => make_text(ctx.items_or(p.words), 0x2545_f491_4f6c_dd1d),
+        _ => String::new(),
+    };
+    let chunks = text_chunks(&text, CHUNK_BYTES);
     let (n, cutoff) = match work {
         Work::Fib => (p.fib_n, p.fib_cutoff),
         Work::Fine => (p.fine_n, 1),
-        Work::Sort => (0, 0),
+        Work::Sort | Work::Iter(_) => (0, 0),
     };
     let baseline = thread_baseline();
     let sampler = ThreadSampler::start(Duration::from_millis(5), baseline, false);
     let built = match via {
-        Via::Join | Via::Scope | Via::Spawn => {
+        Via::Join | Via::Scope | Via::Spawn | Via::Iter => {
             TidepoolConfig::default_pool().build().map(Runner::Tidepool)
         }
         Via::Rayon => rayon_pool(None).map(Runner::Rayon),
@@ -273,6 +401,7 @@ fn run(ctx: &RunCtx, work: Work, via: Via) -> Result<Measured, String> {
     let outcome = match work {
         Work::Fib | Work::Fine => fib_on(&pool, via, n, cutoff).map(Output::Fib),
         Work::Sort => sort_on(&pool, via, input.clone()).map(Output::Sorted),
+        Work::Iter(kind) => iter_on(&pool, via, kind, &numbers, &mut to_sort, &chunks),
     };
     let wall = t0.elapsed();
     // A run shorter than the sampler's interval may end before its second
@@ -313,6 +442,45 @@ fn run(ctx: &RunCtx, work: Work, via: Via) -> Result<Measured, String> {
             }
             m.put("items", input.len() as f64);
         }
+        Output::Sum(got) => {
+            let want: u64 = numbers.iter().map(|v| v * v).sum();
+            if got != want {
+                return Err(format!(
+                    "the sum of squares came out as {got}, expected {want}"
+                ));
+            }
+            m.put("wall_ms", wall.as_secs_f64() * 1e3);
+            m.put("items", numbers.len() as f64);
+        }
+        Output::Filtered(got) => {
+            let want: Vec<u64> = numbers.iter().copied().filter(|v| v % 3 == 0).collect();
+            if got != want {
+                return Err(format!(
+                    "the filter kept {} values, expected {} (in order)",
+                    got.len(),
+                    want.len()
+                ));
+            }
+            m.put("wall_ms", wall.as_secs_f64() * 1e3);
+            m.put("items", numbers.len() as f64);
+        }
+        Output::SortedInPlace => {
+            check_sorted(&numbers, &to_sort)?;
+            m.put("wall_ms", wall.as_secs_f64() * 1e3);
+            m.put("items", numbers.len() as f64);
+        }
+        Output::Counts(got) => {
+            let want = count_chunk(&text);
+            if got != want {
+                return Err(format!(
+                    "the word count found {} distinct words, expected {}, or other counts",
+                    got.len(),
+                    want.len()
+                ));
+            }
+            m.put("wall_ms", wall.as_secs_f64() * 1e3);
+            m.put("items", want.values().sum::<u64>() as f64);
+        }
     }
     let peak = own_peak.unwrap_or_else(|| probe::peak_threads(&observed).max(now));
     m.put("peak_threads", peak as f64);
@@ -325,14 +493,38 @@ fn run(ctx: &RunCtx, work: Work, via: Via) -> Result<Measured, String> {
             group_digits(input.len() as f64),
             group_digits(SORT_CUTOFF as f64)
         ),
+        Work::Iter(IterWork::SumOfSquares) => format!(
+            "{} u64s below 65,536 (the run checks the sum against a sequential one).",
+            group_digits(numbers.len() as f64)
+        ),
+        Work::Iter(IterWork::FilterCollect) => format!(
+            "{} u64s below 65,536, a third kept (the run checks the Vec against a sequential filter, order included).",
+            group_digits(numbers.len() as f64)
+        ),
+        Work::Iter(IterWork::ParSort) => format!(
+            "{} random u64s (the run checks the result is sorted and the same integers).",
+            group_digits(numbers.len() as f64)
+        ),
+        Work::Iter(IterWork::WordCount) => format!(
+            "{} words of {} distinct at most, in {} chunks of about {} KiB (the run checks the counts against a sequential count).",
+            group_digits(ctx.items_or(p.words) as f64),
+            group_digits(f64::from(VOCABULARY)),
+            group_digits(chunks.len() as f64),
+            CHUNK_BYTES / 1024
+        ),
     });
     Ok(m)
 }
 
 /// What a run computed, checked after the clock stops.
-enum Output {
+enum Output<'t> {
     Fib(u64),
     Sorted(Vec<u32>),
+    Sum(u64),
+    Filtered(Vec<u64>),
+    /// `par_sort_unstable` sorted the run's copy in place.
+    SortedInPlace,
+    Counts(HashMap<&'t str, u64>),
 }
 
 // ---- Fibonacci -------------------------------------------------------------
@@ -458,7 +650,7 @@ fn sort_forks(len: usize) -> u64 {
 }
 
 /// Checks `sorted` is in order and holds the integers of `input`.
-fn check_sorted(input: &[u32], sorted: &[u32]) -> Result<(), String> {
+fn check_sorted<T: Ord + Clone>(input: &[T], sorted: &[T]) -> Result<(), String> {
     if sorted.len() != input.len() {
         return Err(format!(
             "{} integers came back, {} went in",
@@ -560,6 +752,160 @@ fn sort_rayon(v: &mut [u32]) {
     rayon::join(|| sort_rayon(left), || sort_rayon(&mut right[1..]));
 }
 
+// ---- Parallel iterators ----------------------------------------------------
+
+/// The parallel-iterator workloads, written once for both libraries: the
+/// code is the same, only the prelude differs (what a rayon user changes).
+macro_rules! iter_workloads {
+    ($($prelude:tt)*) => {
+        use super::{count_chunk, merge_counts, IterWork, Output};
+        use std::collections::HashMap;
+        use $($prelude)*;
+
+        /// Runs `work` with this library's parallel iterators (from a
+        /// thread of its pool).
+        pub(super) fn run<'t>(
+            work: IterWork,
+            numbers: &[u64],
+            to_sort: &mut [u64],
+            chunks: &[&'t str],
+        ) -> Output<'t> {
+            match work {
+                IterWork::SumOfSquares => Output::Sum(numbers.par_iter().map(|v| v * v).sum()),
+                IterWork::FilterCollect => {
+                    Output::Filtered(numbers.par_iter().copied().filter(|v| v % 3 == 0).collect())
+                }
+                IterWork::ParSort => {
+                    to_sort.par_sort_unstable();
+                    Output::SortedInPlace
+                }
+                IterWork::WordCount => Output::Counts(
+                    chunks
+                        .par_iter()
+                        .map(|&chunk| count_chunk(chunk))
+                        .reduce(HashMap::new, merge_counts),
+                ),
+            }
+        }
+    };
+}
+
+/// The workloads on tidepool's parallel iterators.
+mod iter_on_tidepool {
+    iter_workloads!(tidepool::prelude::*);
+}
+
+/// The same workloads on rayon's.
+mod iter_on_rayon {
+    iter_workloads!(rayon::prelude::*);
+}
+
+fn iter_on<'t>(
+    pool: &Runner,
+    via: Via,
+    work: IterWork,
+    numbers: &[u64],
+    to_sort: &mut [u64],
+    chunks: &[&'t str],
+) -> Result<Output<'t>, String> {
+    match (pool, via) {
+        // Pool::scope runs its closure on one of the pool's workers, as
+        // rayon's install does: the iterators start on the pool.
+        (Runner::Tidepool(p), Via::Iter) => {
+            Ok(p.scope(|_| iter_on_tidepool::run(work, numbers, to_sort, chunks)))
+        }
+        (Runner::Rayon(p), Via::Rayon) => {
+            Ok(p.install(|| iter_on_rayon::run(work, numbers, to_sort, chunks)))
+        }
+        _ => Err("no such pool for this run".into()),
+    }
+}
+
+/// `len` pseudo-random u64s (xorshift64), the same for every run.
+fn random_u64s(len: usize, mut seed: u64) -> Vec<u64> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        })
+        .collect()
+}
+
+/// Distinct words the text draws from.
+const VOCABULARY: u32 = 8192;
+
+/// The text's chunks are about this long (cut at the next space).
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// A text of `words` words of lower-case letters, twelve to a line, drawn
+/// from [`VOCABULARY`] words, the short ones more often (the smaller of
+/// two draws), as in prose; the same for every run.
+fn make_text(words: usize, mut seed: u64) -> String {
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut text = String::with_capacity(words * 5);
+    for i in 0..words {
+        let id = (next() % u64::from(VOCABULARY)).min(next() % u64::from(VOCABULARY));
+        let mut id = id as u32;
+        // The word of `id`: its base-26 digits as letters.
+        loop {
+            text.push(char::from(b'a' + (id % 26) as u8));
+            id /= 26;
+            if id == 0 {
+                break;
+            }
+        }
+        text.push(if i % 12 == 11 { '\n' } else { ' ' });
+    }
+    text
+}
+
+/// `text` in chunks of about `size` bytes, each cut after a word.
+fn text_chunks(text: &str, size: usize) -> Vec<&str> {
+    let mut chunks = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut end = size.min(rest.len());
+        while end < rest.len() && !rest.as_bytes()[end].is_ascii_whitespace() {
+            end += 1;
+        }
+        let (chunk, tail) = rest.split_at(end);
+        chunks.push(chunk);
+        rest = tail;
+    }
+    chunks
+}
+
+/// How often each word occurs in `chunk` (the map step).
+fn count_chunk(chunk: &str) -> HashMap<&str, u64> {
+    let mut counts = HashMap::new();
+    for word in chunk.split_ascii_whitespace() {
+        *counts.entry(word).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Two chunks' counts in one (the reduce step): the smaller map is added
+/// into the larger.
+fn merge_counts<'t>(
+    mut a: HashMap<&'t str, u64>,
+    mut b: HashMap<&'t str, u64>,
+) -> HashMap<&'t str, u64> {
+    if a.len() < b.len() {
+        std::mem::swap(&mut a, &mut b);
+    }
+    for (word, n) in b {
+        *a.entry(word).or_insert(0) += n;
+    }
+    a
+}
+
 // ---- Report ----------------------------------------------------------------
 
 /// Wall time, a bar chart per workload.
@@ -568,6 +914,10 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
         "Fibonacci with a cutoff: the forks are few, so the ways of forking should differ little; on an idle machine each approaches the sequential time divided by the cores.",
         "A fork at every call: the cost of a fork itself. join and rayon::join fork on the stack; scope and spawn_fn allocate per fork.",
         "Quicksort: the same splits everywhere; sort-spawn also copies each half out and back, the price of 'static closures.",
+        "Sum of squares with parallel iterators, the same code on tidepool's and rayon's: the splitting and the joins around a loop bound by memory.",
+        "A filter collected into a Vec, order kept: each library's splitting and its way of joining the pieces' results.",
+        "par_sort_unstable: each library's parallel sort (tidepool's cuts at the median, whose search is sequential).",
+        "A word count, text chunks mapped to HashMaps and reduced by merging: few, long items.",
     ];
     WORKLOADS
         .iter()
@@ -597,14 +947,63 @@ const SPARE_THREADS: f64 = 2.0;
 /// The goal for tidepool's join: within this factor of rayon::join.
 const WITHIN: f64 = 1.2;
 
-/// The summary's answer: per workload, tidepool's join against rayon's,
-/// the other ways in passing, and the threads join used.
+/// The summary's answer: the joins' part, then the parallel iterators'.
 fn verdict(exp: &ExperimentResult) -> Option<String> {
+    match (join_verdict(exp), iter_verdict(exp)) {
+        (Some(joins), Some(iterators)) => Some(format!("{joins} {iterators}")),
+        (joins, iterators) => joins.or(iterators),
+    }
+}
+
+/// Per workload of parallel iterators, tidepool's against rayon's, and
+/// whether the worst is within the goal.
+fn iter_verdict(exp: &ExperimentResult) -> Option<String> {
+    let wall = |id: &str| median(exp, id, "wall_ms");
+    let mut s = String::from("Parallel iterators: ");
+    let mut worst: Option<(f64, &str)> = None;
+    for prefix in ITER_WORKLOADS {
+        let (Some(ours), Some(rayon)) = (
+            wall(&format!("{prefix}-iter")),
+            wall(&format!("{prefix}-rayon")),
+        ) else {
+            continue;
+        };
+        let x = ours / rayon;
+        if worst.is_some() {
+            s.push_str("; ");
+        }
+        if worst.is_none_or(|(w, _)| x > w) {
+            worst = Some((x, prefix));
+        }
+        let _ = write!(
+            s,
+            "{prefix} {} vs rayon's {} ({})",
+            ms(ours),
+            ms(rayon),
+            times(ours, rayon)
+        );
+    }
+    let (x, prefix) = worst?;
+    if x <= WITHIN {
+        let _ = write!(s, ". Within {WITHIN}x of rayon's on every workload.");
+    } else {
+        let _ = write!(
+            s,
+            ". {} rayon's on {prefix}, outside the {WITHIN}x goal.",
+            times(x, 1.0)
+        );
+    }
+    Some(s)
+}
+
+/// Per workload of joins, tidepool's join against rayon's, the other ways
+/// in passing, and the threads join used.
+fn join_verdict(exp: &ExperimentResult) -> Option<String> {
     let wall = |id: &str| median(exp, id, "wall_ms");
     let mut s = String::new();
     let mut worst: Option<(f64, &str)> = None;
     let mut threads: Option<(f64, f64)> = None;
-    for prefix in WORKLOADS {
+    for prefix in JOIN_WORKLOADS {
         let (Some(ours), Some(rayon)) = (
             wall(&format!("{prefix}-join")),
             wall(&format!("{prefix}-rayon")),
@@ -726,6 +1125,85 @@ mod tests {
         let line = verdict(&exp).unwrap();
         assert!(
             line.contains("2.0x rayon::join on fib, outside the 1.2x goal"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_word_count_pieces_add_up() {
+        let text = make_text(10_000, 7);
+        assert_eq!(text.split_ascii_whitespace().count(), 10_000);
+        let chunks = text_chunks(&text, 1_000);
+        assert!(chunks.len() > 10);
+        assert_eq!(chunks.concat(), text, "the chunks are the text");
+        // No word is cut in two: each chunk but the first starts at a space.
+        assert!(chunks[1..].iter().all(|c| c.starts_with([' ', '\n'])));
+        let merged = chunks
+            .iter()
+            .map(|c| count_chunk(c))
+            .fold(HashMap::new(), merge_counts);
+        assert_eq!(merged, count_chunk(&text));
+        assert_eq!(merged.values().sum::<u64>(), 10_000);
+    }
+
+    #[test]
+    fn both_libraries_compute_the_same_iterator_workloads() {
+        let numbers: Vec<u64> = random_u64s(20_000, 3)
+            .into_iter()
+            .map(|v| v >> 48)
+            .collect();
+        let text = make_text(20_000, 5);
+        let chunks = text_chunks(&text, 4_096);
+        for work in [
+            IterWork::SumOfSquares,
+            IterWork::FilterCollect,
+            IterWork::ParSort,
+            IterWork::WordCount,
+        ] {
+            let (mut ours, mut theirs) = (numbers.clone(), numbers.clone());
+            let a = iter_on_tidepool::run(work, &numbers, &mut ours, &chunks);
+            let b = iter_on_rayon::run(work, &numbers, &mut theirs, &chunks);
+            match (a, b) {
+                (Output::Sum(a), Output::Sum(b)) => assert_eq!(a, b),
+                (Output::Filtered(a), Output::Filtered(b)) => assert_eq!(a, b),
+                (Output::SortedInPlace, Output::SortedInPlace) => {
+                    assert_eq!(ours, theirs);
+                    assert!(check_sorted(&numbers, &ours).is_ok());
+                }
+                (Output::Counts(a), Output::Counts(b)) => assert_eq!(a, b),
+                _ => panic!("{work:?}: different outputs"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_iterators_are_compared_with_rayons() {
+        let done = |id: &str, ms: f64| {
+            let mut m = Measured::default();
+            m.put("wall_ms", ms);
+            RunResult {
+                spec: EXPERIMENT.run(id).unwrap(),
+                outcome: crate::experiments::Outcome::Done,
+                measured: m,
+                spread: Vec::new(),
+                repeat: 1,
+                elapsed_s: 0.0,
+            }
+        };
+        let exp = ExperimentResult {
+            experiment: &EXPERIMENT,
+            runs: vec![
+                done("sumsq-iter", 11.0),
+                done("sumsq-rayon", 10.0),
+                done("psort-iter", 30.0),
+                done("psort-rayon", 20.0),
+            ],
+            repeat: 1,
+        };
+        let line = verdict(&exp).unwrap();
+        assert!(line.starts_with("Parallel iterators: sumsq"), "{line}");
+        assert!(
+            line.contains("1.5x rayon's on psort, outside the 1.2x goal"),
             "{line}"
         );
     }

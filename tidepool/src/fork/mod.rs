@@ -162,6 +162,28 @@ fn run_in<R: Send>(
     }
 }
 
+/// Runs `f` on a worker of the current pool: here, if this thread is
+/// one of any pool's workers, else on a worker of `outside()`'s pool while
+/// this thread waits (here, if that pool takes no work). `f` is given that
+/// pool's concurrency. For a parallel iterator or sort: one hop into the
+/// pool for the whole run, so its joins are a worker's joins rather than a
+/// hop each.
+pub(crate) fn run_on_current<R: Send>(
+    outside: impl FnOnce() -> Arc<Shared>,
+    site: Site,
+    f: impl FnOnce(usize) -> R + Send,
+) -> R {
+    let here = context::with_current(|ctx| ctx.map(|ctx| ctx.shared.config.concurrency));
+    match here {
+        Some(concurrency) => f(concurrency),
+        None => {
+            let shared = outside();
+            let concurrency = shared.config.concurrency;
+            run_in(&shared, Kind::at(site), move |_| f(concurrency))
+        }
+    }
+}
+
 /// A scope in which tasks may borrow from outside it: see
 /// [`scope`](crate::scope). Every task spawned in it has finished when
 /// `scope` returns.
