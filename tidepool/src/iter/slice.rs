@@ -288,7 +288,7 @@ pub struct Chunks<'a, T> {
 
 /// Chunks of `size` in `len` items, the last one perhaps shorter.
 fn chunk_count(len: usize, size: usize) -> usize {
-    len / size + usize::from(len % size != 0)
+    len.div_ceil(size)
 }
 
 impl<'a, T: Sync> Producer for Chunks<'a, T> {
