@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use clap::{Parser, ValueEnum};
 
 use crate::experiments::service::{ServeArgs, SERVE_SYSTEM};
-use crate::experiments::{Experiment, ExperimentKind, Scale};
+use crate::experiments::ExperimentKind;
+use crate::model::{Experiment, Scale};
 
 /// `tidepool-lab`: runs the classic thread-pool experiments on tidepool and
 /// its peers (tokio, rayon, threadpool) and writes a report.

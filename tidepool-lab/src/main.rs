@@ -8,8 +8,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use tidepool_lab::cli::{self, Parsed};
-use tidepool_lab::experiments::Outcome;
 use tidepool_lab::lab;
+use tidepool_lab::model::Outcome;
 use tidepool_lab::probe::{self, Machine};
 use tidepool_lab::report::{self, json::Document};
 

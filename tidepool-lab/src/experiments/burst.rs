@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use super::latency::{finish, rename, threads_plot};
 use super::paced::{measure_sampled, ItemProbe, Pace};
-use super::{
-    metric_bars, per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec,
-    Scale, ScaleTable,
-};
-use crate::report::plot::Plot;
+use super::{metric_bars, per_item_plot};
+use crate::aggregate::Measured;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::summary::{median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
