@@ -101,6 +101,7 @@ impl Repetitions {
             items: plan.items,
             cores,
             bar: bar.clone(),
+            own_process: false,
         };
         let started = Instant::now();
         let outcome = (self.spec.execute)(&ctx);

@@ -16,6 +16,7 @@ pub mod burst;
 pub mod cpu_bound;
 pub mod flood;
 pub mod fork_join;
+pub mod fresh_process;
 mod latency;
 pub mod mixed;
 mod paced;

@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use clap::ValueEnum;
+
 use crate::aggregate::{Measured, Spread};
 use crate::measure::Latch;
 use crate::progress::RunBar;
@@ -15,8 +17,9 @@ pub mod plot;
 
 use plot::Plot;
 
-/// How big the runs are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How big the runs are (on the command line of a run in a fresh process
+/// too, hence `ValueEnum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scale {
     /// The counts of the issue (about ten minutes in all on two cores).
     Full,
@@ -162,6 +165,10 @@ pub struct RunCtx {
     pub cores: usize,
     /// The progress bar of this run.
     pub bar: RunBar,
+    /// Whether this process was started for this one repetition (the
+    /// hidden `run-fresh` subcommand): a run that wants a fresh process
+    /// then measures here instead of starting another.
+    pub own_process: bool,
 }
 
 impl RunCtx {
