@@ -8,7 +8,7 @@
 //! task block (and from then on hands them threads as they are spawned),
 //! and any system leaves threads' stacks, allocator arenas and touched pages
 //! behind. A run that must start cold, or must not inherit what an earlier
-//! system left, asks for a fresh process with [`in_fresh_process`]; the
+//! system left, asks for a fresh process with `in_fresh_process`; the
 //! `service` experiment's server processes are the same idea for a system
 //! measured from outside.
 //!

@@ -19,6 +19,7 @@ pub mod fork_join;
 pub mod fresh_process;
 mod latency;
 pub mod mixed;
+pub mod overload;
 mod paced;
 pub mod service;
 pub mod short_blocking;
@@ -55,6 +56,9 @@ pub enum ExperimentKind {
     /// An axum service (a database call, CPU, an outbound call) under load,
     /// each system in a server process of its own.
     Service,
+    /// Closures and tasks arriving at 1.5x what the cores compute, 30% of
+    /// them blocking: the longest start latency against FIFO pools.
+    Overload,
 }
 
 impl ExperimentKind {
@@ -73,6 +77,7 @@ impl ExperimentKind {
             ExperimentKind::ShortBlocking => &short_blocking::EXPERIMENT,
             ExperimentKind::AsyncIo => &async_io::EXPERIMENT,
             ExperimentKind::Service => &service::EXPERIMENT,
+            ExperimentKind::Overload => &overload::EXPERIMENT,
         }
     }
 
