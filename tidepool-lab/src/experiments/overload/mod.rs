@@ -16,12 +16,13 @@
 //! (separate async blocks), two kinds of task, as two handlers of a
 //! service would be.
 //!
-//! A generator thread of the lab (`lab-arrivals`) submits arrival `i` at
-//! the origin plus `i / rate` (absolute times: a late submission does not
-//! delay the rest) and never waits for one to start or end: an open loop.
-//! The generator shares the saturated machine with the system; how late it
-//! got is `max_late_ms`, and it is part of every start latency, as a
-//! client's lateness would be.
+//! The generator, the main thread of the run's process (which does
+//! nothing else meanwhile, and is left out of the system's threads),
+//! submits arrival `i` at the origin plus `i / rate` (absolute times: a
+//! late submission does not delay the rest) and never waits for one to
+//! start or end: an open loop. It shares the saturated machine with the
+//! system; how late it got is `max_late_ms`, and it is part of every start
+//! latency, as a client's lateness would be.
 //!
 //! The window is 2 s at full scale, 1 s at `--quick`, 0.2 s at `--tiny`;
 //! `--items N` makes N arrivals at the same rate (the 10 s on 2
@@ -95,7 +96,6 @@ mod work;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use super::fresh_process::in_fresh_process;
@@ -233,6 +233,9 @@ fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
     let schedule = schedule(ctx);
     let arrivals = schedule.count();
     let measured_until = schedule.window() * 2;
+    let record = Record::new(arrivals, measured_until);
+    // Its thread is the lab's, in the baseline.
+    let _follow = ctx.follow(&record.all_started);
     let baseline = thread_baseline();
     let sampler = ThreadSampler::start(SAMPLE_EVERY, baseline, false);
     let system = match way.build(ctx.cores) {
@@ -243,43 +246,25 @@ fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
         }
     };
     let created = Instant::now();
-    let record = Arc::new(Record::new(arrivals, measured_until));
-    let follow = ctx.follow(&record.all_started);
+    let record = Arc::new(record.timed_from_now());
 
+    // The open loop, on this thread: the lab's own, not the system's.
     ctx.bar.phase("arrivals");
-    let late = thread::scope(|scope| {
-        let generator = thread::Builder::new()
-            .name("lab-arrivals".into())
-            .spawn_scoped(scope, || {
-                arrivals::generate(&schedule, record.origin(), |i| {
-                    work::submit(&system, way, &record, i, arrivals::blocks(i), rounds);
-                })
-            })
-            .map_err(|e| format!("the arrivals' thread: {e}"))?;
-        generator
-            .join()
-            .map_err(|_| "the arrivals' thread panicked".to_string())
+    let late = arrivals::generate(&schedule, record.origin(), |i| {
+        work::submit(&system, way, &record, i, arrivals::blocks(i), rounds);
     });
-    // Without its generator, no arrival will come: nothing to wait for.
-    let (pool, all_ended) = if late.is_ok() {
-        ctx.bar.phase("serving the queue");
-        let end = record.origin() + measured_until;
-        record
-            .all_started
-            .wait_timeout(end.saturating_duration_since(Instant::now()));
-        let pool = system.tidepool_metrics();
-        (pool, record.all_ended.wait_timeout(DRAIN_LIMIT))
-    } else {
-        (None, false)
-    };
+    ctx.bar.phase("serving the queue");
+    let end = record.origin() + measured_until;
+    record
+        .all_started
+        .wait_timeout(end.saturating_duration_since(Instant::now()));
+    let pool = system.tidepool_metrics();
+    let all_ended = record.all_ended.wait_timeout(DRAIN_LIMIT);
     let lifetime = created.elapsed().as_secs_f64();
     ctx.bar.phase("shutting down");
-    // Its thread is no system's: gone before the wait for the baseline.
-    drop(follow);
     let report = finish(system);
     let observed = sampler.finish();
     settle(baseline);
-    let late = late?;
     if !all_ended {
         return Err(format!(
             "only {} of {arrivals} arrivals ended {} s after the measurement",

@@ -48,6 +48,14 @@ impl Record {
         }
     }
 
+    /// The same record, its origin now (when the arrivals begin).
+    pub(super) fn timed_from_now(self) -> Record {
+        Record {
+            origin: Instant::now(),
+            ..self
+        }
+    }
+
     /// The origin every time is measured from.
     pub(super) fn origin(&self) -> Instant {
         self.origin
