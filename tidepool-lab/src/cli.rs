@@ -8,8 +8,10 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+use crate::experiments::fresh_process::{FreshArgs, RUN_FRESH};
 use crate::experiments::service::{ServeArgs, SERVE_SYSTEM};
-use crate::experiments::{Experiment, ExperimentKind, Scale};
+use crate::experiments::ExperimentKind;
+use crate::model::{Experiment, Scale};
 
 /// `tidepool-lab`: runs the classic thread-pool experiments on tidepool and
 /// its peers (tokio, rayon, threadpool) and writes a report.
@@ -46,8 +48,8 @@ pub struct Cli {
     /// Run every selected run N times, interleaved (A, B, C, A, B, C, ...),
     /// each time on a fresh pool, and report medians with their spread.
     /// Default: 5 for thread-per-task, flood, thread-count, fork-join, burst,
-    /// short-blocking, async-io and service and 1 for the others at full
-    /// scale; 1 at --quick.
+    /// short-blocking, async-io and service, 3 for overload and 1 for the
+    /// others at full scale; 1 at --quick.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub repeat: Option<i64>,
 
@@ -106,6 +108,8 @@ pub enum Parsed {
     Info(String),
     /// `serve-system`: be one of the `service` experiment's servers.
     Serve(ServeArgs),
+    /// `run-fresh`: carry out one repetition of a run in this process.
+    Fresh(FreshArgs),
 }
 
 /// Parses and validates `args` (the first item is the program name).
@@ -124,6 +128,11 @@ where
     if args.get(1).is_some_and(|a| a == SERVE_SYSTEM) {
         return ServeArgs::try_parse_from(&args[1..])
             .map(Parsed::Serve)
+            .map_err(|e| UsageError(one_line(&e.render().to_string())));
+    }
+    if args.get(1).is_some_and(|a| a == RUN_FRESH) {
+        return FreshArgs::try_parse_from(&args[1..])
+            .map(Parsed::Fresh)
             .map_err(|e| UsageError(one_line(&e.render().to_string())));
     }
     match Cli::try_parse_from(args) {
@@ -314,7 +323,7 @@ mod tests {
         all.extend_from_slice(args);
         match parse(all)? {
             Parsed::Run(p) => Ok(p),
-            Parsed::Info(_) | Parsed::Serve(_) => panic!("unexpected {args:?}"),
+            Parsed::Info(_) | Parsed::Serve(_) | Parsed::Fresh(_) => panic!("unexpected {args:?}"),
         }
     }
 
@@ -434,6 +443,39 @@ mod tests {
             panic!("help")
         };
         assert!(!help.contains(SERVE_SYSTEM), "hidden: {help}");
+    }
+
+    #[test]
+    fn run_fresh_is_a_hidden_subcommand() {
+        let parsed = parse([
+            "tidepool-lab",
+            "run-fresh",
+            "burst",
+            "tidepool-sleep-cold",
+            "--scale",
+            "quick",
+            "--cores",
+            "2",
+            "--calibrated",
+            "1000000:77",
+        ]);
+        let Ok(Parsed::Fresh(args)) = parsed else {
+            panic!("{parsed:?}")
+        };
+        assert_eq!(args.experiment, ExperimentKind::Burst);
+        assert_eq!(args.run, "tidepool-sleep-cold");
+        assert_eq!(args.scale, Scale::Quick);
+        assert_eq!(args.items, None);
+        assert_eq!(
+            args.calibrated,
+            vec![(std::time::Duration::from_millis(1), 77)]
+        );
+        let e = parse(["tidepool-lab", "run-fresh", "burst", "x"]).unwrap_err();
+        assert!(e.0.contains("--scale"), "{e}");
+        let Ok(Parsed::Info(help)) = parse(["tidepool-lab", "--help"]) else {
+            panic!("help")
+        };
+        assert!(!help.contains(RUN_FRESH), "hidden: {help}");
     }
 
     #[test]

@@ -11,11 +11,9 @@
 use std::io::IsTerminal;
 use std::time::Instant;
 
-use crate::aggregate::combine;
+use crate::aggregate::{combine, Measured};
 use crate::cli::Plan;
-use crate::experiments::{
-    Experiment, ExperimentResult, Measured, Outcome, RunCtx, RunResult, RunSpec,
-};
+use crate::model::{Experiment, ExperimentResult, Outcome, RunCtx, RunResult, RunSpec};
 use crate::progress::RunBar;
 use crate::report::plot::format_value;
 
@@ -103,6 +101,7 @@ impl Repetitions {
             items: plan.items,
             cores,
             bar: bar.clone(),
+            own_process: false,
         };
         let started = Instant::now();
         let outcome = (self.spec.execute)(&ctx);

@@ -4,7 +4,10 @@
 //!
 //! The binary (`src/main.rs`) is a thin shell over this library: [`cli`]
 //! parses and validates, [`lab`] runs the experiments, [`report`] writes
-//! `results.json`, `report.md` and `report.html`.
+//! `results.json`, `report.md` and `report.html`. Both the experiments and
+//! the report speak [`model`]'s types (what an experiment, a run and its
+//! result are); the experiments also use the report's formatting, never
+//! the other way round.
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
@@ -12,6 +15,7 @@ pub mod cli;
 pub mod experiments;
 pub mod lab;
 pub mod measure;
+pub mod model;
 pub mod probe;
 pub mod progress;
 pub mod report;

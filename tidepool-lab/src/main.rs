@@ -8,8 +8,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use tidepool_lab::cli::{self, Parsed};
-use tidepool_lab::experiments::Outcome;
 use tidepool_lab::lab;
+use tidepool_lab::model::Outcome;
 use tidepool_lab::probe::{self, Machine};
 use tidepool_lab::report::{self, json::Document};
 
@@ -22,6 +22,10 @@ fn main() -> ExitCode {
         }
         // One of the `service` experiment's server processes.
         Ok(Parsed::Serve(args)) => return tidepool_lab::experiments::service::serve(&args),
+        // One repetition of a run that wants a process of its own.
+        Ok(Parsed::Fresh(args)) => {
+            return tidepool_lab::experiments::fresh_process::run_here(&args)
+        }
         Err(e) => {
             eprintln!("tidepool-lab: {e}");
             return ExitCode::from(2);

@@ -55,13 +55,36 @@ pub fn rounds_for(target: Duration) -> u64 {
     ((target.as_secs_f64() / per_round) as u64).max(1)
 }
 
+/// The calibrations made (or handed over) so far: target to rounds.
+fn calibrations_cache() -> std::sync::MutexGuard<'static, HashMap<Duration, u64>> {
+    static CACHE: OnceLock<Mutex<HashMap<Duration, u64>>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
 /// [`rounds_for`], measured once per target and remembered, so every run of
 /// an experiment does exactly the same work.
 pub fn calibrated_rounds(target: Duration) -> u64 {
-    static CACHE: OnceLock<Mutex<HashMap<Duration, u64>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-    *map.entry(target).or_insert_with(|| rounds_for(target))
+    *calibrations_cache()
+        .entry(target)
+        .or_insert_with(|| rounds_for(target))
+}
+
+/// Every calibration this process made, to hand to a run in a process of
+/// its own, so that it does exactly the same work as the lab's runs.
+pub fn calibrations() -> Vec<(Duration, u64)> {
+    let mut all: Vec<(Duration, u64)> =
+        calibrations_cache().iter().map(|(t, r)| (*t, *r)).collect();
+    all.sort_unstable();
+    all
+}
+
+/// Takes a calibration made in another process (see [`calibrations`]):
+/// [`calibrated_rounds`] answers it for `target` from now on.
+pub fn remember_calibration(target: Duration, rounds: u64) {
+    calibrations_cache().insert(target, rounds);
 }
 
 #[cfg(test)]
@@ -78,5 +101,14 @@ mod tests {
     #[test]
     fn calibration_is_positive() {
         assert!(rounds_for(Duration::from_millis(1)) >= 1);
+    }
+
+    #[test]
+    fn a_handed_over_calibration_is_used_as_is() {
+        // A target no other test calibrates.
+        let target = Duration::from_nanos(1_234_567);
+        remember_calibration(target, 42);
+        assert_eq!(calibrated_rounds(target), 42);
+        assert!(calibrations().contains(&(target, 42)));
     }
 }

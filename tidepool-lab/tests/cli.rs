@@ -396,3 +396,79 @@ fn tiny_run_of_the_service_experiment_rotates_its_rounds() {
     assert_eq!(order, want, "{stderr}");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn tiny_run_of_the_overload_experiment_rotates_fresh_processes() {
+    let out_dir = scratch("overload");
+    let o = lab(&[
+        "overload",
+        "--tiny",
+        "--repeat",
+        "2",
+        "--json",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("--json prints the document");
+    let e = &doc["experiments"][0];
+    assert_eq!(e["name"], "overload");
+    assert_eq!(e["headline"], "max_start_ms");
+    assert!(e["summary"].as_str().unwrap().contains("Verdict: "));
+    let ids = [
+        "tidepool-execute",
+        "tidepool-spawn",
+        "tokio-inline",
+        "tokio-spawn-blocking",
+        "threadpool",
+    ];
+    let runs = e["runs"].as_array().unwrap();
+    let got: Vec<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(got, ids);
+    for run in runs {
+        let id = run["id"].as_str().unwrap();
+        assert_eq!(run["status"], "ok", "{id}: {}", run["error"]);
+        assert_eq!(run["repeat"], 2, "{id}");
+        let m = run["metrics"].as_object().unwrap();
+        assert!(m.values().all(Value::is_number), "{id}: {m:?}");
+        for key in [
+            "arrivals",
+            "p50_start_ms",
+            "p99_start_ms",
+            "max_start_ms",
+            "decile1_max_start_ms",
+            "decile10_p50_start_ms",
+            "completed",
+            "unstarted",
+            "peak_threads",
+            "max_late_ms",
+        ] {
+            assert!(m.contains_key(key), "{id} has {key}: {m:?}");
+        }
+        let tidepool = run["system"] == "tidepool";
+        assert_eq!(m.contains_key("pool_start_max_ms"), tidepool, "{id}");
+    }
+    // Every repetition in a process of its own, the second round one
+    // system later.
+    let order: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("overload/"))
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    let mut want: Vec<String> = ids
+        .iter()
+        .map(|id| format!("overload/{id} (1/2)"))
+        .collect();
+    want.extend(
+        ids.iter()
+            .cycle()
+            .skip(1)
+            .take(ids.len())
+            .map(|id| format!("overload/{id} (2/2)")),
+    );
+    assert_eq!(order, want, "{stderr}");
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(html.contains("Longest start latency by arrival decile"));
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

@@ -14,13 +14,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{
-    metric_bars, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
-    ScaleTable,
-};
+use super::metric_bars;
+use crate::aggregate::Measured;
 use crate::measure::Latch;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::probe::CpuTimes;
-use crate::report::plot::Plot;
 use crate::report::summary::{figure, ms};
 use crate::report::table::group_digits;
 use crate::stats::Summary;

@@ -1,18 +1,31 @@
 //! Experiment 7, `burst`: hundreds of items submitted at once. Items that
 //! block should each get a thread at once; items that compute should run on
 //! one thread per core, never on hundreds.
+//!
+//! Every system runs twice, cold and warm. tidepool learns per process
+//! which kinds of task block, and once it knows, hands each such item a
+//! thread as it is spawned; a process also keeps what any system leaves
+//! behind (glibc's cache of thread stacks, allocator arenas). So:
+//!
+//! - a cold run (`...-cold`) measures each repetition in a process of its
+//!   own (`fresh_process`): the first burst of its kind that process sees;
+//! - a warm run (the ids without `-cold`, as before cold runs existed)
+//!   measures in the lab's process, after one unmeasured burst of its own
+//!   there (once per lab process, before its first repetition), so every
+//!   measured burst is at least the second of its kind in the process.
 
 use std::hint::black_box;
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
+use super::fresh_process::in_fresh_process;
 use super::latency::{finish, rename, threads_plot};
 use super::paced::{measure_sampled, ItemProbe, Pace};
-use super::{
-    metric_bars, per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec,
-    Scale, ScaleTable,
-};
-use crate::report::plot::Plot;
+use super::{metric_bars, per_item_plot};
+use crate::aggregate::Measured;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::summary::{median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
@@ -25,24 +38,42 @@ const ABOUT: &str = "500 items submitted at once, each blocking 200 ms in thread
 them all within milliseconds, as tokio's spawn_blocking does with a thread each; a pool \
 that caps or paces its threads starts them in waves. Then 500 items of 2 ms of computation \
 at once (the -cpu runs): those gain nothing from more threads, so at most one per core \
-should run at a time.";
+should run at a time. Each run is measured cold (-cold: every repetition the first burst \
+of a fresh process, before tidepool has learnt that the items block) and warm (the second \
+burst of its kind in the lab's process).";
 
-/// tidepool's default pool with blocking items, the baseline.
+/// tidepool's default pool with blocking items, warm: the baseline.
 pub(crate) const TIDEPOOL_SLEEP: &str = "tidepool-sleep";
-/// tokio's spawn_blocking with blocking items.
+/// tidepool's default pool with blocking items, in a fresh process.
+pub(crate) const TIDEPOOL_SLEEP_COLD: &str = "tidepool-sleep-cold";
+/// tokio's spawn_blocking with blocking items, warm.
 pub(crate) const TOKIO_SLEEP: &str = "tokio-spawn-blocking-sleep";
-/// A fixed pool of 10 with blocking items.
+/// tokio's spawn_blocking with blocking items, in a fresh process.
+pub(crate) const TOKIO_SLEEP_COLD: &str = "tokio-spawn-blocking-sleep-cold";
+/// A fixed pool of 10 with blocking items, warm.
 pub(crate) const FIXED10_SLEEP: &str = "fixed10-sleep";
-/// rayon's default pool with blocking items.
+/// A fixed pool of 10 with blocking items, in a fresh process.
+pub(crate) const FIXED10_SLEEP_COLD: &str = "fixed10-sleep-cold";
+/// rayon's default pool with blocking items, warm.
 pub(crate) const RAYON_SLEEP: &str = "rayon-sleep";
-/// tidepool's default pool with CPU-bound items.
+/// rayon's default pool with blocking items, in a fresh process.
+pub(crate) const RAYON_SLEEP_COLD: &str = "rayon-sleep-cold";
+/// tidepool's default pool with CPU-bound items, warm.
 pub(crate) const TIDEPOOL_CPU: &str = "tidepool-cpu";
-/// tokio's spawn_blocking with CPU-bound items.
+/// tidepool's default pool with CPU-bound items, in a fresh process.
+pub(crate) const TIDEPOOL_CPU_COLD: &str = "tidepool-cpu-cold";
+/// tokio's spawn_blocking with CPU-bound items, warm.
 pub(crate) const TOKIO_CPU: &str = "tokio-spawn-blocking-cpu";
-/// A fixed pool of 10 with CPU-bound items.
+/// tokio's spawn_blocking with CPU-bound items, in a fresh process.
+pub(crate) const TOKIO_CPU_COLD: &str = "tokio-spawn-blocking-cpu-cold";
+/// A fixed pool of 10 with CPU-bound items, warm.
 pub(crate) const FIXED10_CPU: &str = "fixed10-cpu";
-/// rayon's default pool with CPU-bound items.
+/// A fixed pool of 10 with CPU-bound items, in a fresh process.
+pub(crate) const FIXED10_CPU_COLD: &str = "fixed10-cpu-cold";
+/// rayon's default pool with CPU-bound items, warm.
 pub(crate) const RAYON_CPU: &str = "rayon-cpu";
+/// rayon's default pool with CPU-bound items, in a fresh process.
+pub(crate) const RAYON_CPU_COLD: &str = "rayon-cpu-cold";
 
 /// The experiment.
 pub static EXPERIMENT: Experiment = Experiment {
@@ -53,60 +84,120 @@ pub static EXPERIMENT: Experiment = Experiment {
     scale: describe_scale,
     headline: "p50_start_ms",
     baseline: TIDEPOOL_SLEEP,
-    baselines: &[],
+    // A cold run is compared with tidepool's cold run.
+    baselines: &[
+        (TIDEPOOL_SLEEP_COLD, TIDEPOOL_SLEEP_COLD),
+        (TOKIO_SLEEP_COLD, TIDEPOOL_SLEEP_COLD),
+        (FIXED10_SLEEP_COLD, TIDEPOOL_SLEEP_COLD),
+        (RAYON_SLEEP_COLD, TIDEPOOL_SLEEP_COLD),
+        (TIDEPOOL_CPU_COLD, TIDEPOOL_SLEEP_COLD),
+        (TOKIO_CPU_COLD, TIDEPOOL_SLEEP_COLD),
+        (FIXED10_CPU_COLD, TIDEPOOL_SLEEP_COLD),
+        (RAYON_CPU_COLD, TIDEPOOL_SLEEP_COLD),
+    ],
     runs: &[
+        RunSpec {
+            id: TIDEPOOL_SLEEP_COLD,
+            system: "tidepool",
+            description: "Cold (each repetition the first burst of a fresh process): the default pool (Adaptive), Pool::execute; each item blocks in thread::sleep.",
+            execute: |ctx| cold(ctx, TIDEPOOL_SLEEP_COLD, Work::Sleep(Share::All), default_pool),
+        },
         RunSpec {
             id: TIDEPOOL_SLEEP,
             system: "tidepool",
-            description: "The default pool (Adaptive), Pool::execute; each item blocks in thread::sleep.",
-            execute: |ctx| run(ctx, Work::Sleep(Share::All), default_pool),
+            description: "Warm (the second burst of its kind in the lab's process): the default pool (Adaptive), Pool::execute; each item blocks in thread::sleep.",
+            execute: |ctx| warm(ctx, TIDEPOOL_SLEEP, Work::Sleep(Share::All), default_pool),
+        },
+        RunSpec {
+            id: TOKIO_SLEEP_COLD,
+            system: "tokio",
+            description: "Cold: tokio's spawn_blocking on a default multi-thread runtime (up to 512 blocking threads); each item blocks in thread::sleep.",
+            execute: |ctx| cold(ctx, TOKIO_SLEEP_COLD, Work::Sleep(Share::All), tokio_blocking),
         },
         RunSpec {
             id: TOKIO_SLEEP,
             system: "tokio",
-            description: "tokio's spawn_blocking on a default multi-thread runtime (up to 512 blocking threads); each item blocks in thread::sleep.",
-            execute: |ctx| run(ctx, Work::Sleep(Share::All), tokio_blocking),
+            description: "Warm: tokio's spawn_blocking on a default multi-thread runtime (up to 512 blocking threads); each item blocks in thread::sleep.",
+            execute: |ctx| warm(ctx, TOKIO_SLEEP, Work::Sleep(Share::All), tokio_blocking),
+        },
+        RunSpec {
+            id: FIXED10_SLEEP_COLD,
+            system: "tidepool",
+            description: "Cold: a fixed pool of 10 threads (tidepool's Controller::Fixed with concurrency 10); each item blocks in thread::sleep.",
+            execute: |ctx| cold(ctx, FIXED10_SLEEP_COLD, Work::Sleep(Share::All), fixed10),
         },
         RunSpec {
             id: FIXED10_SLEEP,
             system: "tidepool",
-            description: "A fixed pool of 10 threads (tidepool's Controller::Fixed with concurrency 10); each item blocks in thread::sleep.",
-            execute: |ctx| run(ctx, Work::Sleep(Share::All), fixed10),
+            description: "Warm: a fixed pool of 10 threads (tidepool's Controller::Fixed with concurrency 10); each item blocks in thread::sleep.",
+            execute: |ctx| warm(ctx, FIXED10_SLEEP, Work::Sleep(Share::All), fixed10),
+        },
+        RunSpec {
+            id: RAYON_SLEEP_COLD,
+            system: "rayon",
+            description: "Cold: rayon::ThreadPool::spawn on a default pool (one thread per core); each item blocks in thread::sleep.",
+            execute: |ctx| cold(ctx, RAYON_SLEEP_COLD, Work::Sleep(Share::Tenth), rayon),
         },
         RunSpec {
             id: RAYON_SLEEP,
             system: "rayon",
-            description: "rayon::ThreadPool::spawn on a default pool (one thread per core); each item blocks in thread::sleep.",
-            execute: |ctx| run(ctx, Work::Sleep(Share::Tenth), rayon),
+            description: "Warm: rayon::ThreadPool::spawn on a default pool (one thread per core); each item blocks in thread::sleep.",
+            execute: |ctx| warm(ctx, RAYON_SLEEP, Work::Sleep(Share::Tenth), rayon),
+        },
+        RunSpec {
+            id: TIDEPOOL_CPU_COLD,
+            system: "tidepool",
+            description: "Cold: the default pool (Adaptive), Pool::execute; each item computes for about 2 ms.",
+            execute: |ctx| cold(ctx, TIDEPOOL_CPU_COLD, Work::Cpu, default_pool),
         },
         RunSpec {
             id: TIDEPOOL_CPU,
             system: "tidepool",
-            description: "The default pool (Adaptive), Pool::execute; each item computes for about 2 ms.",
-            execute: |ctx| run(ctx, Work::Cpu, default_pool),
+            description: "Warm: the default pool (Adaptive), Pool::execute; each item computes for about 2 ms.",
+            execute: |ctx| warm(ctx, TIDEPOOL_CPU, Work::Cpu, default_pool),
+        },
+        RunSpec {
+            id: TOKIO_CPU_COLD,
+            system: "tokio",
+            description: "Cold: tokio's spawn_blocking on a default multi-thread runtime; each item computes for about 2 ms.",
+            execute: |ctx| cold(ctx, TOKIO_CPU_COLD, Work::Cpu, tokio_blocking),
         },
         RunSpec {
             id: TOKIO_CPU,
             system: "tokio",
-            description: "tokio's spawn_blocking on a default multi-thread runtime; each item computes for about 2 ms.",
-            execute: |ctx| run(ctx, Work::Cpu, tokio_blocking),
+            description: "Warm: tokio's spawn_blocking on a default multi-thread runtime; each item computes for about 2 ms.",
+            execute: |ctx| warm(ctx, TOKIO_CPU, Work::Cpu, tokio_blocking),
+        },
+        RunSpec {
+            id: FIXED10_CPU_COLD,
+            system: "tidepool",
+            description: "Cold: a fixed pool of 10 threads (tidepool's Controller::Fixed with concurrency 10); each item computes for about 2 ms.",
+            execute: |ctx| cold(ctx, FIXED10_CPU_COLD, Work::Cpu, fixed10),
         },
         RunSpec {
             id: FIXED10_CPU,
             system: "tidepool",
-            description: "A fixed pool of 10 threads (tidepool's Controller::Fixed with concurrency 10); each item computes for about 2 ms.",
-            execute: |ctx| run(ctx, Work::Cpu, fixed10),
+            description: "Warm: a fixed pool of 10 threads (tidepool's Controller::Fixed with concurrency 10); each item computes for about 2 ms.",
+            execute: |ctx| warm(ctx, FIXED10_CPU, Work::Cpu, fixed10),
+        },
+        RunSpec {
+            id: RAYON_CPU_COLD,
+            system: "rayon",
+            description: "Cold: rayon::ThreadPool::spawn on a default pool; each item computes for about 2 ms.",
+            execute: |ctx| cold(ctx, RAYON_CPU_COLD, Work::Cpu, rayon),
         },
         RunSpec {
             id: RAYON_CPU,
             system: "rayon",
-            description: "rayon::ThreadPool::spawn on a default pool; each item computes for about 2 ms.",
-            execute: |ctx| run(ctx, Work::Cpu, rayon),
+            description: "Warm: rayon::ThreadPool::spawn on a default pool; each item computes for about 2 ms.",
+            execute: |ctx| warm(ctx, RAYON_CPU, Work::Cpu, rayon),
         },
     ],
     plots,
     default_repeat: 5,
-    rotate: false,
+    // As in every experiment whose runs start processes: no run always
+    // comes first in a round.
+    rotate: true,
 };
 
 /// Counts and durations at a scale.
@@ -168,6 +259,16 @@ enum Share {
     Tenth,
 }
 
+impl Share {
+    /// The items submitted of a burst of `items`.
+    fn of(self, items: usize) -> usize {
+        match self {
+            Share::All => items,
+            Share::Tenth => (items / 10).max(1),
+        }
+    }
+}
+
 fn default_pool() -> Result<System, String> {
     TidepoolConfig::default_pool().build().map(System::Tidepool)
 }
@@ -184,6 +285,64 @@ fn rayon() -> Result<System, String> {
     rayon_pool(None).map(System::Rayon)
 }
 
+/// A cold run: each repetition in a process of its own, its first burst.
+/// The CPU-bound items' calibration is made here, in the lab's process, and
+/// handed over, so cold and warm runs do the same work.
+fn cold(
+    ctx: &RunCtx,
+    id: &str,
+    work: Work,
+    make: fn() -> Result<System, String>,
+) -> Result<Measured, String> {
+    let p = SCALES.at(ctx.scale);
+    if let Work::Cpu = work {
+        calibrated_rounds(Duration::from_micros(p.cpu_us));
+    }
+    // The burst's own limit, and time to start the process and settle.
+    let limit = time_limit(p, work, ctx.items_or(p.items)) + Duration::from_secs(30);
+    in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| run(ctx, work, make))
+}
+
+/// A warm run: in the lab's process, after one unmeasured burst of its own
+/// there, the first time the run runs in the process.
+fn warm(
+    ctx: &RunCtx,
+    id: &'static str,
+    work: Work,
+    make: fn() -> Result<System, String>,
+) -> Result<Measured, String> {
+    static WARMED: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+    let first = {
+        let mut warmed = WARMED.lock().unwrap_or_else(|e| e.into_inner());
+        let first = !warmed.contains(&id);
+        if first {
+            warmed.push(id);
+        }
+        first
+    };
+    if first {
+        ctx.bar.phase("warming up: an unmeasured burst");
+        run(ctx, work, make).map_err(|e| format!("the warm-up burst: {e}"))?;
+    }
+    run(ctx, work, make)
+}
+
+/// How long a burst may take before its run fails: one item after the
+/// other, and a minute more.
+fn time_limit(p: Params, work: Work, items: usize) -> Duration {
+    let one_by_one = match work {
+        Work::Sleep(share) => {
+            Duration::from_millis(p.sleep_ms) * u32::try_from(share.of(items)).unwrap_or(u32::MAX)
+        }
+        // Four times the CPU time, as the cores are shared.
+        Work::Cpu => {
+            Duration::from_micros(p.cpu_us)
+                * u32::try_from(items.saturating_mul(4)).unwrap_or(u32::MAX)
+        }
+    };
+    one_by_one + Duration::from_secs(60)
+}
+
 /// Submits the burst to the system `make` builds, all at once, and
 /// measures when each item starts. The CPU-bound runs name their start
 /// latencies `cpu_*`, so that the ratio column (which divides the blocking
@@ -195,16 +354,11 @@ fn run(ctx: &RunCtx, work: Work, make: fn() -> Result<System, String>) -> Result
     let mut m = match work {
         Work::Sleep(share) => {
             let wait = Duration::from_millis(p.sleep_ms);
-            let submitted = match share {
-                Share::All => items,
-                Share::Tenth => (items / 10).max(1),
-            };
+            let submitted = share.of(items);
             let pace = Pace {
                 items: submitted,
                 interval: Duration::ZERO,
-                // Worst case: one thread sleeping for every item in turn.
-                limit: wait * u32::try_from(submitted).unwrap_or(u32::MAX)
-                    + Duration::from_secs(60),
+                limit: time_limit(p, work, items),
             };
             let mut m = measure_sampled(
                 ctx,
@@ -241,8 +395,7 @@ fn run(ctx: &RunCtx, work: Work, make: fn() -> Result<System, String>) -> Result
             let pace = Pace {
                 items,
                 interval: Duration::ZERO,
-                limit: cpu * u32::try_from(items.saturating_mul(4)).unwrap_or(u32::MAX)
-                    + Duration::from_secs(60),
+                limit: time_limit(p, work, items),
             };
             let mut m = measure_sampled(
                 ctx,
@@ -281,7 +434,17 @@ fn run(ctx: &RunCtx, work: Work, make: fn() -> Result<System, String>) -> Result
 /// Start latency by item and threads over time for the blocking burst;
 /// threads running at once for the CPU-bound one.
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
-    let sleep = [TIDEPOOL_SLEEP, TOKIO_SLEEP, FIXED10_SLEEP, RAYON_SLEEP];
+    // Cold and warm for tidepool and spawn_blocking; the fixed pool and
+    // rayon start in waves either way, so their warm runs stand for both
+    // (and the palette has no more than seven colours).
+    let sleep = [
+        TIDEPOOL_SLEEP_COLD,
+        TIDEPOOL_SLEEP,
+        TOKIO_SLEEP_COLD,
+        TOKIO_SLEEP,
+        FIXED10_SLEEP,
+        RAYON_SLEEP,
+    ];
     let mut out = Vec::new();
     out.extend(per_item_plot(
         runs,
@@ -295,10 +458,11 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
         "submit-to-start latency, ms (log)",
         true,
     ));
-    // Zoomed on tidepool's burst: the fixed pool's and rayon's take seconds.
+    // Zoomed on tidepool's bursts: the fixed pool's and rayon's take seconds.
     let window = super::done(runs)
-        .find(|r| r.spec.id == TIDEPOOL_SLEEP)
-        .and_then(|r| r.measured.get("wall_ms"))
+        .filter(|r| r.spec.id == TIDEPOOL_SLEEP || r.spec.id == TIDEPOOL_SLEEP_COLD)
+        .filter_map(|r| r.measured.get("wall_ms"))
+        .reduce(f64::max)
         .map(|w| 1.5 * w / 1e3);
     out.extend(
         threads_plot(
@@ -307,7 +471,7 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
             "burst-threads",
             (
                 "Threads over time: a burst of blocking items",
-                "How fast each pool reaches a thread per blocked item, over the first 1.5x of tidepool's burst (the fixed pool stays at 10, rayon at one per core).",
+                "How fast each pool reaches a thread per blocked item, cold (in a fresh process) and warm, over the first 1.5x of tidepool's longer burst (the fixed pool stays at 10, rayon at one per core).",
             ),
         )
         .map(|p| match window {
@@ -331,42 +495,76 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
 }
 
 /// The summary's answer: tidepool's median start against spawn_blocking's,
-/// its threads against the items in flight, and its running threads in the
-/// CPU-bound burst against its running slots.
+/// cold and warm; its threads against the items in flight; and its running
+/// threads in the CPU-bound burst against its running slots.
 fn verdict(exp: &ExperimentResult) -> Option<String> {
-    let ours = median(exp, TIDEPOOL_SLEEP, "p50_start_ms")?;
-    let mut s = format!(
-        "Of a burst of blocking items, tidepool's default starts half within {}",
-        ms(ours)
-    );
-    if let Some(p99) = median(exp, TIDEPOOL_SLEEP, "p99_start_ms") {
-        let _ = write!(s, " (p99 {})", ms(p99));
+    let p50 = |id| median(exp, id, "p50_start_ms");
+    let states = [
+        (
+            "cold (the first burst of a fresh process)",
+            "cold",
+            TIDEPOOL_SLEEP_COLD,
+            TOKIO_SLEEP_COLD,
+        ),
+        (
+            "warm (the second burst in a process)",
+            "warm",
+            TIDEPOOL_SLEEP,
+            TOKIO_SLEEP,
+        ),
+    ];
+    let mut parts = Vec::new();
+    let mut verdicts = Vec::new();
+    for (what, state, ours_id, tokio_id) in states {
+        let Some(ours) = p50(ours_id) else {
+            continue;
+        };
+        let mut part = format!("{what}, tidepool's default starts half within {}", ms(ours));
+        if let Some(p99) = median(exp, ours_id, "p99_start_ms") {
+            let _ = write!(part, " (p99 {})", ms(p99));
+        }
+        if let Some(t) = p50(tokio_id) {
+            let _ = write!(
+                part,
+                ", tokio's spawn_blocking within {} (tidepool {} of it)",
+                ms(t),
+                times(ours, t)
+            );
+            verdicts.push(if ours <= t {
+                format!("{state}, tidepool starts a burst at least as fast as spawn_blocking")
+            } else {
+                format!(
+                    "{state}, tidepool starts a burst {} slower than spawn_blocking (median)",
+                    times(ours, t)
+                )
+            });
+        }
+        parts.push(part);
     }
-    let tokio = median(exp, TOKIO_SLEEP, "p50_start_ms");
-    if let Some(t) = tokio {
-        let _ = write!(
-            s,
-            ", tokio's spawn_blocking within {} (tidepool {} of it)",
-            ms(t),
-            times(ours, t)
-        );
+    if parts.is_empty() {
+        return None;
     }
+    let mut s = format!("Of a burst of blocking items: {}", parts.join("; "));
     for (id, what) in [
         (FIXED10_SLEEP, "a fixed pool of 10"),
         (RAYON_SLEEP, "rayon"),
     ] {
-        if let Some(v) = median(exp, id, "p50_start_ms") {
-            let _ = write!(s, ", {what} within {}", ms(v));
+        if let Some(v) = p50(id) {
+            let _ = write!(s, "; {what} within {} warm", ms(v));
         }
     }
-    let items = median(exp, TIDEPOOL_SLEEP, "items");
-    let concurrency = median(exp, TIDEPOOL_SLEEP, "concurrency")
-        .or_else(|| median(exp, TIDEPOOL_CPU, "concurrency"));
-    let threads = median(exp, TIDEPOOL_SLEEP, "peak_threads");
+    // Threads and slots: the warm run's, or the cold one's if only it ran.
+    let either = |warm: &str, cold: &str, metric: &str| {
+        median(exp, warm, metric).or_else(|| median(exp, cold, metric))
+    };
+    let items = either(TIDEPOOL_SLEEP, TIDEPOOL_SLEEP_COLD, "items");
+    let concurrency = either(TIDEPOOL_SLEEP, TIDEPOOL_SLEEP_COLD, "concurrency")
+        .or_else(|| either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "concurrency"));
+    let threads = either(TIDEPOOL_SLEEP, TIDEPOOL_SLEEP_COLD, "peak_threads");
     if let (Some(t), Some(n)) = (threads, items) {
         let _ = write!(s, "; it used {t:.0} threads for {n:.0} items in flight");
     }
-    let running = median(exp, TIDEPOOL_CPU, "peak_running_workers");
+    let running = either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "peak_running_workers");
     if let Some(r) = running {
         let _ = write!(
             s,
@@ -375,26 +573,16 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         if let Some(c) = concurrency {
             let _ = write!(s, " on its {c:.0} slots");
         }
-        if let Some(all) = median(exp, TIDEPOOL_CPU, "peak_running").filter(|a| Some(*a) > running)
+        if let Some(all) =
+            either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "peak_running").filter(|a| Some(*a) > running)
         {
             let _ = write!(s, " ({all:.0} threads with its monitor)");
         }
-        if let Some(t) = median(exp, TOKIO_CPU, "peak_running") {
+        if let Some(t) = either(TOKIO_CPU, TOKIO_CPU_COLD, "peak_running") {
             let _ = write!(s, " ({t:.0} on spawn_blocking)");
         }
     }
     s.push_str(". Verdict: ");
-    let mut verdicts = Vec::new();
-    match tokio {
-        Some(t) if ours <= t => {
-            verdicts.push("tidepool starts a burst at least as fast as spawn_blocking".to_string())
-        }
-        Some(t) => verdicts.push(format!(
-            "tidepool starts a burst {} slower than spawn_blocking (median)",
-            times(ours, t)
-        )),
-        None => {}
-    }
     if let (Some(t), Some(n), Some(c)) = (threads, items, concurrency) {
         verdicts.push(if t <= n + c {
             "no more threads than items in flight plus slots".to_string()
@@ -418,4 +606,83 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
     s.push_str(&verdicts.join("; "));
     s.push('.');
     Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Outcome;
+
+    #[test]
+    fn every_run_is_measured_cold_and_warm() {
+        let (cold, warm): (Vec<&RunSpec>, Vec<&RunSpec>) =
+            EXPERIMENT.runs.iter().partition(|r| r.id.contains("cold"));
+        assert_eq!(cold.len(), warm.len());
+        for w in warm {
+            let twin = EXPERIMENT
+                .run(&format!("{}-cold", w.id))
+                .unwrap_or_else(|| panic!("{} has no cold twin", w.id));
+            assert_eq!(twin.system, w.system, "{}", w.id);
+            let what = |d: &'static str| d.split_once(": ").map_or(d, |(_, rest)| rest);
+            assert_eq!(what(twin.description), what(w.description), "{}", w.id);
+            assert!(w.description.starts_with("Warm"), "{}", w.id);
+            assert!(twin.description.starts_with("Cold"), "{}", twin.id);
+            // Each state is compared with tidepool's run in the same state.
+            let base = EXPERIMENT.baseline_of(twin.id);
+            assert!(base.ends_with("-cold"), "{} against {base}", twin.id);
+        }
+    }
+
+    fn result(id: &str, p50: f64) -> RunResult {
+        let mut m = Measured::default();
+        m.put("items", 500.0);
+        m.put("p50_start_ms", p50);
+        m.put("p99_start_ms", 3.0 * p50);
+        m.put("peak_threads", 502.0);
+        m.put("concurrency", 2.0);
+        RunResult {
+            spec: EXPERIMENT.run(id).unwrap(),
+            outcome: Outcome::Done,
+            measured: m,
+            spread: Vec::new(),
+            repeat: 1,
+            elapsed_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_verdict_compares_cold_with_cold_and_warm_with_warm() {
+        let exp = |runs| ExperimentResult {
+            experiment: &EXPERIMENT,
+            runs,
+            repeat: 1,
+        };
+        let s = verdict(&exp(vec![
+            result(TIDEPOOL_SLEEP_COLD, 4.0),
+            result(TIDEPOOL_SLEEP, 0.2),
+            result(TOKIO_SLEEP_COLD, 1.0),
+            result(TOKIO_SLEEP, 1.0),
+        ]))
+        .unwrap();
+        assert!(
+            s.contains("cold (the first burst of a fresh process), tidepool's default starts half within 4.0 ms (p99 12 ms), tokio's spawn_blocking within 1.0 ms (tidepool 4.0x of it)"),
+            "{s}"
+        );
+        assert!(
+            s.contains("cold, tidepool starts a burst 4.0x slower than spawn_blocking"),
+            "{s}"
+        );
+        assert!(
+            s.contains("warm, tidepool starts a burst at least as fast as spawn_blocking"),
+            "{s}"
+        );
+        assert!(
+            s.contains("no more threads than items in flight plus slots"),
+            "{s}"
+        );
+        // A warm run alone still has an answer; no tidepool run, none.
+        let s = verdict(&exp(vec![result(TIDEPOOL_SLEEP, 0.2)])).unwrap();
+        assert!(!s.contains("cold"), "{s}");
+        assert_eq!(verdict(&exp(vec![result(TOKIO_SLEEP, 1.0)])), None);
+    }
 }

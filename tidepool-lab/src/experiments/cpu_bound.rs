@@ -6,13 +6,12 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{
-    per_item_plot, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx,
-    RunResult, RunSpec, Scale, ScaleTable,
-};
+use super::{per_item_plot, settle, thread_baseline};
+use crate::aggregate::Measured;
 use crate::measure::{Latch, Timeline};
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::probe::{sustained_peak_runnable, ThreadSampler};
-use crate::report::plot::Plot;
 use crate::stats::Summary;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use crate::work::{calibrated_rounds, fib_rounds};

@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use tidepool::Priority;
 
-use super::{
-    metric_bars, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx,
-    RunResult, RunSpec, Scale, ScaleTable,
-};
+use super::{metric_bars, settle, thread_baseline};
+use crate::aggregate::Measured;
 use crate::measure::{Latch, Timeline};
-use crate::report::plot::Plot;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use crate::work::{calibrated_rounds, fib_rounds};

@@ -8,12 +8,11 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use super::{
-    metric_bars, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx,
-    RunResult, RunSpec, Scale, ScaleTable,
-};
+use super::{metric_bars, settle, thread_baseline};
+use crate::aggregate::Measured;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::probe::{self, ThreadSampler};
-use crate::report::plot::Plot;
 use crate::report::summary::{median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, shutdown_pool, TidepoolConfig};
@@ -1089,7 +1088,7 @@ mod tests {
 
     #[test]
     fn each_workload_is_compared_with_its_own_rayon_run() {
-        use crate::experiments::Outcome;
+        use crate::model::Outcome;
         use crate::report::table::{ratio_header, table};
         let done = |id: &str, ms: f64| {
             let mut m = Measured::default();

@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
+use super::done;
 use super::paced::{finish_system, SelfReport};
-use super::{done, Measured, RunResult};
-use crate::report::plot::{Plot, Series};
+use crate::aggregate::Measured;
+use crate::model::plot::{Plot, Series};
+use crate::model::RunResult;
 use crate::systems::System;
 
 /// Finishes `sys` like [`finish_system`], and for a tidepool pool also

@@ -12,12 +12,11 @@ use tidepool::{Builder, Controller, Pool};
 
 use super::latency::finish;
 use super::paced::{measure, ItemProbe, Pace};
-use super::{
-    per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
-    ScaleTable,
-};
+use super::per_item_plot;
+use crate::aggregate::Measured;
 use crate::measure::{Latch, Timeline};
-use crate::report::plot::Plot;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::summary::{median, ms};
 use crate::stats::Summary;
 use crate::systems::{rayon_pool, tokio_runtime, System};

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use tidepool::Pool;
 
-use super::{sampled_threads, settle, thread_baseline, Measured, RunCtx};
+use super::{sampled_threads, settle, thread_baseline};
+use crate::aggregate::Measured;
 use crate::measure::{paced, Latch, Timeline};
+use crate::model::RunCtx;
 use crate::probe::{self, ThreadSampler};
 use crate::stats::Summary;
 use crate::systems::System;

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use super::latency::{finish, rename, spread, threads_plot};
 use super::paced::{measure, ItemProbe, Pace};
-use super::{
-    per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
-    ScaleTable,
-};
-use crate::report::plot::Plot;
+use super::per_item_plot;
+use crate::aggregate::Measured;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::summary::{median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{tokio_runtime, System, TidepoolConfig};

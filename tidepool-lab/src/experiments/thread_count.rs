@@ -6,14 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{
-    done, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx, RunResult,
-    RunSpec, Scale, ScaleTable,
-};
+use super::{done, settle, thread_baseline};
+use crate::aggregate::Measured;
 use crate::measure::Latch;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::probe::{self, ThreadSampler};
 use crate::report::plot::format_value;
-use crate::report::plot::Plot;
 use crate::report::summary::{figure, median, times};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};

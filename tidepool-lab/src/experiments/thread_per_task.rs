@@ -4,13 +4,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{
-    metric_bars, settle, thread_baseline, Experiment, ExperimentResult, Measured, RunCtx,
-    RunResult, RunSpec, Scale, ScaleTable,
-};
+use super::{metric_bars, settle, thread_baseline};
+use crate::aggregate::Measured;
 use crate::measure::Latch;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::probe::CpuTimes;
-use crate::report::plot::Plot;
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use std::fmt::Write as _;

@@ -12,11 +12,10 @@ use std::time::Duration;
 use super::paced::{finish_system, measure, tidepool_report, ItemProbe, Pace};
 use tidepool::Controller;
 
-use super::{
-    done, per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
-    ScaleTable,
-};
-use crate::report::plot::{Plot, Series};
+use super::{done, per_item_plot};
+use crate::aggregate::Measured;
+use crate::model::plot::{Plot, Series};
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use std::fmt::Write as _;

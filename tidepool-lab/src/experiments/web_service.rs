@@ -9,11 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::paced::{finish_system, measure, tidepool_report, ItemProbe, Pace};
-use super::{
-    per_item_plot, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
-    ScaleTable,
-};
-use crate::report::plot::Plot;
+use super::per_item_plot;
+use crate::aggregate::Measured;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::table::group_digits;
 use crate::systems::{tokio_runtime, System, TidepoolConfig};
 use std::fmt::Write as _;

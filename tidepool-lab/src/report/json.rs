@@ -22,7 +22,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::experiments::{ExperimentResult, Outcome, Scale};
+use crate::model::{ExperimentResult, Outcome, Scale};
 use crate::probe::Machine;
 
 /// The whole document.
@@ -189,8 +189,10 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::Measured;
     use crate::aggregate::Spread;
-    use crate::experiments::{waiting, Measured, RunResult};
+    use crate::model::RunResult;
+    use crate::report::fixture::SAMPLE;
 
     fn machine() -> Machine {
         Machine {
@@ -201,13 +203,13 @@ mod tests {
     }
 
     fn results() -> Vec<ExperimentResult> {
-        let spec = |id: &str| waiting::EXPERIMENT.run(id).unwrap();
+        let spec = |id: &str| SAMPLE.run(id).unwrap();
         let mut m = Measured::default();
         m.put("mean_start_ms", 0.4);
         m.put("peak_threads", 55.0);
         m.put("broken_ms", f64::NAN);
         vec![ExperimentResult {
-            experiment: &waiting::EXPERIMENT,
+            experiment: &SAMPLE,
             runs: vec![
                 RunResult {
                     spec: spec("adaptive-sleep"),

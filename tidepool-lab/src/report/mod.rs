@@ -7,8 +7,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::experiments::{ExperimentResult, Scale};
+use crate::model::{ExperimentResult, Scale};
 
+#[cfg(test)]
+mod fixture;
 pub mod html;
 pub mod json;
 pub mod md;
@@ -17,8 +19,8 @@ pub mod summary;
 pub mod table;
 pub mod text;
 
+use crate::model::plot::Plot;
 use json::Document;
-use plot::Plot;
 
 /// Everything the renderers need.
 #[derive(Debug)]
@@ -67,7 +69,7 @@ pub fn write(
     for e in results {
         let mut these = Vec::new();
         for p in (e.experiment.plots)(&e.runs) {
-            let svg = p.to_svg()?;
+            let svg = plot::svg(&p)?;
             these.push((p, svg));
         }
         plots.push(these);

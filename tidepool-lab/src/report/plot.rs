@@ -1,10 +1,13 @@
-//! Plots as SVG text (plotters' SVG backend), ready to inline in HTML or
-//! to save next to the Markdown report.
+//! Plots ([`Plot`], described by the experiments) drawn as SVG text
+//! (plotters' SVG backend), ready to inline in HTML or to save next to the
+//! Markdown report.
 
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::model::plot::{Plot, Series, Shape};
 
 /// Plot size in pixels.
 const SIZE: (u32, u32) = (960, 460);
@@ -36,273 +39,166 @@ fn colour(i: usize) -> RGBColor {
 /// a log axis, so the small ones stay visible.
 const LOG_BARS_FROM: f64 = 50.0;
 
-/// One named line or set of points.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Series {
-    /// Legend label.
-    pub name: String,
-    /// (x, y) points.
-    pub points: Vec<(f64, f64)>,
-}
-
-impl Series {
-    /// A series named `name`.
-    pub fn new(name: &str, points: Vec<(f64, f64)>) -> Series {
-        Series {
-            name: name.to_string(),
-            points,
-        }
-    }
-}
-
-/// What a plot draws.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Shape {
-    /// Lines (with markers when there are few points).
-    Lines {
-        /// The series.
-        series: Vec<Series>,
-        /// Logarithmic y axis.
-        log_y: bool,
-        /// Right end of the x axis, to zoom on where things happen; points
-        /// beyond it are left out.
-        x_max: Option<f64>,
-    },
-    /// One labelled bar per value.
-    Bars {
-        /// (label, value).
-        bars: Vec<(String, f64)>,
-    },
-}
-
-/// A plot and its titles.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plot {
-    /// File-name stem (`plots/<key>.svg`).
-    pub key: String,
-    /// Title, drawn in the plot.
-    pub title: String,
-    /// One line under the plot saying what to see in it.
-    pub caption: String,
-    /// X axis label.
-    pub x_label: String,
-    /// Y axis label.
-    pub y_label: String,
-    /// What to draw.
-    pub shape: Shape,
-}
-
-impl Plot {
-    /// A line plot; `caption` says what to see in it.
-    pub fn line(
-        key: &str,
-        (title, caption): (&str, &str),
-        x_label: &str,
-        y_label: &str,
-        series: Vec<Series>,
-        log_y: bool,
-    ) -> Plot {
-        Plot {
-            key: key.into(),
-            title: title.into(),
-            caption: caption.into(),
-            x_label: x_label.into(),
-            y_label: y_label.into(),
-            shape: Shape::Lines {
+/// Renders `plot` as an SVG document.
+///
+/// # Errors
+///
+/// plotters' drawing error, as text.
+pub fn svg(plot: &Plot) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        match &plot.shape {
+            Shape::Lines {
                 series,
                 log_y,
-                x_max: None,
-            },
-        }
-    }
-
-    /// A bar plot; `caption` says what to see in it. The y axis is
-    /// logarithmic when the values span orders of magnitude.
-    pub fn bars(
-        key: &str,
-        (title, caption): (&str, &str),
-        y_label: &str,
-        bars: Vec<(String, f64)>,
-    ) -> Plot {
-        Plot {
-            key: key.into(),
-            title: title.into(),
-            caption: caption.into(),
-            x_label: String::new(),
-            y_label: y_label.into(),
-            shape: Shape::Bars { bars },
-        }
-    }
-
-    /// Ends the x axis of a line plot at `x_max`.
-    pub fn zoom_x(mut self, x_max: f64) -> Plot {
-        if let Shape::Lines { x_max: m, .. } = &mut self.shape {
-            *m = Some(x_max);
-        }
-        self
-    }
-
-    /// Renders the plot as an SVG document.
-    ///
-    /// # Errors
-    ///
-    /// plotters' drawing error, as text.
-    pub fn to_svg(&self) -> Result<String, String> {
-        let mut svg = String::new();
-        {
-            let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-            root.fill(&WHITE).map_err(|e| e.to_string())?;
-            match &self.shape {
-                Shape::Lines {
-                    series,
-                    log_y,
-                    x_max,
-                } => {
-                    let shown: Vec<Series> = series
-                        .iter()
-                        .map(|s| Series {
-                            name: s.name.clone(),
-                            points: s
-                                .points
-                                .iter()
-                                .copied()
-                                .filter(|p| x_max.is_none_or(|m| p.0 <= m))
-                                .collect(),
-                        })
-                        .collect();
-                    self.draw_lines(&root, &shown, *log_y)
-                }
-                Shape::Bars { bars } => self.draw_bars(&root, bars),
+                x_max,
+            } => {
+                let shown: Vec<Series> = series
+                    .iter()
+                    .map(|s| Series {
+                        name: s.name.clone(),
+                        points: s
+                            .points
+                            .iter()
+                            .copied()
+                            .filter(|p| x_max.is_none_or(|m| p.0 <= m))
+                            .collect(),
+                    })
+                    .collect();
+                draw_lines(plot, &root, &shown, *log_y)
             }
-            .map_err(|e| format!("plot {}: {e}", self.key))?;
-            root.present().map_err(|e| e.to_string())?;
+            Shape::Bars { bars } => draw_bars(plot, &root, bars),
         }
-        Ok(svg)
+        .map_err(|e| format!("plot {}: {e}", plot.key))?;
+        root.present().map_err(|e| e.to_string())?;
     }
+    Ok(svg)
+}
 
-    fn draw_lines<DB: DrawingBackend>(
-        &self,
-        root: &DrawingArea<DB, plotters::coord::Shift>,
-        series: &[Series],
-        log_y: bool,
-    ) -> Result<(), String> {
-        let lift = |y: f64| if log_y { y.max(LOG_FLOOR) } else { y };
-        let pts = series.iter().flat_map(|s| s.points.iter());
-        let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-        for &(x, y) in pts {
-            let y = lift(y);
-            x0 = x0.min(x);
-            x1 = x1.max(x);
-            y0 = y0.min(y);
-            y1 = y1.max(y);
-        }
-        if x0 > x1 {
-            (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-        }
-        if x1 <= x0 {
-            x1 = x0 + 1.0;
-        }
-        let (chart_area, legend_area) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
-        draw_legend(&legend_area, series)?;
-        if log_y {
-            let lo = y0.max(LOG_FLOOR) / 2.0;
-            let hi = (y1 * 2.0).max(lo * 10.0);
-            draw_xy(
-                self,
-                &chart_area,
-                series,
-                x0..x1,
-                (lo..hi).log_scale(),
-                &lift,
-            )
-        } else {
-            let hi = if y1 <= 0.0 { 1.0 } else { y1 * 1.1 };
-            draw_xy(self, &chart_area, series, x0..x1, 0.0..hi, &lift)
-        }
+fn draw_lines<DB: DrawingBackend>(
+    plot: &Plot,
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &[Series],
+    log_y: bool,
+) -> Result<(), String> {
+    let lift = |y: f64| if log_y { y.max(LOG_FLOOR) } else { y };
+    let pts = series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        let y = lift(y);
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
     }
-
-    fn draw_bars<DB: DrawingBackend>(
-        &self,
-        root: &DrawingArea<DB, plotters::coord::Shift>,
-        bars: &[(String, f64)],
-    ) -> Result<(), String> {
-        let positive: Vec<f64> = bars.iter().map(|b| b.1).filter(|v| *v > 0.0).collect();
-        let lo = positive.iter().copied().fold(f64::MAX, f64::min);
-        let hi = positive.iter().copied().fold(0.0_f64, f64::max);
-        if !positive.is_empty() && hi / lo >= LOG_BARS_FROM {
-            let range = ((lo / 3.0)..(hi * 3.0)).log_scale();
-            self.draw_bars_on(root, bars, range, lo / 3.0)
-        } else {
-            let top = if hi <= 0.0 { 1.0 } else { hi * 1.15 };
-            self.draw_bars_on(root, bars, 0.0..top, 0.0)
-        }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
     }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let (chart_area, legend_area) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+    draw_legend(&legend_area, series)?;
+    if log_y {
+        let lo = y0.max(LOG_FLOOR) / 2.0;
+        let hi = (y1 * 2.0).max(lo * 10.0);
+        draw_xy(
+            plot,
+            &chart_area,
+            series,
+            x0..x1,
+            (lo..hi).log_scale(),
+            &lift,
+        )
+    } else {
+        let hi = if y1 <= 0.0 { 1.0 } else { y1 * 1.1 };
+        draw_xy(plot, &chart_area, series, x0..x1, 0.0..hi, &lift)
+    }
+}
 
-    /// Draws the bars on a y coordinate (linear or log) whose bottom is
-    /// `floor`.
-    fn draw_bars_on<DB, Y>(
-        &self,
-        root: &DrawingArea<DB, plotters::coord::Shift>,
-        bars: &[(String, f64)],
-        y: Y,
-        floor: f64,
-    ) -> Result<(), String>
-    where
-        DB: DrawingBackend,
-        Y: AsRangedCoord<Value = f64>,
-        Y::CoordDescType: ValueFormatter<f64>,
-    {
-        // Bar i spans [i + 0.1, i + 0.9] on a plain numeric x axis; its name
-        // is drawn under its centre by hand, so the labels always line up
-        // with the bars whatever their number.
-        let n = bars.len().max(1) as f64;
-        let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(80)
-            .build_cartesian_2d::<RangedCoordf64, Y>((0.0..n).into(), y)
-            .map_err(|e| e.to_string())?;
+fn draw_bars<DB: DrawingBackend>(
+    plot: &Plot,
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    bars: &[(String, f64)],
+) -> Result<(), String> {
+    let positive: Vec<f64> = bars.iter().map(|b| b.1).filter(|v| *v > 0.0).collect();
+    let lo = positive.iter().copied().fold(f64::MAX, f64::min);
+    let hi = positive.iter().copied().fold(0.0_f64, f64::max);
+    if !positive.is_empty() && hi / lo >= LOG_BARS_FROM {
+        let range = ((lo / 3.0)..(hi * 3.0)).log_scale();
+        draw_bars_on(plot, root, bars, range, lo / 3.0)
+    } else {
+        let top = if hi <= 0.0 { 1.0 } else { hi * 1.15 };
+        draw_bars_on(plot, root, bars, 0.0..top, 0.0)
+    }
+}
+
+/// Draws the bars on a y coordinate (linear or log) whose bottom is
+/// `floor`.
+fn draw_bars_on<DB, Y>(
+    plot: &Plot,
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    bars: &[(String, f64)],
+    y: Y,
+    floor: f64,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    // Bar i spans [i + 0.1, i + 0.9] on a plain numeric x axis; its name
+    // is drawn under its centre by hand, so the labels always line up
+    // with the bars whatever their number.
+    let n = bars.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(root)
+        .caption(&plot.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d::<RangedCoordf64, Y>((0.0..n).into(), y)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc(&plot.y_label)
+        .y_label_formatter(&|v| format_tick(*v))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let below =
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    let above =
+        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+    for (i, (name, v)) in bars.iter().enumerate() {
+        let x = i as f64;
+        let top = v.max(floor);
         chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_desc(&self.y_label)
-            .y_label_formatter(&|v| format_tick(*v))
-            .draw()
+            .draw_series(std::iter::once(Rectangle::new(
+                [(x + 0.1, floor), (x + 0.9, top)],
+                // One colour: the label under each bar names it.
+                colour(0).mix(0.85).filled(),
+            )))
             .map_err(|e| e.to_string())?;
-        let below =
-            TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
-        let above = TextStyle::from(("sans-serif", 13).into_font())
-            .pos(Pos::new(HPos::Center, VPos::Bottom));
-        for (i, (name, v)) in bars.iter().enumerate() {
-            let x = i as f64;
-            let top = v.max(floor);
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(x + 0.1, floor), (x + 0.9, top)],
-                    // One colour: the label under each bar names it.
-                    colour(0).mix(0.85).filled(),
-                )))
+        let (px, py) = chart.backend_coord(&(x + 0.5, top));
+        root.draw(&Text::new(format_value(*v), (px, py - 3), above.clone()))
+            .map_err(|e| e.to_string())?;
+        // A long label goes on two lines, split before its "(...)".
+        let (px, py) = chart.backend_coord(&(x + 0.5, floor));
+        let (first, second) = match name.find(" (") {
+            Some(at) => (&name[..at], Some(name[at + 1..].to_string())),
+            None => (name.as_str(), None),
+        };
+        root.draw(&Text::new(first.to_string(), (px, py + 8), below.clone()))
+            .map_err(|e| e.to_string())?;
+        if let Some(second) = second {
+            root.draw(&Text::new(second, (px, py + 24), below.clone()))
                 .map_err(|e| e.to_string())?;
-            let (px, py) = chart.backend_coord(&(x + 0.5, top));
-            root.draw(&Text::new(format_value(*v), (px, py - 3), above.clone()))
-                .map_err(|e| e.to_string())?;
-            // A long label goes on two lines, split before its "(...)".
-            let (px, py) = chart.backend_coord(&(x + 0.5, floor));
-            let (first, second) = match name.find(" (") {
-                Some(at) => (&name[..at], Some(name[at + 1..].to_string())),
-                None => (name.as_str(), None),
-            };
-            root.draw(&Text::new(first.to_string(), (px, py + 8), below.clone()))
-                .map_err(|e| e.to_string())?;
-            if let Some(second) = second {
-                root.draw(&Text::new(second, (px, py + 24), below.clone()))
-                    .map_err(|e| e.to_string())?;
-            }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Draws `series` on an x range and a y coordinate (linear or log).
@@ -420,30 +316,30 @@ mod tests {
             )],
             true,
         );
-        let svg = line.to_svg().unwrap();
-        assert!(svg.starts_with("<svg"), "{}", &svg[..50.min(svg.len())]);
-        assert!(svg.contains("Lines"));
+        let drawn = svg(&line).unwrap();
+        assert!(
+            drawn.starts_with("<svg"),
+            "{}",
+            &drawn[..50.min(drawn.len())]
+        );
+        assert!(drawn.contains("Lines"));
         let bars = Plot::bars(
             "b",
             ("Bars", "what to see"),
             "ms",
             vec![("one".into(), 3.0), ("two".into(), 0.5)],
         );
-        let svg = bars.to_svg().unwrap();
-        assert!(svg.contains("two"));
+        assert!(svg(&bars).unwrap().contains("two"));
         // Nothing to draw still yields a valid, empty chart.
-        assert!(Plot::line("e", ("E", "c"), "x", "y", vec![], false)
-            .to_svg()
-            .is_ok());
-        assert!(Plot::bars("e", ("E", "c"), "y", vec![]).to_svg().is_ok());
+        assert!(svg(&Plot::line("e", ("E", "c"), "x", "y", vec![], false)).is_ok());
+        assert!(svg(&Plot::bars("e", ("E", "c"), "y", vec![])).is_ok());
         // Values across orders of magnitude: a log axis, plain tick labels.
-        let wide = Plot::bars(
+        let wide = svg(&Plot::bars(
             "w",
             ("Wide", "c"),
             "ns",
             vec![("thread (a)".into(), 35_921.0), ("pool".into(), 173.0)],
-        )
-        .to_svg()
+        ))
         .unwrap();
         assert!(wide.contains("10,000"), "log ticks");
         assert!(

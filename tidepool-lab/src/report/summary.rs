@@ -3,7 +3,7 @@
 //! the machine and the commit. It opens the terminal output and both
 //! reports.
 
-use crate::experiments::{ExperimentResult, Outcome};
+use crate::model::{ExperimentResult, Outcome};
 use crate::report::json::Document;
 
 /// The heading line: machine, commit, scale.

@@ -1,7 +1,7 @@
 //! An experiment's results as a table: one row per run, one column per
 //! metric, and a ratio column against tidepool's default run.
 
-use crate::experiments::{ExperimentResult, Outcome};
+use crate::model::{ExperimentResult, Outcome};
 use crate::report::plot::format_value;
 use crate::stats::ratio;
 
@@ -261,8 +261,10 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::Measured;
     use crate::aggregate::Spread;
-    use crate::experiments::{waiting, Measured, RunResult};
+    use crate::model::RunResult;
+    use crate::report::fixture::SAMPLE;
 
     pub(crate) fn sample() -> ExperimentResult {
         let mut a = Measured::default();
@@ -271,7 +273,7 @@ mod tests {
         let mut b = Measured::default();
         b.put("mean_start_ms", 5000.0);
         b.put("wall_s", 50.0);
-        let spec = |id: &str| waiting::EXPERIMENT.run(id).unwrap();
+        let spec = |id: &str| SAMPLE.run(id).unwrap();
         let done = |id: &str, measured: Measured, spread: Vec<Spread>| RunResult {
             spec: spec(id),
             outcome: Outcome::Done,
@@ -281,7 +283,7 @@ mod tests {
             elapsed_s: 1.0,
         };
         ExperimentResult {
-            experiment: &waiting::EXPERIMENT,
+            experiment: &SAMPLE,
             runs: vec![
                 done(
                     "fixed10-sleep",

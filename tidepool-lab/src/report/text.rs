@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::json::Document;
 use super::summary;
 use super::table::{ratio_legend, table};
-use crate::experiments::ExperimentResult;
+use crate::model::ExperimentResult;
 
 /// Renders the summary and every experiment's table as plain text.
 pub fn render(doc: &Document, results: &[ExperimentResult]) -> String {

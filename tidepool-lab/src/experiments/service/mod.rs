@@ -90,11 +90,10 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
-use super::{
-    metric_bars, Experiment, ExperimentResult, Measured, RunCtx, RunResult, RunSpec, Scale,
-    ScaleTable,
-};
-use crate::report::plot::Plot;
+use super::metric_bars;
+use crate::aggregate::Measured;
+use crate::model::plot::Plot;
+use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::summary::{figure, ms, times};
 use crate::report::table::group_digits;
 use load::{Load, PhaseResult, PoolFigures, ServerProcess, Upstream};
@@ -644,7 +643,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::Outcome;
+    use crate::model::Outcome;
 
     #[test]
     fn every_system_is_a_run_under_the_same_name() {
