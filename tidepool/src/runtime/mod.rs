@@ -228,7 +228,8 @@ impl Shared {
                 .any(|entry| entry.stealer().is_some_and(|s| !s.is_empty()))
     }
 
-    /// Moves what worker `index`'s deque holds to the back of the lanes,
+    /// Moves what worker `index`'s deque holds to the lanes' handed-off
+    /// FIFO ([`Lanes::hand_off`]: before the normal lane's new arrivals),
     /// oldest first, and returns how many: for a worker that gives way (it
     /// lost its slot while its task blocked, and found none free at the
     /// task's end). Its deque stays stealable, but only a worker that runs
@@ -246,10 +247,7 @@ impl Shared {
         };
         let mut moved = 0;
         while let Some(queued) = retry_until_settled(|| stealer.steal()) {
-            match queued.into_work() {
-                Work::Task(task) => self.lanes.requeue(task),
-                job => self.lanes.push_work(Priority::Normal, job),
-            }
+            self.lanes.hand_off(queued.into_work());
             moved += 1;
         }
         moved

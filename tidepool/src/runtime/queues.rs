@@ -59,6 +59,14 @@ pub(crate) struct Lanes {
     /// Tasks a gate (group or pair) admitted, indexed by [`Priority::index`]:
     /// kept apart so plain tasks of a lane can be served before them.
     admitted: [Injector<Runnable>; 3],
+    /// Normal-lane work a worker that lost its slot handed on from its
+    /// deque ([`Lanes::hand_off`]): continuations of work already under
+    /// way, served before the normal lane's new arrivals. At the back of
+    /// the lane, a service's request that a blocked worker had queued (the
+    /// outbound call it had just made) waited behind every request that
+    /// arrived meanwhile, once per block: under overload its p99 was twice
+    /// tokio's.
+    handed_off: Injector<Queued>,
 }
 
 impl Lanes {
@@ -89,11 +97,31 @@ impl Lanes {
         }
     }
 
-    /// Takes one plain task from `lane`; for the normal lane, moves a batch
-    /// into `local` too (the high lane is never batched, so an urgent task is
+    /// Queues work taken from the deque of a worker that lost its slot:
+    /// a normal task or a job before the normal lane's new arrivals (see
+    /// `handed_off`), anything else at the back of its own FIFO.
+    pub(crate) fn hand_off(&self, work: Work) {
+        match work {
+            Work::Task(task)
+                if task.gate().is_some() || task.metadata().priority != Priority::Normal =>
+            {
+                self.requeue(task)
+            }
+            work => self.handed_off.push(Queued::from(work)),
+        }
+    }
+
+    /// Takes one plain task from `lane`; for the normal lane, the oldest
+    /// handed-off work first (one at a time), else a batch moved into
+    /// `local` too (the high lane is never batched, so an urgent task is
     /// never stuck behind a worker's local work; the low lane is served at a
     /// bounded rate, one at a time).
     pub(crate) fn pop(&self, lane: Priority, local: &Worker<Queued>) -> Option<Work> {
+        if lane == Priority::Normal {
+            if let Some(work) = retry_until_settled(|| self.handed_off.steal()) {
+                return Some(work.into_work());
+            }
+        }
         let injector = &self.lanes[lane.index()];
         retry_until_settled(|| {
             if lane == Priority::Normal {
@@ -109,6 +137,11 @@ impl Lanes {
     /// is about to block and hands what it takes on (`worker::fan_out`);
     /// a batch would sit in its deque while it blocks.
     pub(crate) fn pop_one(&self, lane: Priority) -> Option<Work> {
+        if lane == Priority::Normal {
+            if let Some(work) = retry_until_settled(|| self.handed_off.steal()) {
+                return Some(work.into_work());
+            }
+        }
         retry_until_settled(|| self.lanes[lane.index()].steal()).map(Queued::into_work)
     }
 
@@ -130,13 +163,16 @@ impl Lanes {
 
     /// True if `lane` holds tasks, plain or admitted.
     pub(crate) fn has_work(&self, lane: Priority) -> bool {
-        !self.lanes[lane.index()].is_empty() || !self.admitted[lane.index()].is_empty()
+        !self.lanes[lane.index()].is_empty()
+            || !self.admitted[lane.index()].is_empty()
+            || (lane == Priority::Normal && !self.handed_off.is_empty())
     }
 
     /// True if any lane holds tasks, plain or admitted.
     pub(crate) fn any_work(&self) -> bool {
         self.lanes.iter().any(|lane| !lane.is_empty())
             || self.admitted.iter().any(|fifo| !fifo.is_empty())
+            || !self.handed_off.is_empty()
     }
 
     /// Items in `lane`'s admitted FIFO if `admitted`, else its plain tasks
@@ -144,6 +180,8 @@ impl Lanes {
     pub(crate) fn fifo_len(&self, lane: Priority, admitted: bool) -> usize {
         if admitted {
             self.admitted[lane.index()].len()
+        } else if lane == Priority::Normal {
+            self.lanes[lane.index()].len() + self.handed_off.len()
         } else {
             self.lanes[lane.index()].len()
         }
@@ -153,6 +191,7 @@ impl Lanes {
     pub(crate) fn len(&self) -> usize {
         self.lanes.iter().map(Injector::len).sum::<usize>()
             + self.admitted.iter().map(Injector::len).sum::<usize>()
+            + self.handed_off.len()
     }
 
     /// Takes every queued item out of every lane, plain and admitted, for
@@ -164,6 +203,7 @@ impl Lanes {
         for fifo in &self.admitted {
             drain_one(fifo, &mut |task| each(Work::Task(task)));
         }
+        drain_one(&self.handed_off, &mut |item: Queued| each(item.into_work()));
     }
 }
 
@@ -234,6 +274,46 @@ mod tests {
             }
             other => panic!("expected a task, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn handed_off_work_goes_before_new_arrivals_one_at_a_time() {
+        let lanes = Lanes::default();
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        for id in 10..13 {
+            lanes.push(Priority::Normal, task(Priority::Normal, false, id, &ran));
+        }
+        // A worker that lost its slot hands on what its deque held.
+        for id in 0..2 {
+            lanes.hand_off(Work::Task(task(Priority::Normal, false, id, &ran)));
+        }
+        // Gated and other lanes' tasks go back to their own FIFOs.
+        lanes.hand_off(Work::Task(task(Priority::Normal, true, 20, &ran)));
+        lanes.hand_off(Work::Task(task(Priority::Low, false, 30, &ran)));
+        assert_eq!(lanes.len(), 7);
+        assert_eq!(lanes.fifo_len(Priority::Normal, false), 5);
+        let local = Worker::new_lifo();
+        // The handed-off work first, oldest first, and never as a batch.
+        run(lanes.pop(Priority::Normal, &local));
+        assert!(local.is_empty());
+        run(lanes.pop_one(Priority::Normal));
+        assert!(local.is_empty());
+        assert_eq!(ran.lock().unwrap()[..], [0, 1]);
+        // Then the lane's own arrivals.
+        while let Some(work) = lanes.pop(Priority::Normal, &local) {
+            run(Some(work));
+            while let Some(work) = local.pop() {
+                run(Some(work.into_work()));
+            }
+        }
+        run(lanes.pop_admitted(Priority::Normal));
+        run(lanes.pop(Priority::Low, &local));
+        assert!(!lanes.any_work());
+        let ran = ran.lock().unwrap();
+        let mut arrivals = ran[2..5].to_vec();
+        arrivals.sort_unstable();
+        assert_eq!(arrivals, [10, 11, 12]);
+        assert_eq!(ran[5..], [20, 30]);
     }
 
     #[test]
