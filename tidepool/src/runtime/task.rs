@@ -778,7 +778,8 @@ pub(crate) mod local_free {
     /// idle (at most once a monitor interval per pool), so the load hits
     /// the cache. Its value orders nothing: a stale read lets go one spawn
     /// later.
-    static IDLE_EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    pub(super) static IDLE_EPOCH: std::sync::atomic::AtomicU64 =
+        std::sync::atomic::AtomicU64::new(0);
 
     /// The pool whose shared state is at `pool` went idle (its monitor
     /// found nothing running or queued): tells every ring. Each thread's
