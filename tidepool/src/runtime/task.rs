@@ -656,6 +656,8 @@ pub(crate) mod local_free {
     /// tiny closures the ring is for make 56-byte cells, so their ring is
     /// [`KEPT_IN_BURST`] long as before; a closure that captured 8 KiB kept
     /// 65,536 cells of it, 420 MB resident after the burst had finished.
+    /// A burst's ring of futures holds as many bytes of cells and entries
+    /// together ([`future_burst_length_of`]).
     pub(crate) const RING_BYTES: usize = 4 << 20;
     /// Cells larger than this are not kept at all: the allocator's own
     /// caches do not hold such blocks long, and their free on the worker
