@@ -316,7 +316,10 @@ impl Monitor {
         let timeout = match tick {
             Tick::Idle => {
                 let still_idle = || shared.slots.counts().active == 0 && !shared.has_work();
-                if shared.monitor.announce_idle(still_idle) {
+                // What spawning threads keep of the pool's tasks goes; a
+                // thread that spawned since the last look keeps its part
+                // until the next, an interval later.
+                if shared.went_idle() && shared.monitor.announce_idle(still_idle) {
                     None
                 } else {
                     Some(interval)

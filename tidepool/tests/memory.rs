@@ -1,41 +1,321 @@
-//! Memory follows live work: a thread that spawned a burst of closures
-//! capturing a lot holds at most a few MB once they have finished (the
-//! spawner's free ring is bounded in bytes: `runtime::task::local_free`).
-//! Alone in its binary: it reads the process's resident memory.
+//! Memory follows live work (issue #42): once a burst has finished, the
+//! threads that spawned it hold at most a few MB each, whatever they
+//! spawned, and what their free rings keep (`runtime::task::local_free`)
+//! goes when the pool goes idle or the thread spawns again.
+//!
+//! Measured in bytes held, with a counting global allocator: live bytes
+//! are what the program allocated and has not freed, whatever the
+//! allocator keeps in its own free lists (resident memory would also
+//! count those, and every thread's stack). The tests of this binary run
+//! one at a time (`ALONE`): the count is the whole process's.
 
 mod common;
 
 use common::{within, HANG};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+use tidepool::Pool;
 
-/// The process's resident memory in bytes (Linux; `None` elsewhere).
-fn resident() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: usize = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+/// The system allocator, counting the bytes allocated and not yet freed.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every call goes to `System` with the caller's arguments; the
+// count is a side effect that allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is `System::alloc`'s.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as for `alloc`.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            LIVE.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// Bytes allocated and not freed, process-wide.
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// One test at a time: the count is the process's.
+static ALONE: Mutex<()> = Mutex::new(());
+
+const MB: isize = 1 << 20;
+
+/// Spawning threads in the bursts below.
+const THREADS: usize = 16;
+/// Spawns per thread.
+const SPAWNS: usize = 65_536;
+
+/// Waits until the bytes held beyond `baseline` fall to `bound` (or
+/// `HANG` passes), and returns the last count: the assertion is on bytes,
+/// the wait only lets the pool finish what it does when it goes idle.
+fn held_after(baseline: isize, bound: isize) -> isize {
+    let deadline = Instant::now() + HANG / 2;
+    loop {
+        let held = live() - baseline;
+        if held <= bound || Instant::now() >= deadline {
+            return held;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs `THREADS` threads that each call `spawn` `SPAWNS` times in a tight
+/// loop (a burst), then park until the returned sender is dropped; returns
+/// once every thread has spawned all.
+fn bursts(
+    spawn: impl Fn(usize) + Send + Sync + 'static,
+) -> (mpsc::Sender<()>, Vec<std::thread::JoinHandle<()>>) {
+    let spawn = Arc::new(spawn);
+    let spawned = Arc::new(Barrier::new(THREADS + 1));
+    let (release, parked) = mpsc::channel::<()>();
+    let parked = Arc::new(Mutex::new(parked));
+    let threads = (0..THREADS)
+        .map(|_| {
+            let (spawn, spawned, parked) = (spawn.clone(), spawned.clone(), parked.clone());
+            std::thread::spawn(move || {
+                for i in 0..SPAWNS {
+                    spawn(i);
+                }
+                spawned.wait();
+                // Parked: this thread spawns nothing more.
+                let _ = parked.lock().unwrap().recv();
+            })
+        })
+        .collect();
+    spawned.wait();
+    (release, threads)
+}
+
+/// Waits until `count` reaches `n`.
+fn until(count: &AtomicUsize, n: usize) {
+    while count.load(Ordering::Relaxed) < n {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A pool of two workers, warmed: its threads, queues and thread-locals
+/// allocated before the baseline.
+fn warm_pool() -> Pool {
+    let pool = Pool::builder().concurrency(2).build().unwrap();
+    for _ in 0..64 {
+        pool.spawn_fn(|| ()).join().unwrap();
+        pool.spawn(async {}).join().unwrap();
+    }
+    pool
 }
 
 #[test]
-fn a_finished_burst_of_large_closures_leaves_little_resident() {
+fn small_futures_spawned_by_16_threads_are_let_go_once_the_pool_is_idle() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     within(HANG, || {
-        let pool = tidepool::Pool::builder().concurrency(2).build().unwrap();
-        // Warm the pool, so its threads' stacks are counted before.
-        pool.spawn_fn(|| ()).join().unwrap();
-        let Some(before) = resident() else {
-            return; // no /proc: nothing to read
-        };
+        let pool = warm_pool();
+        let baseline = live();
+        let done = Arc::new(AtomicUsize::new(0));
+        let (release, threads) = bursts({
+            let (pool, done) = (pool.clone(), done.clone());
+            move |_| {
+                let done = done.clone();
+                drop(pool.spawn(async move {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }));
+            }
+        });
+        until(&done, THREADS * SPAWNS);
+        let finished = live() - baseline;
+        // Nothing of the bursts is live: the pool went idle, and let go of
+        // what every thread's ring kept of its tasks.
+        let held = held_after(baseline, MB);
+        std::thread::sleep(Duration::from_millis(20));
+        println!(
+            "{THREADS} threads x {SPAWNS} futures, parked: {} KiB held as the last ended, \
+             {} KiB once the pool was idle ({} KiB 20 ms later)",
+            finished >> 10,
+            held >> 10,
+            (live() - baseline) >> 10
+        );
+        assert!(
+            held <= MB,
+            "{} KiB still held after {THREADS} threads spawned {SPAWNS} futures each and parked",
+            held >> 10
+        );
+        drop(release);
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        pool.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn small_futures_kept_while_the_pool_stays_busy_are_bounded_per_thread() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    within(HANG, || {
+        let pool = warm_pool();
+        // One worker computes until the end, so the pool never goes idle
+        // and nothing lets go of the rings: what they keep is the cap's.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy = pool.spawn_fn({
+            let stop = stop.clone();
+            move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let baseline = live();
+        let done = Arc::new(AtomicUsize::new(0));
+        let (release, threads) = bursts({
+            let (pool, done) = (pool.clone(), done.clone());
+            move |_| {
+                let done = done.clone();
+                drop(pool.spawn(async move {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }));
+            }
+        });
+        until(&done, THREADS * SPAWNS);
+        // The cap: 4 MiB of cells and ring entries a thread.
+        let per_thread = 4 * MB + MB / 4;
+        let held = held_after(baseline, THREADS as isize * per_thread);
+        println!(
+            "{THREADS} threads x {SPAWNS} futures, parked, pool busy: {} KiB held ({} KiB a thread)",
+            held >> 10,
+            (held >> 10) / THREADS as isize
+        );
+        assert!(
+            held <= THREADS as isize * per_thread,
+            "{} KiB held by {THREADS} parked threads while the pool is busy",
+            held >> 10
+        );
+        stop.store(true, Ordering::Relaxed);
+        busy.join().unwrap();
+        drop(release);
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        pool.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn small_closures_spawned_by_16_threads_hold_the_cap_then_go_when_spawning_resumes() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    within(HANG, || {
+        let pool = warm_pool();
+        let baseline = live();
+        let done = Arc::new(AtomicUsize::new(0));
+        let spawned = Arc::new(Barrier::new(THREADS + 1));
+        let idle = Arc::new(Barrier::new(THREADS + 1));
+        let again = Arc::new(Barrier::new(THREADS + 1));
+        let (release, parked) = mpsc::channel::<()>();
+        let parked = Arc::new(Mutex::new(parked));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (pool, done, parked) = (pool.clone(), done.clone(), parked.clone());
+                let (spawned, idle, again) = (spawned.clone(), idle.clone(), again.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..SPAWNS {
+                        let done = done.clone();
+                        pool.execute(move || {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        })
+                        .unwrap();
+                    }
+                    spawned.wait();
+                    idle.wait();
+                    // Back after a pause, out of the burst: a few spawns.
+                    for _ in 0..16 {
+                        pool.spawn_fn(|| ()).join().unwrap();
+                    }
+                    again.wait();
+                    // Alive until the count is read (its exit would free
+                    // its ring).
+                    let _ = parked.lock().unwrap().recv();
+                })
+            })
+            .collect();
+        spawned.wait();
+        until(&done, THREADS * SPAWNS);
+        // A thread outside the pool cannot be called back: until it spawns
+        // again, its ring holds at most its cap (4 MiB of cells, and the
+        // ring's 512 KiB).
+        let per_thread = 4 * MB + MB / 2;
+        let parked = held_after(baseline, THREADS as isize * per_thread);
+        // Let the pool go idle (its monitor then tells the rings).
+        std::thread::sleep(Duration::from_millis(50));
+        idle.wait();
+        again.wait();
+        let resumed = held_after(baseline, MB);
+        println!(
+            "{THREADS} threads x {SPAWNS} closures: {} KiB held while parked ({} KiB a thread), \
+             {} KiB once they spawned again",
+            parked >> 10,
+            (parked >> 10) / THREADS as isize,
+            resumed >> 10
+        );
+        assert!(
+            parked <= THREADS as isize * per_thread,
+            "{} KiB held by {THREADS} parked threads",
+            parked >> 10
+        );
+        assert!(
+            resumed <= MB,
+            "{} KiB held after the threads spawned again",
+            resumed >> 10
+        );
+        drop(release);
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        pool.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn a_finished_burst_of_large_closures_leaves_little_held() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    within(HANG, || {
+        let pool = warm_pool();
+        let baseline = live();
         const ITEMS: usize = 65_536;
         let done = Arc::new(AtomicUsize::new(0));
         for i in 0..ITEMS {
-            // 8 KiB captured, touched so that its pages are resident.
             let mut captured = [0u8; 8192];
             captured[i % 8192] = 1;
             let done = done.clone();
@@ -45,16 +325,16 @@ fn a_finished_burst_of_large_closures_leaves_little_resident() {
             })
             .unwrap();
         }
-        while done.load(Ordering::Relaxed) < ITEMS {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let after = resident().unwrap();
-        let grown = after.saturating_sub(before);
+        until(&done, ITEMS);
+        let held = held_after(baseline, MB);
+        println!(
+            "{ITEMS} closures of 8 KiB: {} KiB held once they finished",
+            held >> 10
+        );
         assert!(
-            grown <= 32 << 20,
-            "{} MB still resident after {ITEMS} finished closures of 8 KiB ({} MB before)",
-            grown >> 20,
-            before >> 20
+            held <= MB,
+            "{} KiB still held after {ITEMS} finished closures of 8 KiB",
+            held >> 10
         );
         pool.shutdown().unwrap();
     });

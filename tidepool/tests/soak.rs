@@ -1,8 +1,10 @@
 //! A soak and fault run (issue 16): CPU work, short and long blocking, async
 //! timers, panics (in tasks and in destructors), cancels, groups, a
-//! concurrent/exclusive pair and pool shutdowns, mixed for
-//! `TIDEPOOL_SOAK_SECS` seconds (default 20). Checks that every task ran
-//! exactly once (or, if its cancel said so, never), that pairs stayed
+//! concurrent/exclusive pair, the three priorities and pool shutdowns,
+//! mixed for `TIDEPOOL_SOAK_SECS` seconds (default 20). Checks that every
+//! task ran exactly once (or, if its cancel said so, never: looked at
+//! again once the pool has drained, so a cancelled closure let through
+//! late is caught too; detached ones too, once), that pairs stayed
 //! exclusive and that the counters add up; prints the figures.
 //!
 //! Ignored by default: `TIDEPOOL_SOAK_SECS=60 cargo test -p tidepool
@@ -14,7 +16,7 @@ use common::{assert_counters_add_up, within, HANG};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tidepool::{JoinHandle, Pool};
+use tidepool::{JoinHandle, Pool, Priority};
 
 /// A value whose destructor panics (unless already unwinding).
 struct PanicOnDrop;
@@ -42,6 +44,15 @@ enum Expect {
     /// Cancelled when its turn to be joined comes, by then usually running
     /// or done: true only if it never ran.
     CancelAtJoin(JoinHandle<usize>),
+}
+
+/// The priority of the `id`th task of a round, in turn.
+fn priority(id: usize) -> Priority {
+    match id / 12 % 3 {
+        0 => Priority::High,
+        1 => Priority::Normal,
+        _ => Priority::Low,
+    }
 }
 
 fn soak_secs() -> u64 {
@@ -106,6 +117,10 @@ fn run(length: Duration) {
     let violations = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let (mut tasks, mut rounds, mut planted_drop_panics, mut side_pools) = (0u64, 0u64, 0u64, 0u64);
+    // Marks looked at again once the pool has drained, with how many
+    // times each task must have run by then: 0 after a cancel that said
+    // true, 1 for a detached task.
+    let mut at_the_end: Vec<(Arc<AtomicU8>, u8)> = Vec::new();
     while start.elapsed() < length {
         rounds += 1;
         let ran: Vec<Arc<AtomicU8>> = (0..200).map(|_| Arc::new(AtomicU8::new(0))).collect();
@@ -117,7 +132,7 @@ fn run(length: Duration) {
                 id
             };
             let expect = match id % 12 {
-                0 => Expect::Value(pool.spawn_fn(move || {
+                0 => Expect::Value(pool.task().priority(priority(id)).spawn_fn(move || {
                     let n: u64 = (0..20_000u64).map(std::hint::black_box).sum();
                     std::hint::black_box(n);
                     once()
@@ -130,7 +145,7 @@ fn run(length: Duration) {
                     std::thread::sleep(Duration::from_millis(30));
                     once()
                 })),
-                3 => Expect::Value(pool.spawn(async move {
+                3 => Expect::Value(pool.task().priority(priority(id)).spawn(async move {
                     tidepool::sleep(Duration::from_millis(2)).await;
                     once()
                 })),
@@ -148,7 +163,7 @@ fn run(length: Duration) {
                     Expect::Detached
                 }
                 6 => {
-                    let mut handle = pool.spawn_fn(once);
+                    let mut handle = pool.task().priority(priority(id)).spawn_fn(once);
                     if handle.cancel() {
                         Expect::Never
                     } else {
@@ -233,7 +248,10 @@ fn run(length: Duration) {
                     std::mem::forget(err.into_panic());
                     assert_eq!(ran_here(), 1);
                 }
-                Expect::Never => assert_eq!(ran_here(), 0, "cancelled task {id} ran"),
+                Expect::Never => {
+                    assert_eq!(ran_here(), 0, "cancelled task {id} ran");
+                    at_the_end.push((ran[id].clone(), 0));
+                }
                 Expect::CancelAtJoin(mut h) => {
                     if h.cancel() {
                         assert!(h.join().unwrap_err().is_cancelled());
@@ -241,12 +259,13 @@ fn run(length: Duration) {
                         // time to finish, then look.
                         std::thread::sleep(Duration::from_millis(1));
                         assert_eq!(ran_here(), 0, "cancelled running task {id} ran");
+                        at_the_end.push((ran[id].clone(), 0));
                     } else {
                         assert_eq!(h.join().unwrap(), id);
                         assert_eq!(ran_here(), 1, "task {id} ran {} times", ran_here());
                     }
                 }
-                Expect::Detached => {}
+                Expect::Detached => at_the_end.push((ran[id].clone(), 1)),
             }
         }
         if rounds % 20 == 0 {
@@ -271,6 +290,15 @@ fn run(length: Duration) {
         }
     }
     pool.shutdown().unwrap();
+    // Drained: a cancelled closure let through late has run by now, and
+    // every detached one has.
+    for (at, (mark, expected)) in at_the_end.iter().enumerate() {
+        assert_eq!(
+            mark.load(Ordering::SeqCst),
+            *expected,
+            "the {at}th task looked at again ran a wrong number of times"
+        );
+    }
     let m = pool.metrics();
     assert_counters_add_up(&m);
     assert_eq!(m.in_flight, 0, "{m:?}");

@@ -175,6 +175,15 @@ impl Drop for OpenHandle {
 }
 
 impl Shared {
+    /// The pool is idle: its monitor found no task running or queued.
+    /// What the spawning threads' free rings keep of its tasks goes
+    /// (`task::local_free::pool_went_idle`), so that memory follows live
+    /// work. Returns false if a thread that spawned since the last call
+    /// kept its part: the monitor calls again a while later.
+    pub(crate) fn went_idle(&self) -> bool {
+        task::local_free::pool_went_idle((self as *const Shared).cast())
+    }
+
     fn new(config: Config) -> Self {
         crate::sys::start_tick_calibration();
         Shared {

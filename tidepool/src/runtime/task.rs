@@ -554,11 +554,47 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// are gone; fewer of larger ones; none above
 /// [`ITEM_KEPT_MAX_BYTES`](local_free::ITEM_KEPT_MAX_BYTES)) beyond the
 /// queued ones, and the ring itself (8 bytes an item), about
-/// 4.5 MiB per thread that spawned a large
-/// burst, until it spawns again (the ring then shrinks) or exits (the ring
-/// is freed). glibc would keep most of that memory in its free lists
-/// anyway. An item that never starts (dropped unrun by a stopped pool)
-/// stays until the ring holds [`KEPT_AT_MOST`](local_free::KEPT_AT_MOST).
+/// 4.5 MiB per thread that spawned a large burst (4.0 MiB counted in
+/// tests/memory.rs for a burst of tiny closures), until it spawns again
+/// or exits (the ring is freed). glibc would keep most of that memory in
+/// its free lists anyway. An item that never starts (dropped unrun by a
+/// stopped pool) stays until the ring holds
+/// [`KEPT_AT_MOST`](local_free::KEPT_AT_MOST).
+///
+/// # Letting go when idle
+///
+/// Memory follows live work: once a burst's work has finished, what the
+/// rings keep of it goes as soon as the thread or the pool is idle, not
+/// only as the thread spawns on.
+///
+/// * A worker that parks lets go of every finished item its own ring
+///   keeps ([`let_go_here`](local_free::let_go_here)): the frees run on
+///   the thread that allocated the cells, as eviction's would have. (Its
+///   ring of futures is the monitor's business, below.)
+/// * A pool whose monitor finds it idle (nothing running, nothing queued)
+///   tells every ring ([`pool_went_idle`](local_free::pool_went_idle)).
+///   The rings of futures are behind a lock (see below), so the monitor
+///   lets go of that pool's tasks in each of them at once, unless the
+///   ring's thread last kept a task of that pool, since the monitor's last
+///   look: that thread
+///   may be spawning a burst that the workers keep up with (the pool then
+///   goes idle between its spawns), and its ring would lose what it is
+///   for. Its ring is looked at again an interval later, and let go of
+///   once its thread has stopped. An items' ring is a thread-local without
+///   a lock (a lock is one more atomic read-modify-write on every spawn),
+///   and a thread outside the pool cannot be called back: so the monitor
+///   bumps a count ([`IDLE_EPOCH`](local_free::IDLE_EPOCH)), and the ring
+///   lets go of every finished item at its front at its thread's next spawn
+///   outside a burst, not [`TRIM_STEP`](local_free::TRIM_STEP) a spawn. A
+///   thread that never spawns again keeps at most its ring's bytes (above),
+///   until it exits.
+///
+/// Measured with tests/memory.rs (a counting allocator): 16 threads that
+/// each spawned 65,536 tiny futures and then waited held 145 MB after the
+/// tasks had ended (a ring of 65,536 whatever its cells' size); with the
+/// byte bound 64 MB (4 MiB a thread) while the pool stays busy, and 38 KiB
+/// once it went idle. The same with tiny closures: 64 MB while the threads
+/// wait (their rings cannot be reached), 187 KiB once they spawned again.
 ///
 /// # Async tasks
 ///
@@ -588,12 +624,14 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// (uncontended: its owner takes it on every spawn, anyone else only
 /// then), and the abandoning thread lets go of that pool's tasks in every
 /// thread's ring ([`let_go_of_kept_futures`](local_free::let_go_of_kept_futures)).
-/// The cost is memory, as for items: up to
-/// [`KEPT_IN_BURST`](local_free::KEPT_IN_BURST) finished cells of at most
-/// a few hundred bytes (an `async` block capturing two `Arc`s makes a
-/// 120-byte cell: 8 MiB of cells, and 2 MiB of ring), until the thread
-/// spawns futures again or exits; and each pool's shared state lives
-/// until the last of its tasks' cells goes.
+/// The cost is memory, bounded in bytes as for items: a burst's ring of
+/// futures keeps [`RING_BYTES`](local_free::RING_BYTES) of cells and
+/// entries together
+/// ([`future_burst_length_of`](local_free::future_burst_length_of): 29,127
+/// tasks of an `async` block capturing an `Arc`, 112-byte cells and
+/// 32-byte entries), until the pool goes idle (above), the thread spawns
+/// futures again, or it exits; and each pool's shared state lives until
+/// the last of its tasks' cells goes.
 /// Futures are not kept out of a burst: a thread that spawns now and then
 /// (an accept loop, say) gains little, and would hold its long-lived
 /// tasks' cells for nothing.
@@ -618,6 +656,8 @@ pub(crate) mod local_free {
     /// tiny closures the ring is for make 56-byte cells, so their ring is
     /// [`KEPT_IN_BURST`] long as before; a closure that captured 8 KiB kept
     /// 65,536 cells of it, 420 MB resident after the burst had finished.
+    /// A burst's ring of futures holds as many bytes of cells and entries
+    /// together ([`future_burst_length_of`]).
     pub(crate) const RING_BYTES: usize = 4 << 20;
     /// Cells larger than this are not kept at all: the allocator's own
     /// caches do not hold such blocks long, and their free on the worker
@@ -675,6 +715,114 @@ pub(crate) mod local_free {
     /// the module docs).
     pub(crate) const FUTURE_KEPT_MAX_BYTES: usize = 256;
 
+    /// How many async tasks of `cell_bytes`-byte cells a burst's ring of
+    /// futures keeps: [`RING_BYTES`] of cells and of the ring's own entries
+    /// together, at most [`KEPT_IN_BURST`]. A tiny future (an `async` block
+    /// that captures an `Arc`) makes a 112-byte cell and a 32-byte entry:
+    /// 29,127 of them. Unbounded in bytes, the ring kept 65,536 whatever
+    /// their size: 16 threads that had spawned such a burst each and then
+    /// waited held 145 MB (tests/memory.rs).
+    pub(crate) const fn future_burst_length_of(cell_bytes: usize) -> usize {
+        let length = RING_BYTES / (cell_bytes + std::mem::size_of::<KeptFuture>());
+        if length > KEPT_IN_BURST {
+            KEPT_IN_BURST
+        } else {
+            length
+        }
+    }
+
+    /// The ring's length in a burst for an async task of future `F` and
+    /// gate `G` spawned now ([`future_burst_length_of`]), or 0 if the task
+    /// is not kept: a future (or output) too large, or a spawn outside a
+    /// burst.
+    #[inline]
+    pub(crate) fn future_burst_length<F: Future, G: super::MaybeGate>() -> usize {
+        // Not under loom: the rings outlive a model's executions.
+        if cfg!(tidepool_loom)
+            || std::mem::size_of::<F>() > FUTURE_KEPT_MAX_BYTES
+            || std::mem::size_of::<F::Output>() > FUTURE_KEPT_MAX_BYTES
+            || !super::start_sampler::in_burst()
+        {
+            return 0;
+        }
+        future_burst_length_of(future_cell_bytes::<F, G>())
+    }
+
+    /// The bytes of an `async-task` cell around `wrap(F, G)`, as async-task
+    /// 4.7 lays it out (`RawTask::eval_task_layout`): its header (a state
+    /// word, the awaiter's `Option<Waker>`, the vtable, the metadata, a
+    /// `bool`), the scheduler (which captures the pool's `Arc`), then the
+    /// future or its result, whichever is larger. An estimate of another
+    /// crate's layout, for a bound: tests/memory.rs counts the bytes a
+    /// burst really holds.
+    pub(crate) const fn future_cell_bytes<F: Future, G: super::MaybeGate>() -> usize {
+        use std::mem::size_of;
+        let header = size_of::<usize>()
+            + size_of::<Option<std::task::Waker>>()
+            + size_of::<usize>()
+            + size_of::<super::FutureMeta>()
+            + size_of::<usize>();
+        let scheduler = size_of::<usize>();
+        let future = size_of::<super::Wrapped<F, G>>();
+        let result = size_of::<Result<super::TaskOutput<F::Output>, super::PanicPayload>>();
+        header + scheduler + if future > result { future } else { result }
+    }
+
+    /// Bumped each time a pool goes idle ([`pool_went_idle`]). A ring
+    /// spawned into outside a burst compares it with the count it saw last
+    /// and, if it moved, lets go of every finished item at its front at
+    /// once (a thread outside the pool cannot be called back: it finds out
+    /// at its next spawn). `std`'s atomic in both builds, like the rings.
+    ///
+    /// A burst's spawns do not read it: they evict as they go, and the
+    /// hot path stays as it was. A trickle's spawn reads it once, relaxed:
+    /// a line every core holds shared, written only when some pool goes
+    /// idle (at most once a monitor interval per pool), so the load hits
+    /// the cache. Its value orders nothing: a stale read lets go one spawn
+    /// later.
+    pub(super) static IDLE_EPOCH: std::sync::atomic::AtomicU64 =
+        std::sync::atomic::AtomicU64::new(0);
+
+    /// The pool whose shared state is at `pool` went idle (its monitor
+    /// found nothing running or queued): tells every ring. Each thread's
+    /// ring of futures lets go of that pool's tasks now if its thread kept
+    /// none since the previous call (a thread that did may be spawning a
+    /// burst that the workers keep up with: its ring is left alone, as it
+    /// would be while the pool is busy); the items' rings let go at their
+    /// next spawn ([`IDLE_EPOCH`]). Returns false if some ring was left
+    /// for the next call, which the caller then makes a while later.
+    pub(crate) fn pool_went_idle(pool: *const ()) -> bool {
+        IDLE_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut all = true;
+        for ring in future_rings() {
+            let of_pool = lock(&ring).take_if_quiet(pool);
+            all &= of_pool.is_some();
+            // Dropped outside every lock (see `keep_future`).
+            drop(of_pool);
+        }
+        all
+    }
+
+    /// This thread is about to wait for work (a worker parking): lets go of
+    /// every finished item its ring keeps. The frees happen here, on the
+    /// thread that allocated the cells, as eviction would have done them.
+    ///
+    /// Its async tasks stay: a waker may be a task's last reference, and
+    /// its drop would schedule the task once more, onto the deque of a
+    /// worker on its way to sleep. The idle pool's monitor lets go of them
+    /// ([`pool_went_idle`]), from a thread whose wakes go to the lanes.
+    pub(crate) fn let_go_here() {
+        let _ = RING.try_with(|ring| {
+            let empty = {
+                let ring = ring.borrow();
+                ring.kept.is_empty() && ring.long_running.is_empty()
+            };
+            if !empty {
+                let_go_of_finished(ring);
+            }
+        });
+    }
+
     /// A kept item: the reference that keeps its cell alive. Eight bytes, so
     /// that a ring of [`KEPT_IN_BURST`] is 512 KiB (see [`Ring`]).
     pub(crate) struct Kept(ItemKept);
@@ -714,6 +862,8 @@ pub(crate) mod local_free {
         long_running: VecDeque<Kept>,
         /// Spawns until the next look at `long_running`.
         until_long_look: u8,
+        /// [`IDLE_EPOCH`] as this ring last saw it.
+        idle_epoch: u64,
     }
 
     impl Ring {
@@ -750,6 +900,7 @@ pub(crate) mod local_free {
                 front_running_looks: 0,
                 long_running: VecDeque::new(),
                 until_long_look: 0,
+                idle_epoch: 0,
             })
         };
     }
@@ -766,11 +917,8 @@ pub(crate) mod local_free {
         if in_burst == 0 {
             return;
         }
-        let length = if super::start_sampler::in_burst() {
-            in_burst
-        } else {
-            KEPT_IN_TRICKLE
-        };
+        let burst = super::start_sampler::in_burst();
+        let length = if burst { in_burst } else { KEPT_IN_TRICKLE };
         let _ = RING.try_with(|ring| {
             let (over, done) = {
                 let mut ring = ring.borrow_mut();
@@ -781,33 +929,144 @@ pub(crate) mod local_free {
                     crate::sys::prefetch(ahead.0.address());
                 }
                 let done = ring.take_long_runner_if_done();
-                let over = ring.len().saturating_sub(length).min(TRIM_STEP + 1);
+                let mut over = ring.len().saturating_sub(length).min(TRIM_STEP + 1);
+                if !burst {
+                    // A pool went idle since this ring last looked: every
+                    // finished item at its front goes now, not
+                    // `TRIM_STEP` a spawn (see `IDLE_EPOCH`).
+                    let epoch = IDLE_EPOCH.load(std::sync::atomic::Ordering::Relaxed);
+                    if epoch != ring.idle_epoch {
+                        ring.idle_epoch = epoch;
+                        over = usize::MAX;
+                    }
+                }
                 (over, done)
             };
             // Dropped outside the borrow (see `evict_oldest`).
             drop(done);
             if over > 0 {
                 evict_oldest(ring, over);
+                if !burst {
+                    shrink(ring);
+                }
             }
         });
     }
 
-    /// Whether an async task of future `F`, spawned now, is kept: a small
-    /// future (and output), spawned in a burst.
-    #[inline]
-    pub(crate) fn keeps_future<F: Future>() -> bool {
-        // Not under loom: the rings outlive a model's executions.
-        !cfg!(tidepool_loom)
-            && std::mem::size_of::<F>() <= FUTURE_KEPT_MAX_BYTES
-            && std::mem::size_of::<F::Output>() <= FUTURE_KEPT_MAX_BYTES
-            && super::start_sampler::in_burst()
+    /// Gives back the buffer of a ring that a burst grew and that is back
+    /// to a trickle's length (a burst's is 512 KiB).
+    #[cold]
+    fn shrink_now(ring: &RefCell<Ring>) {
+        let mut ring = ring.borrow_mut();
+        ring.kept.shrink_to(2 * KEPT_IN_TRICKLE);
+        ring.long_running.shrink_to_fit();
     }
 
-    /// One thread's kept async tasks, oldest first. Behind a lock, unlike
-    /// the items' ring, so that [`let_go_of_kept_futures`] can empty it
-    /// from the thread that abandons a pool, its one user besides its
-    /// owner: the lock is uncontended but then.
-    type FutureRing = Mutex<VecDeque<KeptFuture>>;
+    /// [`shrink_now`] if the ring is back to a trickle's length.
+    #[inline]
+    fn shrink(ring: &RefCell<Ring>) {
+        let grown = {
+            let ring = ring.borrow();
+            ring.kept.capacity() > 8 * KEPT_IN_TRICKLE && ring.kept.len() <= KEPT_IN_TRICKLE
+        };
+        if grown {
+            shrink_now(ring);
+        }
+    }
+
+    /// Lets go of every finished item the ring keeps, wherever it is, and
+    /// of the buffers (see [`let_go_here`]).
+    #[cold]
+    #[inline(never)]
+    fn let_go_of_finished(ring: &RefCell<Ring>) {
+        let (kept, long_running) = {
+            let mut ring = ring.borrow_mut();
+            ring.front_running_looks = 0;
+            (
+                std::mem::take(&mut ring.kept),
+                std::mem::take(&mut ring.long_running),
+            )
+        };
+        // Dropped outside the borrow (see `evict_oldest`), one at a time.
+        let unfinished = |all: VecDeque<Kept>| -> VecDeque<Kept> {
+            let mut left = VecDeque::new();
+            for kept in all {
+                if kept.phase() == Phase::Done {
+                    drop(kept);
+                } else {
+                    left.push_back(kept);
+                }
+            }
+            left
+        };
+        let mut kept = unfinished(kept);
+        let mut long_running = unfinished(long_running);
+        let mut ring = ring.borrow_mut();
+        // Kept meanwhile (a destructor that spawned) go behind.
+        kept.extend(ring.kept.drain(..));
+        long_running.extend(ring.long_running.drain(..));
+        ring.kept = kept;
+        ring.long_running = long_running;
+    }
+
+    /// One thread's kept async tasks. Behind a lock, unlike the items'
+    /// ring, so that [`let_go_of_kept_futures`] can empty it from the
+    /// thread that abandons a pool, and [`pool_went_idle`] from an idle
+    /// pool's monitor, its only users besides its owner: the lock is
+    /// uncontended but then.
+    type FutureRing = Mutex<FutureKeeper>;
+
+    /// What a [`FutureRing`] guards.
+    #[derive(Default)]
+    pub(crate) struct FutureKeeper {
+        /// The kept tasks, oldest first.
+        kept: VecDeque<KeptFuture>,
+        /// The owner kept a task since [`pool_went_idle`] last looked on
+        /// behalf of [`FutureKeeper::last_pool`] (plain stores under the
+        /// lock the owner holds anyway).
+        kept_since_look: bool,
+        /// The pool of the task kept last.
+        last_pool: usize,
+    }
+
+    impl FutureKeeper {
+        /// Keeps `entry` (the owner, in a burst whose ring is `length`
+        /// long).
+        #[inline]
+        pub(crate) fn push(&mut self, entry: KeptFuture, length: usize) {
+            self.kept_since_look = true;
+            self.last_pool = entry.pool;
+            let kept = &mut self.kept;
+            if kept.len() == kept.capacity() && kept.len() < length {
+                // Grown by doubling, but not past the length: the buffer
+                // counts in the ring's bytes.
+                let grown = (2 * kept.len()).max(16).min(length);
+                kept.reserve_exact(grown - kept.len());
+            }
+            kept.push_back(entry);
+        }
+
+        /// For the look of the idle pool at `pool` ([`pool_went_idle`]):
+        /// takes that pool's tasks out, for the caller to drop outside the
+        /// lock, or `None` if the owner kept one of that pool's tasks last
+        /// and since the pool's last look (it may be spawning a burst the
+        /// workers keep up with: left for the next look). A thread that
+        /// went on to spawn into another pool is not spawning into this
+        /// one: its tasks of this pool go, and the look leaves the other
+        /// pool's mark alone (the owner holds one mark, for its last pool:
+        /// an idle pool does not keep looking while a thread floods
+        /// another).
+        pub(crate) fn take_if_quiet(&mut self, pool: *const ()) -> Option<VecDeque<KeptFuture>> {
+            let pool = pool as usize;
+            if self.kept_since_look && self.last_pool == pool {
+                self.kept_since_look = false;
+                if !self.kept.is_empty() {
+                    return None;
+                }
+            }
+            Some(take_pools(&mut self.kept, pool))
+        }
+    }
 
     /// A kept async task: a waker, the reference `async-task` lets one
     /// hold, the pool it was spawned on (its shared state's address: the
@@ -855,7 +1114,7 @@ pub(crate) mod local_free {
 
     impl ThisThreadsFutures {
         fn register() -> Self {
-            let ring = Arc::new(Mutex::new(VecDeque::new()));
+            let ring = Arc::new(Mutex::new(FutureKeeper::default()));
             let mut rings = lock(&FUTURE_RINGS);
             rings.retain(|ring| ring.strong_count() > 0);
             rings.push(Arc::downgrade(&ring));
@@ -867,7 +1126,7 @@ pub(crate) mod local_free {
         fn drop(&mut self) {
             // Taken out before the drop (see `keep_future`); dropped here,
             // on the exiting thread, not left to `let_go_of_kept_futures`.
-            let kept = std::mem::take(&mut *lock(&self.0));
+            let kept = std::mem::take(&mut lock(&self.0).kept);
             drop(kept);
         }
     }
@@ -879,23 +1138,38 @@ pub(crate) mod local_free {
         static MAYBE_KEEPS: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// Keeps `entry` (an async task just spawned, if [`keeps_future`] said
-    /// so) and lets the oldest kept ones go beyond [`KEPT_IN_BURST`]; once
-    /// this thread's futures stop coming in a burst (`entry` is `None`), up
-    /// to [`TRIM_STEP`] more per spawn, until none is kept.
+    /// Keeps `entry` (an async task just spawned, if
+    /// [`future_burst_length`] gave its ring a `length`) and lets the
+    /// oldest kept ones go beyond `length`; once this thread's futures stop
+    /// coming in a burst (`entry` is `None`), up to [`TRIM_STEP`] more per
+    /// spawn, until none is kept.
     #[inline]
-    pub(crate) fn keep_future(entry: Option<KeptFuture>) {
+    pub(crate) fn keep_future(entry: Option<KeptFuture>, length: usize) {
         let keeping = entry.is_some();
         if !keeping && !MAYBE_KEEPS.try_with(Cell::get).unwrap_or(false) {
             return; // nothing kept here: no lock
         }
-        let length = if keeping { KEPT_IN_BURST } else { 0 };
+        let length = if keeping { length } else { 0 };
         let _ = FUTURES.try_with(|ring| {
             // The oldest over the length is taken out under the same lock
             // (a burst's steady state: one in, one out, one lock).
             let (oldest, mut more, left) = {
-                let mut kept = lock(&ring.0);
-                kept.extend(entry);
+                let mut keeper = lock(&ring.0);
+                // Over the length counting the new entry, taken out before
+                // it goes in: a ring at its length that grew its buffer
+                // for one more entry would double it.
+                let over = (keeper.kept.len() + usize::from(keeping))
+                    .saturating_sub(length)
+                    .min(TRIM_STEP + 1);
+                let oldest = if over > 0 {
+                    keeper.kept.pop_front()
+                } else {
+                    None
+                };
+                if let Some(entry) = entry {
+                    keeper.push(entry, length);
+                }
+                let kept = &keeper.kept;
                 // As for items (see `PREFETCH_AHEAD`): the cell a spawn
                 // about as many spawns later lets go of, out of the cache
                 // by now. `perf annotate` of `spawn_many`'s
@@ -905,10 +1179,8 @@ pub(crate) mod local_free {
                 if let Some(ahead) = kept.get(PREFETCH_AHEAD) {
                     ahead.prefetch();
                 }
-                let over = kept.len().saturating_sub(length).min(TRIM_STEP + 1);
-                let oldest = if over > 0 { kept.pop_front() } else { None };
                 let more = over.saturating_sub(1);
-                (oldest, more, kept.len() - more)
+                (oldest, more, kept.len().saturating_sub(more))
             };
             // Wrong only in saying "maybe" after another thread emptied the
             // ring (`let_go_of_kept_futures`): then one more lock finds it
@@ -919,11 +1191,41 @@ pub(crate) mod local_free {
             // (`async-task` closes it, and a worker drops its future).
             drop(oldest);
             while more > 0 {
-                let oldest = lock(&ring.0).pop_front();
+                let oldest = lock(&ring.0).kept.pop_front();
                 drop(oldest);
                 more -= 1;
             }
+            if left == 0 {
+                // Trimmed to nothing: its buffer goes too (a burst's is
+                // up to 1 MiB). Empty, it drops no task.
+                let mut keeper = lock(&ring.0);
+                if keeper.kept.is_empty() {
+                    keeper.kept = VecDeque::new();
+                }
+            }
         });
+    }
+
+    /// Every thread's ring of futures (those whose thread lives).
+    fn future_rings() -> Vec<Arc<FutureRing>> {
+        lock(&FUTURE_RINGS)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Takes the entries of the pool at `pool` out of `kept`, for the
+    /// caller to drop outside the ring's lock.
+    fn take_pools(kept: &mut VecDeque<KeptFuture>, pool: usize) -> VecDeque<KeptFuture> {
+        if kept.iter().all(|entry| entry.pool == pool) {
+            // The usual case, one pool: the whole ring, buffer and all.
+            return std::mem::take(kept);
+        }
+        let (of_pool, others) = std::mem::take(kept)
+            .into_iter()
+            .partition(|entry| entry.pool == pool);
+        *kept = others;
+        of_pool
     }
 
     /// Lets go of every task of the pool whose shared state is at `pool`
@@ -934,19 +1236,8 @@ pub(crate) mod local_free {
     /// pool is abandoned once.
     pub(crate) fn let_go_of_kept_futures(pool: *const ()) {
         let pool = pool as usize;
-        let rings: Vec<Arc<FutureRing>> = lock(&FUTURE_RINGS)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for ring in rings {
-            let of_pool: VecDeque<KeptFuture> = {
-                let mut kept = lock(&ring);
-                let (of_pool, others) = std::mem::take(&mut *kept)
-                    .into_iter()
-                    .partition(|entry| entry.pool == pool);
-                *kept = others;
-                of_pool
-            };
+        for ring in future_rings() {
+            let of_pool = take_pools(&mut lock(&ring).kept, pool);
             // Dropped outside every lock (see `keep_future`).
             drop(of_pool);
         }
@@ -1010,10 +1301,19 @@ pub(crate) mod local_free {
         RING.try_with(|ring| ring.borrow().len()).unwrap_or(0)
     }
 
+    /// The length of this thread's items' ring's buffer (for tests).
+    #[cfg(all(test, not(tidepool_loom)))]
+    pub(crate) fn ring_capacity() -> usize {
+        RING.try_with(|ring| ring.borrow().kept.capacity())
+            .unwrap_or(0)
+    }
+
     /// How many async tasks this thread keeps (for tests).
     #[cfg(all(test, not(tidepool_loom)))]
     pub(crate) fn futures_kept() -> usize {
-        FUTURES.try_with(|ring| lock(&ring.0).len()).unwrap_or(0)
+        FUTURES
+            .try_with(|ring| lock(&ring.0).kept.len())
+            .unwrap_or(0)
     }
 
     /// Whether this thread keeps the item whose claim this is (for
@@ -1195,9 +1495,10 @@ mod tests {
         keep_finished(burst, true);
         assert_eq!(local_free::kept(), burst, "a burst keeps every item");
         keep_finished(200, false);
-        assert_eq!(
-            local_free::kept(),
-            local_free::KEPT_IN_TRICKLE,
+        // At most: a pool of another test going idle lets this ring go
+        // further at once (`IDLE_EPOCH`).
+        assert!(
+            local_free::kept() <= local_free::KEPT_IN_TRICKLE,
             "trimmed back"
         );
     }
@@ -1221,9 +1522,9 @@ mod tests {
             local_free::holds(&queued.metadata().claim),
             "the running item is kept"
         );
-        assert_eq!(
-            local_free::kept(),
-            local_free::KEPT_IN_TRICKLE,
+        // (At most: see `the_free_ring_grows_in_a_burst_and_shrinks_in_a_trickle`.)
+        assert!(
+            local_free::kept() <= local_free::KEPT_IN_TRICKLE,
             "a running item does not hold the ring's front"
         );
         // Once its worker let it go, it goes like the rest.
@@ -1231,7 +1532,90 @@ mod tests {
         assert!(queued_handle.is_finished());
         drop(queued_handle);
         keep_finished(4 * local_free::KEPT_IN_TRICKLE, false);
-        assert_eq!(local_free::kept(), local_free::KEPT_IN_TRICKLE);
+        assert!(local_free::kept() <= local_free::KEPT_IN_TRICKLE);
+    }
+
+    #[test]
+    fn a_ring_lets_go_of_its_finished_items_at_once_once_a_pool_went_idle() {
+        static POOL: FakePool = 8;
+        let burst = 16 * local_free::KEPT_IN_TRICKLE;
+        keep_finished(burst, true);
+        assert!(local_free::kept() >= burst);
+        local_free::pool_went_idle(fake(&POOL));
+        // The next spawn outside a burst: every finished item goes, and
+        // the burst's buffer with them.
+        let (queued, handle) = item(false);
+        assert_eq!(local_free::kept(), 1, "only the item just spawned");
+        assert!(local_free::ring_capacity() <= 2 * local_free::KEPT_IN_TRICKLE);
+        assert!(queued.metadata().claim.start());
+        queued.run();
+        drop(handle);
+    }
+
+    #[test]
+    fn a_thread_going_idle_lets_go_of_its_finished_items() {
+        keep_finished(local_free::KEPT_IN_TRICKLE, false);
+        let (queued, queued_handle) = item(false);
+        keep_finished(local_free::KEPT_IN_TRICKLE, false);
+        local_free::let_go_here();
+        assert_eq!(local_free::kept(), 1);
+        assert!(
+            local_free::holds(&queued.metadata().claim),
+            "kept until it ran"
+        );
+        assert!(queued.metadata().claim.start());
+        queued.run();
+        drop(queued_handle);
+        local_free::let_go_here();
+        assert_eq!(local_free::kept(), 0);
+    }
+
+    #[test]
+    fn an_idle_pool_lets_go_of_its_tasks_kept_by_a_thread_that_stopped_spawning() {
+        static POOL: FakePool = 10;
+        static OTHER_POOL: FakePool = 11;
+        trim_futures();
+        let (ours, ours_freed) = task_that_says_where_it_was_freed();
+        let (other, other_freed) = task_that_says_where_it_was_freed();
+        local_free::keep_future(Some(kept(&ours, &POOL)), local_free::KEPT_IN_BURST);
+        local_free::keep_future(Some(kept(&other, &OTHER_POOL)), local_free::KEPT_IN_BURST);
+        ours.run();
+        other.run();
+        // The first look finds this thread spawning into the pool (it
+        // kept one of its tasks last, since the last look): the ring is
+        // left for the next look, which lets go.
+        local_free::pool_went_idle(fake(&POOL));
+        local_free::pool_went_idle(fake(&POOL));
+        assert_eq!(
+            *ours_freed.lock().unwrap(),
+            Some(std::thread::current().id()),
+            "let go of by the idle pool's look (here)"
+        );
+        assert_eq!(*other_freed.lock().unwrap(), None, "another pool's kept");
+        assert_eq!(local_free::futures_kept(), 1);
+        trim_futures();
+    }
+
+    #[test]
+    fn a_ring_of_futures_in_use_is_left_to_the_next_look() {
+        static POOL: FakePool = 12;
+        static OTHER_POOL: FakePool = 13;
+        let (task, freed) = task_that_says_where_it_was_freed();
+        let mut keeper = local_free::FutureKeeper::default();
+        keeper.push(kept(&task, &POOL), local_free::KEPT_IN_BURST);
+        task.run();
+        // Another pool's look takes none of it, and leaves the mark.
+        assert!(keeper
+            .take_if_quiet(fake(&OTHER_POOL))
+            .is_some_and(|none| none.is_empty()));
+        assert!(
+            keeper.take_if_quiet(fake(&POOL)).is_none(),
+            "kept one since the last look"
+        );
+        let let_go = keeper.take_if_quiet(fake(&POOL)).expect("quiet since");
+        assert_eq!(let_go.len(), 1);
+        drop(let_go);
+        assert!(freed.lock().unwrap().is_some());
     }
 
     /// Records which thread dropped it.
@@ -1266,20 +1650,64 @@ mod tests {
     /// burst do.
     fn trim_futures() {
         while local_free::futures_kept() > 0 {
-            local_free::keep_future(None);
+            local_free::keep_future(None, 0);
         }
+    }
+
+    /// How long a burst's ring of futures is for futures of type `F`
+    /// spawned now.
+    fn future_ring<F: std::future::Future>() -> usize {
+        local_free::future_burst_length::<F, super::NoGate>()
     }
 
     #[test]
     fn small_futures_are_kept_in_a_burst_only() {
         start_sampler::set_in_burst(true);
-        assert!(local_free::keeps_future::<std::future::Ready<u64>>());
-        assert!(
-            !local_free::keeps_future::<std::future::Ready<[u8; 1024]>>(),
+        assert!(future_ring::<std::future::Ready<u64>>() > 0);
+        assert_eq!(
+            future_ring::<std::future::Ready<[u8; 1024]>>(),
+            0,
             "a large future's cell would hold memory for little gain"
         );
         start_sampler::set_in_burst(false);
-        assert!(!local_free::keeps_future::<std::future::Ready<u64>>());
+        assert_eq!(future_ring::<std::future::Ready<u64>>(), 0);
+    }
+
+    #[test]
+    fn a_bursts_ring_of_futures_is_bounded_in_bytes() {
+        start_sampler::set_in_burst(true);
+        let entry = std::mem::size_of::<local_free::KeptFuture>();
+        for cell in [
+            local_free::future_cell_bytes::<std::future::Ready<u64>, super::NoGate>(),
+            local_free::future_cell_bytes::<std::future::Ready<[u8; 256]>, super::NoGate>(),
+            200,
+        ] {
+            let length = local_free::future_burst_length_of(cell);
+            assert!(length * (cell + entry) <= local_free::RING_BYTES, "{cell}");
+            assert!(length <= local_free::KEPT_IN_BURST);
+            assert!(
+                length > local_free::KEPT_IN_TRICKLE,
+                "{cell}: still a burst's ring"
+            );
+        }
+        assert_eq!(
+            future_ring::<std::future::Ready<u64>>(),
+            local_free::future_burst_length_of(local_free::future_cell_bytes::<
+                std::future::Ready<u64>,
+                super::NoGate,
+            >())
+        );
+        // Kept past its length, the ring lets the oldest go.
+        static POOL: FakePool = 6;
+        trim_futures();
+        let tasks: Vec<_> = (0..8)
+            .map(|_| task_that_says_where_it_was_freed())
+            .collect();
+        for (runnable, _) in &tasks {
+            local_free::keep_future(Some(kept(runnable, &POOL)), 5);
+        }
+        assert_eq!(local_free::futures_kept(), 5);
+        trim_futures();
     }
 
     /// Which thread freed a cell, once one did.
@@ -1301,7 +1729,7 @@ mod tests {
     fn a_kept_async_task_is_freed_by_the_thread_that_spawned_it() {
         static POOL: FakePool = 1;
         let (runnable, freed_on) = task_that_says_where_it_was_freed();
-        local_free::keep_future(Some(kept(&runnable, &POOL)));
+        local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_BURST);
         // A worker runs it to its end and lets go of its reference.
         std::thread::spawn(move || runnable.run()).join().unwrap();
         assert_eq!(*freed_on.lock().unwrap(), None, "the ring keeps the cell");
@@ -1329,7 +1757,7 @@ mod tests {
             },
             move |runnable| queue.lock().unwrap().push(runnable),
         );
-        local_free::keep_future(Some(kept(&runnable, &POOL)));
+        local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_BURST);
         task.detach();
         runnable.run();
         assert_eq!(*future_dropped.lock().unwrap(), None, "still waiting");
@@ -1353,7 +1781,7 @@ mod tests {
         let (kept_tx, kept_rx) = std::sync::mpsc::channel();
         let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
         let keeper = std::thread::spawn(move || {
-            local_free::keep_future(Some(kept(&runnable, &POOL)));
+            local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_BURST);
             kept_tx.send(runnable).unwrap();
             let _ = exit_rx.recv();
         });
@@ -1376,8 +1804,8 @@ mod tests {
         let (ours, ours_freed) = task_that_says_where_it_was_freed();
         let (other, other_freed) = task_that_says_where_it_was_freed();
         trim_futures();
-        local_free::keep_future(Some(kept(&ours, &POOL)));
-        local_free::keep_future(Some(kept(&other, &OTHER_POOL)));
+        local_free::keep_future(Some(kept(&ours, &POOL)), local_free::KEPT_IN_BURST);
+        local_free::keep_future(Some(kept(&other, &OTHER_POOL)), local_free::KEPT_IN_BURST);
         ours.run();
         other.run();
         local_free::let_go_of_kept_futures(fake(&POOL));

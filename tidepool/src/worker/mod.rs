@@ -600,6 +600,9 @@ impl RunLoop<'_> {
             // `WorkerContext::run_delay_at_park`.
             self.ctx.run_delay_at_park.set(self.ctx.probe.run_delay());
         }
+        // Idle: the finished items its free ring keeps go (memory
+        // follows live work; `runtime::task::local_free`).
+        crate::runtime::task::local_free::let_go_here();
         let timeout = Some(shared.config.idle_timeout);
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
             Wake::Woken => {

@@ -91,7 +91,8 @@ where
     // captures the pool it guards the call with a temporary waker, two
     // atomic updates of the cell's state per spawn. Here the caller's
     // `shared` and the runnable itself keep everything alive.
-    let kept = task::local_free::keeps_future::<F>().then(|| {
+    let in_burst = task::local_free::future_burst_length::<F, G>();
+    let kept = (in_burst > 0).then(|| {
         task::local_free::KeptFuture::new(
             runnable.waker(),
             Arc::as_ptr(shared).cast(),
@@ -100,7 +101,7 @@ where
     });
     schedule_from(shared, Runnable::Future(runnable), false, caller);
     // Kept after scheduling, as an item's cell is (`spawn_item`).
-    task::local_free::keep_future(kept);
+    task::local_free::keep_future(kept, in_burst);
     Some(cell)
 }
 
