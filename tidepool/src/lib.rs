@@ -270,6 +270,36 @@
 //! `examples/service.rs` is a whole service (axum, SQLite through r2d2, an
 //! outbound call) that serves 200 requests of its own and stops.
 //!
+//! # Settings from the environment
+//!
+//! Two settings can be given by whoever runs the program, so an operator
+//! can cap a service without a rebuild (as with `RAYON_NUM_THREADS` or
+//! `GOMAXPROCS`): `TIDEPOOL_CONCURRENCY` sets [`Builder::concurrency`] and
+//! `TIDEPOOL_MAX_THREADS` sets [`Builder::max_threads`], for every pool
+//! built with [`Pool::builder`] and for the global pool. A value set in
+//! code wins over the variable; a variable that holds anything but a
+//! whole number of at least 1 is refused by [`Builder::build`]
+//! ([`BuildError::Environment`], naming the variable and its value); an
+//! empty one counts as unset.
+//!
+//! A pool says what it got and where from: [`Metrics::concurrency`] and
+//! [`Metrics::max_threads`], with [`Metrics::concurrency_from`] and
+//! [`Metrics::max_threads_from`] ([`SettingSource::Code`],
+//! [`Environment`](SettingSource::Environment) or
+//! [`Default`](SettingSource::Default)). With the `tracing` feature, the
+//! `thread started` and `thread retired` events carry the same, as fields
+//! `concurrency`, `concurrency_from`, `max_threads` and `max_threads_from`.
+//!
+//! ```
+//! use tidepool::{Pool, SettingSource};
+//!
+//! let pool = Pool::builder().concurrency(2).build()?;
+//! let m = pool.metrics();
+//! assert_eq!((m.concurrency, m.concurrency_from), (2, SettingSource::Code));
+//! println!("max_threads {} ({:?})", m.max_threads, m.max_threads_from);
+//! # Ok::<(), tidepool::BuildError>(())
+//! ```
+//!
 //! # Platform support
 //!
 //! tidepool builds and runs everywhere the standard library has threads.
@@ -320,7 +350,10 @@
 //! * **`tracing`**: events through the [`tracing`](https://docs.rs/tracing)
 //!   crate, target `tidepool`, field `pool` (the pool's `thread_name`):
 //!   `thread started` (reason `demand`, `compensation` or `policy`),
-//!   `thread retired` (`idle`, `surplus` or `shutdown`), `thread start
+//!   `thread retired` (`idle`, `surplus` or `shutdown`), both with the
+//!   pool's settings (`concurrency`, `max_threads` and where each came
+//!   from: see [Settings from the
+//!   environment](#settings-from-the-environment)), `thread start
 //!   failed` (with the OS error), `worker blocked` (`detected`, `declared`
 //!   or `presumed`; fields `kind` and `site` name the work, see below),
 //!   `worker returned from blocking` (`kind`, `site`), `hook panicked`,
@@ -520,8 +553,8 @@ pub use global::{
     block_on, execute, for_each, for_range, global, join, scope, spawn, spawn_fn, GlobalPoolError,
 };
 pub use metrics::{
-    Detection, KindFigures, LatencySummary, Metrics, RunningTask, ThreadSample, WorkerFigures,
-    WorkerState, KINDS_TRACKED,
+    Detection, KindFigures, LatencySummary, Metrics, RunningTask, SettingSource, ThreadSample,
+    WorkerFigures, WorkerState, KINDS_TRACKED,
 };
 pub use pool::{
     BuildError, Builder, Pool, ShutdownError, TaskBuilder, MAX_THREADS_LIMIT, MIN_STACK_SIZE,

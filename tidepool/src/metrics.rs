@@ -334,6 +334,50 @@ impl Detection {
     }
 }
 
+/// Where one of a pool's settings came from: [`Metrics::concurrency_from`]
+/// and [`Metrics::max_threads_from`].
+///
+/// A value set in code ([`Builder::concurrency`](crate::Builder::concurrency),
+/// [`Builder::max_threads`](crate::Builder::max_threads)) wins over the
+/// environment (`TIDEPOOL_CONCURRENCY`, `TIDEPOOL_MAX_THREADS`), which wins
+/// over the default. With the `tracing` feature, the `thread started` and
+/// `thread retired` events carry the same answer (`concurrency_from`,
+/// `max_threads_from`: `"code"`, `"environment"` or `"default"`).
+///
+/// ```
+/// use tidepool::{Pool, SettingSource};
+/// let pool = Pool::builder().concurrency(2).build()?;
+/// let m = pool.metrics();
+/// assert_eq!((m.concurrency, m.concurrency_from), (2, SettingSource::Code));
+/// // Not set in code: the environment's value, or the default.
+/// assert_ne!(m.max_threads_from, SettingSource::Code);
+/// # Ok::<(), tidepool::BuildError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SettingSource {
+    /// Set in code, on the [`Builder`](crate::Builder).
+    Code,
+    /// Read from the environment variable (`TIDEPOOL_CONCURRENCY`,
+    /// `TIDEPOOL_MAX_THREADS`), since the code left the setting unset.
+    Environment,
+    /// Neither: the builder's default (see each setting's documentation).
+    #[default]
+    Default,
+}
+
+impl SettingSource {
+    /// The source as the `tracing` events name it: `"code"`,
+    /// `"environment"` or `"default"`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            SettingSource::Code => "code",
+            SettingSource::Environment => "environment",
+            SettingSource::Default => "default",
+        }
+    }
+}
+
 /// A summary of queue-to-start latencies: from `spawn` to the task's first
 /// poll.
 ///
@@ -571,6 +615,20 @@ pub struct Metrics {
     pub workers_counted_again: u64,
     /// Running slots now.
     pub concurrency_target: usize,
+    /// The running slots the pool was built with
+    /// ([`Builder::concurrency`](crate::Builder::concurrency)); a policy
+    /// that adds slots moves [`concurrency_target`](Self::concurrency_target),
+    /// not this.
+    pub concurrency: usize,
+    /// Where [`concurrency`](Self::concurrency) came from: the code, the
+    /// environment variable `TIDEPOOL_CONCURRENCY`, or the default.
+    pub concurrency_from: SettingSource,
+    /// The most worker threads the pool may have
+    /// ([`Builder::max_threads`](crate::Builder::max_threads)).
+    pub max_threads: usize,
+    /// Where [`max_threads`](Self::max_threads) came from: the code, the
+    /// environment variable `TIDEPOOL_MAX_THREADS`, or the default.
+    pub max_threads_from: SettingSource,
     /// Time the monitor thread has spent working (not sleeping).
     pub monitor_busy: Duration,
     /// Queue-to-first-poll latency of every task started so far.

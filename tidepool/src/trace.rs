@@ -14,12 +14,15 @@
 //! task name its kind: `kind` (the type name of its closure or future,
 //! `std::any::type_name`; `(unnamed)` if the name table had no room) and
 //! `site` (`file:line:column` of the first spawn of the kind, when the
-//! spawn function tracked its caller).
+//! spawn function tracked its caller). Thread events carry the pool's
+//! settings, as `Metrics` shows them: `concurrency` and `max_threads`, and
+//! where each came from, `concurrency_from` and `max_threads_from`
+//! (`code`, `environment` or `default`).
 //!
 //! | event | level | fields |
 //! |---|---|---|
-//! | `thread started` | DEBUG | `reason`: `demand`, `compensation` (replacing a blocked worker), `policy` |
-//! | `thread retired` | DEBUG | `reason`: `idle` (idle timeout), `surplus` (blocked task ended, every slot taken), `shutdown` |
+//! | `thread started` | DEBUG | `reason`: `demand`, `compensation` (replacing a blocked worker), `policy`; the settings (below) |
+//! | `thread retired` | DEBUG | `reason`: `idle` (idle timeout), `surplus` (blocked task ended, every slot taken), `shutdown`; the settings (below) |
 //! | `thread start failed` | WARN | `reason`, `error` (what the OS said) |
 //! | `worker blocked` | DEBUG | `reason`: `detected` (the monitor saw it blocked in the kernel), `declared` (`blocking`, `join`, `block_on` on a worker) or `presumed` (its kind blocked before: started without a slot); `kind`, `site` |
 //! | `worker returned from blocking` | DEBUG | `kind`, `site` |
@@ -38,18 +41,68 @@
 
 use std::panic::Location;
 
-/// A worker thread was started for `reason`.
-#[inline(always)]
-pub(crate) fn thread_started(pool: &str, thread: usize, reason: &'static str) {
-    #[cfg(feature = "tracing")]
-    tracing::debug!(target: "tidepool", pool, thread, reason, "thread started");
+/// What the thread events say of the pool's settings: its `concurrency`
+/// and `max_threads`, and where each came from (`"code"`, `"environment"`
+/// or `"default"`: `metrics::SettingSource`). Built from the pool's
+/// config at the call (`runtime::Config::settings`); without the feature
+/// nothing reads it, and the loads that fill it compile away.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) struct Settings {
+    pub(crate) concurrency: usize,
+    pub(crate) concurrency_from: &'static str,
+    pub(crate) max_threads: usize,
+    pub(crate) max_threads_from: &'static str,
 }
 
-/// A worker thread exits for `reason`.
+/// A worker thread was started for `reason`, in a pool with `settings`.
 #[inline(always)]
-pub(crate) fn thread_retired(pool: &str, thread: usize, reason: &'static str) {
+pub(crate) fn thread_started(pool: &str, thread: usize, reason: &'static str, settings: Settings) {
     #[cfg(feature = "tracing")]
-    tracing::debug!(target: "tidepool", pool, thread, reason, "thread retired");
+    {
+        let Settings {
+            concurrency,
+            concurrency_from,
+            max_threads,
+            max_threads_from,
+        } = settings;
+        tracing::debug!(
+            target: "tidepool",
+            pool,
+            thread,
+            reason,
+            concurrency,
+            concurrency_from,
+            max_threads,
+            max_threads_from,
+            "thread started"
+        );
+    }
+}
+
+/// A worker thread exits for `reason`, from a pool with `settings`.
+#[inline(always)]
+pub(crate) fn thread_retired(pool: &str, thread: usize, reason: &'static str, settings: Settings) {
+    #[cfg(feature = "tracing")]
+    {
+        let Settings {
+            concurrency,
+            concurrency_from,
+            max_threads,
+            max_threads_from,
+        } = settings;
+        tracing::debug!(
+            target: "tidepool",
+            pool,
+            thread,
+            reason,
+            concurrency,
+            concurrency_from,
+            max_threads,
+            max_threads_from,
+            "thread retired"
+        );
+    }
 }
 
 /// The OS refused a thread the pool wanted for `reason`.

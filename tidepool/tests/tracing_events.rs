@@ -149,6 +149,54 @@ fn a_blocked_worker_and_its_replacement_are_traced_with_reasons() {
 }
 
 #[test]
+fn thread_events_carry_the_pools_settings_and_where_they_came_from() {
+    install();
+    within(HANG, || {
+        let p = "traced-settings";
+        let pool = Pool::builder()
+            .concurrency(2)
+            .max_threads(16)
+            .thread_name(p)
+            .build()
+            .unwrap();
+        pool.spawn_fn(|| ()).join().unwrap();
+        pool.shutdown().unwrap();
+        let all = events_of(p);
+        for message in ["thread started", "thread retired"] {
+            let event = all
+                .iter()
+                .find(|e| e["message"] == message)
+                .unwrap_or_else(|| panic!("{message}: {all:#?}"));
+            assert_eq!(event["concurrency"], "2", "{event:?}");
+            assert_eq!(event["concurrency_from"], "code", "{event:?}");
+            assert_eq!(event["max_threads"], "16", "{event:?}");
+            assert_eq!(event["max_threads_from"], "code", "{event:?}");
+        }
+
+        // Left unset: the environment's value or the default, as the
+        // pool's metrics say.
+        let p = "traced-default-settings";
+        let pool = Pool::builder().thread_name(p).build().unwrap();
+        let m = pool.metrics();
+        pool.shutdown().unwrap();
+        let source = |from: tidepool::SettingSource| match from {
+            tidepool::SettingSource::Code => "code",
+            tidepool::SettingSource::Environment => "environment",
+            _ => "default",
+        };
+        let all = events_of(p);
+        let started = all
+            .iter()
+            .find(|e| e["message"] == "thread started")
+            .unwrap_or_else(|| panic!("{all:#?}"));
+        assert_eq!(started["concurrency"], m.concurrency.to_string());
+        assert_eq!(started["concurrency_from"], source(m.concurrency_from));
+        assert_eq!(started["max_threads"], m.max_threads.to_string());
+        assert_eq!(started["max_threads_from"], source(m.max_threads_from));
+    });
+}
+
+#[test]
 fn idle_retirement_and_hook_panics_are_traced() {
     install();
     within(HANG, || {

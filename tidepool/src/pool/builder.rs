@@ -3,6 +3,7 @@
 use super::Pool;
 use crate::control::Controller;
 use crate::interop::TokioContext;
+use crate::metrics::SettingSource;
 use crate::runtime::{Config, Hook, NameFn};
 use std::fmt;
 use std::sync::Arc;
@@ -88,13 +89,17 @@ impl Builder {
     /// set (so an operator can cap a service without a rebuild, as with
     /// `RAYON_NUM_THREADS` or `GOMAXPROCS`), else the number of cores
     /// (`std::thread::available_parallelism`). A value set here wins over
-    /// the variable. [`Metrics::concurrency_target`](crate::Metrics::concurrency_target)
-    /// shows what a pool got.
+    /// the variable. [`Metrics::concurrency`](crate::Metrics::concurrency)
+    /// shows what a pool got, and
+    /// [`Metrics::concurrency_from`](crate::Metrics::concurrency_from) where
+    /// from ([`SettingSource`]).
     ///
     /// ```
+    /// use tidepool::SettingSource;
     /// // Set in code: the environment does not change it.
     /// let pool = tidepool::Pool::builder().concurrency(1).build()?;
     /// assert_eq!(pool.concurrency(), 1);
+    /// assert_eq!(pool.metrics().concurrency_from, SettingSource::Code);
     /// # Ok::<(), tidepool::BuildError>(())
     /// ```
     pub fn concurrency(mut self, slots: usize) -> Self {
@@ -128,6 +133,18 @@ impl Builder {
     /// of blocked work items (as much as tokio's blocking pool), since a
     /// blocked thread costs memory, not CPU. With [`Controller::Fixed`] the
     /// default is `concurrency`.
+    /// [`Metrics::max_threads`](crate::Metrics::max_threads) shows what a
+    /// pool got, and
+    /// [`Metrics::max_threads_from`](crate::Metrics::max_threads_from) where
+    /// from ([`SettingSource`]).
+    ///
+    /// ```
+    /// use tidepool::SettingSource;
+    /// let pool = tidepool::Pool::builder().concurrency(2).max_threads(16).build()?;
+    /// let m = pool.metrics();
+    /// assert_eq!((m.max_threads, m.max_threads_from), (16, SettingSource::Code));
+    /// # Ok::<(), tidepool::BuildError>(())
+    /// ```
     pub fn max_threads(mut self, threads: usize) -> Self {
         self.max_threads = Some(threads);
         self
@@ -393,9 +410,12 @@ impl Builder {
 
     pub(crate) fn config(self) -> Result<Config, BuildError> {
         // A value set in code wins over the environment's.
-        let concurrency = match self.concurrency {
-            Some(slots) => slots,
-            None => env_count(CONCURRENCY_VAR)?.unwrap_or_else(default_concurrency),
+        let (concurrency, concurrency_from) = match self.concurrency {
+            Some(slots) => (slots, SettingSource::Code),
+            None => match env_count(CONCURRENCY_VAR)? {
+                Some(slots) => (slots, SettingSource::Environment),
+                None => (default_concurrency(), SettingSource::Default),
+            },
         };
         if concurrency == 0 {
             return Err(BuildError::ZeroConcurrency);
@@ -404,17 +424,20 @@ impl Builder {
             return Err(BuildError::TooMuchConcurrency { concurrency });
         }
         let fixed = matches!(self.controller, Controller::Fixed);
-        let max_threads = match self
-            .max_threads
-            .map_or_else(|| env_count(MAX_THREADS_VAR), |max| Ok(Some(max)))?
-        {
-            Some(max) => max,
-            None if fixed => concurrency,
-            // Capped: on a machine with more than 512 cores the default
-            // must still be a valid setting.
-            None => 64usize
-                .saturating_mul(concurrency)
-                .clamp(512, MAX_THREADS_LIMIT),
+        let (max_threads, max_threads_from) = match self.max_threads {
+            Some(max) => (max, SettingSource::Code),
+            None => match env_count(MAX_THREADS_VAR)? {
+                Some(max) => (max, SettingSource::Environment),
+                None if fixed => (concurrency, SettingSource::Default),
+                // Capped: on a machine with more than 512 cores the default
+                // must still be a valid setting.
+                None => (
+                    64usize
+                        .saturating_mul(concurrency)
+                        .clamp(512, MAX_THREADS_LIMIT),
+                    SettingSource::Default,
+                ),
+            },
         };
         if max_threads > MAX_THREADS_LIMIT {
             return Err(BuildError::TooManyThreads { max_threads });
@@ -479,8 +502,10 @@ impl Builder {
         let tokio = TokioContext;
         Ok(Config {
             concurrency,
+            concurrency_from,
             min_threads,
             max_threads,
+            max_threads_from,
             thread_name: self.thread_name.unwrap_or_else(|| "tidepool".to_owned()),
             stack_size: self.stack_size,
             idle_timeout: self.idle_timeout.unwrap_or(Duration::from_secs(10)),

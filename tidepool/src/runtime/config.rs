@@ -3,6 +3,7 @@
 
 use crate::control::Controller;
 use crate::interop::TokioContext;
+use crate::metrics::SettingSource;
 use crate::sync::Arc;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -33,10 +34,16 @@ impl fmt::Debug for NameFn {
 pub(crate) struct Config {
     /// Running slots (`Builder::concurrency`).
     pub(crate) concurrency: usize,
+    /// Where `concurrency` came from: the code, `TIDEPOOL_CONCURRENCY`, or
+    /// the default (`Metrics::concurrency_from`, the thread events).
+    pub(crate) concurrency_from: SettingSource,
     /// Threads kept when idle (`Builder::min_threads`).
     pub(crate) min_threads: usize,
     /// The most worker threads alive at once (`Builder::max_threads`).
     pub(crate) max_threads: usize,
+    /// Where `max_threads` came from: the code, `TIDEPOOL_MAX_THREADS`, or
+    /// the default.
+    pub(crate) max_threads_from: SettingSource,
     /// Worker threads are named `{thread_name}-{index}`.
     pub(crate) thread_name: String,
     /// Stack size of worker threads; `None` is the system's default.
@@ -70,6 +77,17 @@ impl Hook {
 }
 
 impl Config {
+    /// The settings the thread events carry (`trace::Settings`).
+    #[inline(always)]
+    pub(crate) fn settings(&self) -> crate::trace::Settings {
+        crate::trace::Settings {
+            concurrency: self.concurrency,
+            concurrency_from: self.concurrency_from.as_str(),
+            max_threads: self.max_threads,
+            max_threads_from: self.max_threads_from.as_str(),
+        }
+    }
+
     /// The name of the worker thread on entry `index`, and whether the
     /// name function panicked (then the default name is used). NUL bytes,
     /// which no thread name can hold, are removed.

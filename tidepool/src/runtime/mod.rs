@@ -548,6 +548,10 @@ impl Shared {
             crate::metrics::Detection::Off
         };
         m.concurrency_target = self.slots.target();
+        m.concurrency = self.config.concurrency;
+        m.concurrency_from = self.config.concurrency_from;
+        m.max_threads = self.config.max_threads;
+        m.max_threads_from = self.config.max_threads_from;
         m.start_latency =
             crate::metrics::LatencySummary::from_ticks(&latency, crate::sys::nanos_per_tick());
         self.monitor.fill_metrics(&mut m);

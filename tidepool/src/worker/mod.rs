@@ -148,7 +148,8 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         Exit::Retire(reason) => reason,
         Exit::Stop => "shutdown",
     };
-    trace::thread_retired(&shared.config.thread_name, index, reason);
+    let config = &shared.config;
+    trace::thread_retired(&config.thread_name, index, reason, config.settings());
     // Before the exit is signalled: `shutdown` returns after the hooks ran.
     shared.run_hook(shared.config.on_thread_stop.as_ref(), "on_thread_stop");
     // A retiring worker took itself off the thread count already.

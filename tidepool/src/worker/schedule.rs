@@ -580,7 +580,12 @@ fn start_thread_for(shared: &Arc<Shared>, reason: StartReason, start: Start) -> 
     });
     match spawned {
         Ok(_) => {
-            trace::thread_started(&config.thread_name, index, reason.as_str());
+            trace::thread_started(
+                &config.thread_name,
+                index,
+                reason.as_str(),
+                config.settings(),
+            );
             threads.start_worked();
             ThreadCounters::bump(&counters.started);
             ThreadCounters::bump(match reason {
