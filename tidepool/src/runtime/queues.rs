@@ -117,7 +117,7 @@ impl Lanes {
     /// never stuck behind a worker's local work; the low lane is served at a
     /// bounded rate, one at a time).
     pub(crate) fn pop(&self, lane: Priority, local: &Worker<Queued>) -> Option<Work> {
-        if lane == Priority::Normal {
+        if lane == Priority::Normal && !self.handed_off.is_empty() {
             if let Some(work) = retry_until_settled(|| self.handed_off.steal()) {
                 return Some(work.into_work());
             }
@@ -137,7 +137,7 @@ impl Lanes {
     /// is about to block and hands what it takes on (`worker::fan_out`);
     /// a batch would sit in its deque while it blocks.
     pub(crate) fn pop_one(&self, lane: Priority) -> Option<Work> {
-        if lane == Priority::Normal {
+        if lane == Priority::Normal && !self.handed_off.is_empty() {
             if let Some(work) = retry_until_settled(|| self.handed_off.steal()) {
                 return Some(work.into_work());
             }
