@@ -259,8 +259,9 @@ fn small_closures_spawned_by_16_threads_hold_the_cap_then_go_when_spawning_resum
                     }
                     spawned.wait();
                     idle.wait();
-                    // Back after a pause, out of the burst: a few spawns.
-                    for _ in 0..16 {
+                    // Back after a pause, out of the burst: a few dozen
+                    // spawns (each lets go of 2,048 finished items).
+                    for _ in 0..48 {
                         pool.spawn_fn(|| ()).join().unwrap();
                     }
                     again.wait();
