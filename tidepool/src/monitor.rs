@@ -366,7 +366,7 @@ impl Monitor {
         }
         self.apply(shared, &sample, &decision);
         for (index, seen) in std::mem::take(&mut self.counted_again) {
-            count_again(shared, index, seen);
+            shared.count_again(index, seen);
         }
         self.watch_stuck(shared, &limits, &sample);
 
@@ -627,25 +627,6 @@ fn back_from_block(entry: &crate::runtime::Entry, track: &mut Track, now: Instan
         track.backoff = 1;
     }
     verdict == Verdict::RunningAgain
-}
-
-/// Counts the worker at `index`, seen computing again in the blocked task
-/// it was seen in (`seen`), against the slots again: slot first, then the
-/// word, so the worker never gives back a slot not yet counted (it does
-/// once its word says `InTask`); if its task ended first, the slot goes
-/// back. Over the target, the `shrink` flag makes a worker give a slot
-/// back at its next task boundary.
-fn count_again(shared: &Shared, index: usize, seen: StatusWord) {
-    let entry = shared.threads.entry(index);
-    shared.slots.count_again();
-    if !entry.status.try_count_again(seen) {
-        shared.slots.release();
-        return;
-    }
-    ThreadCounters::bump(&shared.threads.counters.counted_again);
-    if shared.slots.over_target() {
-        shared.shrink.store(true, Ordering::Release);
-    }
 }
 
 /// Step 2 for one suspect: asks the kernel about it through `probe` if it is

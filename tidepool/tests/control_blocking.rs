@@ -177,6 +177,33 @@ fn a_declared_section_still_inside_after_its_grace_hands_its_slot_over() {
 }
 
 #[test]
+fn a_declared_section_that_returns_after_its_hand_over_takes_a_slot_again_at_once() {
+    within(HANG, || {
+        let pool = one_slot_pool();
+        let (ran_b, b_ran) = mpsc::channel::<()>();
+        let a = pool.spawn_fn({
+            let pool = pool.clone();
+            move || {
+                // Asleep in the section until `B` ran, which it can only
+                // once the monitor handed `A`'s slot over.
+                tidepool::blocking(|| b_ran.recv_timeout(HANG).is_ok());
+                // Read before anything else: the monitor would count a
+                // worker that computes again only at a later look.
+                pool.metrics().workers_counted_again
+            }
+        });
+        drop(pool.spawn_fn(move || ran_b.send(()).unwrap()));
+        let counted_again = a.join().unwrap();
+        let m = pool.metrics();
+        assert!(m.declared_blocking >= 1, "{m:?}");
+        assert!(
+            counted_again >= 1,
+            "the section's end counted its worker again: {m:?}"
+        );
+    });
+}
+
+#[test]
 fn quick_declared_sections_move_no_slot_and_start_no_thread() {
     within(HANG, || {
         let pool = Pool::builder().concurrency(2).build().unwrap();

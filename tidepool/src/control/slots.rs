@@ -362,6 +362,23 @@ impl TaskStatus {
     }
 }
 
+/// Counts a worker whose slot was given away in the blocked task seen as
+/// `seen` (its `status`) against `slots` again: the slot first, then the
+/// word, so the worker never gives back a slot not yet counted (it does
+/// once its word says `InTask`). True if this call counted it; if the task
+/// ended first, or another caller counted it (the monitor, seeing it
+/// compute, and the worker itself, leaving a declared section, may both
+/// try), the slot goes back and the call returns false.
+pub(crate) fn count_worker_again(slots: &Slots, status: &TaskStatus, seen: StatusWord) -> bool {
+    slots.count_again();
+    if status.try_count_again(seen) {
+        true
+    } else {
+        slots.release();
+        false
+    }
+}
+
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 //! worker may take that slot, and the first takes a slot back or gives way.
 //! Slots are never lost or duplicated.
 
-use crate::control::slots::{Slots, TaskStatus};
+use crate::control::slots::{count_worker_again, Slots, TaskStatus};
 use loom::sync::Arc;
 
 #[test]
@@ -92,15 +92,7 @@ fn a_worker_counted_again_as_its_task_ends_holds_exactly_one_slot_or_none() {
         // then the word; the slot back if the word moved on).
         let monitor = {
             let (slots, status) = (slots.clone(), status.clone());
-            loom::thread::spawn(move || {
-                slots.count_again();
-                if status.try_count_again(blocked) {
-                    true
-                } else {
-                    slots.release();
-                    false
-                }
-            })
+            loom::thread::spawn(move || count_worker_again(&slots, &status, blocked))
         };
         // A's task ends: it holds a slot if it was counted again.
         let a_holds = status.end_task();
@@ -114,5 +106,43 @@ fn a_worker_counted_again_as_its_task_ends_holds_exactly_one_slot_or_none() {
                 "over the target: someone gives one back"
             );
         }
+    });
+}
+
+#[test]
+fn a_worker_leaving_its_declared_section_and_the_monitor_count_it_again_once() {
+    loom::model(|| {
+        let slots = Arc::new(Slots::new(1));
+        let status = Arc::new(TaskStatus::default());
+        // As above: A's slot was given away in its declared section, and B
+        // took it.
+        assert!(slots.try_acquire(false));
+        status.begin_task();
+        assert!(status.try_mark_blocked(status.load()));
+        slots.release();
+        assert!(slots.try_acquire(false));
+        let blocked = status.load();
+
+        // The monitor sees A computing again while A leaves its section
+        // (`worker::schedule::DeclaredSection`'s drop) and then ends its
+        // task.
+        let monitor = {
+            let (slots, status) = (slots.clone(), status.clone());
+            loom::thread::spawn(move || count_worker_again(&slots, &status, blocked))
+        };
+        let by_a = count_worker_again(&slots, &status, blocked);
+        let a_holds = status.end_task();
+        if a_holds {
+            slots.release();
+        }
+        let by_monitor = monitor.join().unwrap();
+        assert!(
+            by_a || by_monitor,
+            "A had not ended: one of the two counted it"
+        );
+        assert!(!(by_a && by_monitor), "counted once");
+        assert!(a_holds, "A held the slot counted for it at its end");
+        // B's slot is all that is left: none lost, none doubled.
+        assert_eq!(slots.counts().active, 1);
     });
 }

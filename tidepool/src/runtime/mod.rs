@@ -175,6 +175,30 @@ impl Drop for OpenHandle {
 }
 
 impl Shared {
+    /// Counts the worker at `index`, whose slot was given away in the
+    /// blocked task it was seen in (`seen`), against the slots again: it
+    /// computes again (the monitor saw it, `control::back_from_block`) or
+    /// its declared section ended (`tidepool::blocking` returned, as a
+    /// goroutine reacquires a P after a system call): see
+    /// `control::slots::count_worker_again`. Over the target, the
+    /// `shrink` flag makes a worker give a slot back at its next task
+    /// boundary. True if this call counted it.
+    pub(crate) fn count_again(
+        &self,
+        index: usize,
+        seen: crate::control::slots::StatusWord,
+    ) -> bool {
+        let entry = self.threads.entry(index);
+        if !crate::control::slots::count_worker_again(&self.slots, &entry.status, seen) {
+            return false;
+        }
+        ThreadCounters::bump(&self.threads.counters.counted_again);
+        if self.slots.over_target() {
+            self.shrink.store(true, Ordering::Release);
+        }
+        true
+    }
+
     /// The pool is idle: its monitor found no task running or queued.
     /// What the spawning threads' free rings keep of its tasks goes
     /// (`task::local_free::pool_went_idle`), so that memory follows live

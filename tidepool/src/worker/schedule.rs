@@ -653,7 +653,11 @@ pub(crate) fn can_run(shared: &Arc<Shared>) -> Result<(), StartFailure> {
 /// runtime retakes a P from a goroutine in a system call at its sysmon's
 /// tick likewise), and nudges itself awake if it sleeps longer than an
 /// interval, so a long call hands over within one or two intervals. The
-/// kind learns that it blocks at the hand-over, not before.
+/// kind learns that it blocks at the hand-over, not before. A call that
+/// returns after its slot was handed over counts its worker against the
+/// slots again at once (`Shared::count_again`), as a goroutine reacquires
+/// a P when its system call returns: over the target, a worker gives a
+/// slot back at its next task boundary.
 #[derive(Debug)]
 pub(crate) struct DeclaredSection {
     /// The pool and worker index whose section this is; `None` off a
@@ -687,11 +691,17 @@ impl DeclaredSection {
 impl Drop for DeclaredSection {
     fn drop(&mut self) {
         if let Some((shared, index)) = &self.entered {
-            shared
-                .threads
-                .entry(*index)
-                .declared_sections
-                .fetch_add(1, Ordering::Relaxed);
+            let entry = shared.threads.entry(*index);
+            entry.declared_sections.fetch_add(1, Ordering::Relaxed);
+            // The call returned after the monitor handed the slot over:
+            // the worker is counted against the slots again now, not at
+            // the monitor's next look, so what follows the call (the
+            // response built from a query) does not compute beside the
+            // worker that took the slot.
+            let seen = entry.status.load();
+            if seen.phase() == crate::control::slots::Phase::Blocked {
+                shared.count_again(*index, seen);
+            }
         }
     }
 }
