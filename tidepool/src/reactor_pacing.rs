@@ -1,55 +1,49 @@
-//! When the threads that drive I/O reactors pause: async-io's own thread
-//! (which tidepool starts only off Unix, for its `Timer` and `Async`, or a
-//! program that uses async-io itself; on Unix tidepool's
-//! [`Async`](crate::Async) and [`Timer`](crate::Timer) have its own
-//! reactor, whose thread steps aside instead, `reactor::handoff`, asking
-//! [`take_queued_behind_busy`] when) and the shared tokio runtime's thread
-//! (the `tokio` feature, `interop`).
+//! When the thread that drives the shared tokio runtime's reactor pauses
+//! (the `tokio` feature, `interop`), and when tidepool's own reactor
+//! thread steps aside (`reactor::handoff`, asking
+//! [`take_queued_behind_busy`] when).
 //!
 //! # Why pause
 //!
-//! Both reactors run on a thread of their own, asleep in `epoll_wait`
-//! between events. Every readiness event that finds it asleep wakes it,
-//! and the kernel does that inside the sender's `send`, on a worker's core:
-//! in the lab's `async-io` (tokio sockets on tidepool, 1,000 connections)
-//! 17% of the workers' samples were `sock_def_readable` waking it. tokio's
-//! own workers seldom pay this: they look at the reactor between tasks, so
+//! A reactor runs on a thread of its own, asleep in `epoll_wait` between
+//! events. Every readiness event that finds it asleep wakes it, and the
+//! kernel does that inside the sender's `send`, on a worker's core: in the
+//! lab's `async-io` (tokio sockets on tidepool, 1,000 connections) 17% of
+//! the workers' samples were `sock_def_readable` waking it. tokio's own
+//! workers seldom pay this: they look at the reactor between tasks, so
 //! while they are busy nobody sleeps in `epoll_wait`.
 //!
-//! So while the pool's workers are saturated, a reactor thread pauses
-//! ([`PAUSE`]) now and then: the tasks it wakes are queued behind busy
-//! workers and would wait for one anyway, and the events that arrive during
-//! the pause are gathered by one `epoll_wait`, with no wake-ups.
+//! So while the pool's workers are saturated, the tokio reactor's thread
+//! pauses ([`PAUSE`]) at the end of a turn, before it sleeps in the reactor
+//! again (tokio's `on_thread_park` hook: `before_park`, `after_unpark`):
+//! the tasks it wakes are queued behind busy workers and would wait for one
+//! anyway, and the events that arrive during the pause are gathered by one
+//! `epoll_wait`, with no wake-ups.
 //!
 //! # When
 //!
-//! A reactor thread pauses when a task it woke was queued with every slot
-//! busy and no worker looking for work ([`queued_behind_busy_workers`],
-//! called by the scheduler), its events are dense (less than [`DENSE`]
-//! apart), and (for async-io's thread, which may pause in any of the many
-//! wakes of one turn) it has not paused within the last [`PAUSE`]
-//! ([`should_pause`]).
-//! With a worker free, or with events further apart than [`DENSE`], it
-//! never pauses, so an event's latency is unchanged there.
+//! It pauses when a task it woke was queued with every slot busy and no
+//! worker looking for work ([`queued_behind_busy_workers`], called by the
+//! scheduler) and its events are dense (its last sleep in the reactor
+//! lasted less than [`DENSE`]) ([`should_pause`]). With a worker free, or
+//! with events further apart than [`DENSE`], it never pauses, so an
+//! event's latency is unchanged there.
 //!
-//! * The tokio thread pauses at the end of a turn, before it sleeps in the
-//!   reactor again (tokio's `on_thread_park` hook: [`before_park`],
-//!   [`after_unpark`]).
-//! * async-io's thread has no such hook: it pauses right after queueing
-//!   the task, inside the waker, and the rest of that turn's events wait
-//!   with it. It is found by its name, `async-io` (async-io's
-//!   `driver.rs`); only that thread and the tokio one ever pause, never a
-//!   user's thread that wakes a task.
+//! A thread is paced only if it said what it is: the tokio runtime's
+//! thread in its start hook (`this_thread_drives_tokio`), tidepool's
+//! reactor thread as it starts ([`this_thread_drives_the_reactor`]).
+//! No thread is recognised by its name: async-io's reactor thread (which
+//! tidepool used before it had its own reactor, and still does off Unix)
+//! was once found by its name and paused inside a waker, which held up the
+//! rest of its turn, including the events of a program that uses async-io
+//! itself; that pacing is gone.
 //!
 //! # The cost
 //!
-//! The reactor serves every pool in the process: while one pool is
-//! saturated, events for another pool's tasks (and, off Unix, where
-//! tidepool's timers are async-io's, timers and threads in `block_on`,
-//! which cannot take async-io's reactor while its thread pauses in a
-//! waker) may wait up to [`PAUSE`] plus the timer slack.
-//! Measured gains are in docs/measurements.md, "Pacing the reactor
-//! threads".
+//! The tokio runtime serves every pool in the process: while one pool is
+//! saturated, events for another pool's tasks may wait up to [`PAUSE`]
+//! plus the timer slack. Measured gains are in docs/measurements.md,
+//! "Pacing the reactor threads".
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -62,42 +56,33 @@ use std::time::{Duration, Instant};
 /// 1.21x. Longer pauses were not tried: each adds to the start of tasks
 /// when workers free up during it. A sleep also takes the thread's timer
 /// slack (50 µs by default) on top.
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 pub(crate) const PAUSE: Duration = Duration::from_micros(200);
 
 /// Events closer than this are dense: they come faster than the reactor
 /// thread could sleep between them.
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 pub(crate) const DENSE: Duration = Duration::from_millis(1);
 
-/// Whether a reactor thread pauses now: a task it woke was just queued
-/// behind busy workers (`queued_behind_busy`), the previous event came
-/// `since_event` ago (its last sleep in the reactor lasted that long, or
-/// the previous task it woke was that long ago; `None`: no previous one),
-/// and its last pause ended `since_pause` ago (`None`: never paused, or
-/// the caller pauses at most once per turn).
-pub(crate) fn should_pause(
-    queued_behind_busy: bool,
-    since_event: Option<Duration>,
-    since_pause: Option<Duration>,
-) -> bool {
-    queued_behind_busy
-        && since_event.is_some_and(|gap| gap < DENSE)
-        && since_pause.is_none_or(|gap| gap >= PAUSE)
+/// Whether the reactor thread pauses now: a task it woke was just queued
+/// behind busy workers (`queued_behind_busy`), and its last sleep in the
+/// reactor lasted `since_event` (`None`: it has not slept yet).
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+pub(crate) fn should_pause(queued_behind_busy: bool, since_event: Option<Duration>) -> bool {
+    queued_behind_busy && since_event.is_some_and(|gap| gap < DENSE)
 }
 
 /// What the calling thread is, for pacing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
-    /// Not looked at yet.
-    Unknown,
-    /// Any other thread: never pauses.
+    /// Any thread that did not say what it is: never pauses.
     Other,
-    /// async-io's reactor thread: pauses inside the waker.
-    AsyncIo,
     /// The shared tokio runtime's thread: pauses before it parks.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     Tokio,
     /// tidepool's own reactor thread: never pauses; it steps aside instead
     /// (`reactor::handoff`), when [`take_queued_behind_busy`] says so.
+    #[cfg_attr(not(unix), allow(dead_code))]
     Own,
 }
 
@@ -106,22 +91,23 @@ enum Role {
 struct Pacer {
     role: Role,
     /// A task woken on this thread was queued behind busy workers since
-    /// its last turn ended (tokio's thread).
+    /// its last turn ended.
     queued_behind_busy: bool,
-    /// When the last event was seen: the last task queued behind busy
-    /// workers (async-io) or the start of the last sleep (tokio).
+    /// When the last sleep in the reactor began (tokio).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     last_event: Option<Instant>,
     /// How long the last sleep in the reactor lasted (tokio).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     last_sleep: Option<Duration>,
     /// When the last pause ended.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     last_pause: Option<Instant>,
 }
 
 thread_local! {
     static PACER: Cell<Pacer> = const {
         Cell::new(Pacer {
-            role: Role::Unknown,
+            role: Role::Other,
             queued_behind_busy: false,
             last_event: None,
             last_sleep: None,
@@ -130,42 +116,34 @@ thread_local! {
     };
 }
 
-/// The name async-io gives its reactor thread.
-const ASYNC_IO_THREAD: &str = "async-io";
-/// The name of tidepool's own reactor thread (`reactor`).
-pub(crate) const OWN_REACTOR_THREAD: &str = "tidepool-reactor";
-
 /// Called by the scheduler when a task woken or spawned on this thread (not
 /// one of the pool's workers) was queued with every slot busy and nobody
-/// searching. On async-io's thread it may pause here; on the tokio thread
-/// it notes the fact for [`before_park`]; elsewhere it does nothing (a
+/// searching: on a reactor's thread it notes the fact (for `before_park`
+/// or [`take_queued_behind_busy`]); elsewhere it does nothing (a
 /// thread-local read).
 pub(crate) fn queued_behind_busy_workers() {
     let _ = PACER.try_with(|cell| {
         let mut pacer = cell.get();
-        if pacer.role == Role::Unknown {
-            pacer.role = match std::thread::current().name() {
-                Some(ASYNC_IO_THREAD) => Role::AsyncIo,
-                Some(OWN_REACTOR_THREAD) => Role::Own,
-                _ => Role::Other,
-            };
+        if pacer.role != Role::Other {
+            pacer.queued_behind_busy = true;
             cell.set(pacer);
         }
-        match pacer.role {
-            Role::Tokio | Role::Own => pacer.queued_behind_busy = true,
-            Role::AsyncIo => {
-                let now = Instant::now();
-                let since_event = pacer.last_event.map(|at| now.duration_since(at));
-                let since_pause = pacer.last_pause.map(|at| now.duration_since(at));
-                pacer.last_event = Some(now);
-                if should_pause(true, since_event, since_pause) {
-                    std::thread::sleep(PAUSE);
-                    pacer.last_pause = Some(Instant::now());
-                }
-            }
-            // Every other thread: the read above is all it pays.
-            Role::Unknown | Role::Other => return,
-        }
+    });
+}
+
+/// Marks the calling thread as tidepool's own reactor thread (`reactor`),
+/// which asks [`take_queued_behind_busy`] after each turn.
+#[cfg_attr(not(unix), allow(dead_code))]
+pub(crate) fn this_thread_drives_the_reactor() {
+    set_role(Role::Own);
+}
+
+/// Sets the calling thread's role.
+#[cfg_attr(not(any(unix, feature = "tokio")), allow(dead_code))]
+fn set_role(role: Role) {
+    let _ = PACER.try_with(|cell| {
+        let mut pacer = cell.get();
+        pacer.role = role;
         cell.set(pacer);
     });
 }
@@ -188,11 +166,7 @@ pub(crate) fn take_queued_behind_busy() -> bool {
 /// its park hooks pace it.
 #[cfg(feature = "tokio")]
 pub(crate) fn this_thread_drives_tokio() {
-    let _ = PACER.try_with(|cell| {
-        let mut pacer = cell.get();
-        pacer.role = Role::Tokio;
-        cell.set(pacer);
-    });
+    set_role(Role::Tokio);
 }
 
 /// tokio's `on_thread_park` hook for the shared runtime: pauses if
@@ -203,7 +177,7 @@ pub(crate) fn before_park() {
         let mut pacer = cell.get();
         let queued_behind_busy = std::mem::take(&mut pacer.queued_behind_busy);
         // At most one pause per turn already: no window to keep.
-        if should_pause(queued_behind_busy, pacer.last_sleep, None) {
+        if should_pause(queued_behind_busy, pacer.last_sleep) {
             std::thread::sleep(PAUSE);
             pacer.last_pause = Some(Instant::now());
         }
@@ -230,31 +204,54 @@ mod tests {
     const US: Duration = Duration::from_micros(1);
 
     #[test]
-    fn dense_events_into_busy_workers_pause_once_per_pause() {
-        assert!(should_pause(true, Some(10 * US), None));
-        assert!(should_pause(true, Some(10 * US), Some(PAUSE)));
-        // Just paused: the events of the pause are served first.
-        assert!(!should_pause(true, Some(10 * US), Some(PAUSE / 2)));
+    fn dense_events_into_busy_workers_pause() {
+        assert!(should_pause(true, Some(10 * US)));
     }
 
     #[test]
     fn free_workers_or_sparse_events_never_pause() {
-        assert!(!should_pause(false, Some(10 * US), None));
-        assert!(!should_pause(true, Some(DENSE), None));
-        assert!(!should_pause(true, None, None));
+        assert!(!should_pause(false, Some(10 * US)));
+        assert!(!should_pause(true, Some(DENSE)));
+        assert!(!should_pause(true, None));
     }
 
     #[test]
-    fn other_threads_never_pause() {
-        // A test thread is neither async-io's nor tokio's.
-        for _ in 0..100 {
-            queued_behind_busy_workers();
+    fn threads_that_did_not_say_what_they_are_are_never_paced_whatever_their_name() {
+        // A thread named as async-io's reactor thread once paused inside
+        // the wakers it called, holding up a program's own async-io.
+        for name in ["async-io", "tidepool-reactor", "tokio-runtime-worker"] {
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(|| {
+                    for _ in 0..100 {
+                        queued_behind_busy_workers();
+                    }
+                    let pacer = PACER.with(Cell::get);
+                    assert_eq!(pacer.role, Role::Other);
+                    assert!(!pacer.queued_behind_busy);
+                    assert!(pacer.last_pause.is_none());
+                })
+                .unwrap()
+                .join()
+                .unwrap();
         }
-        let pacer = PACER.with(Cell::get);
-        assert_eq!(pacer.role, Role::Other);
-        assert!(pacer.last_pause.is_none());
     }
 
+    #[test]
+    fn the_reactor_thread_learns_that_its_tasks_queued_behind_busy_workers() {
+        std::thread::spawn(|| {
+            this_thread_drives_the_reactor();
+            assert!(!take_queued_behind_busy());
+            queued_behind_busy_workers();
+            assert!(take_queued_behind_busy());
+            assert!(!take_queued_behind_busy(), "the flag is taken");
+            assert!(PACER.with(Cell::get).last_pause.is_none(), "never paused");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[cfg(feature = "tokio")]
     /// Calls `event` until the thread has paused (each call a dense event
     /// unless the machine stalls this thread for a millisecond: a later
     /// pair will be dense), and returns how long the call that paused took.
@@ -267,17 +264,6 @@ mod tests {
             }
         }
         panic!("never paused");
-    }
-
-    #[test]
-    fn a_thread_named_async_io_pauses_while_tasks_queue_behind_busy_workers() {
-        let paused = std::thread::Builder::new()
-            .name(ASYNC_IO_THREAD.to_owned())
-            .spawn(|| until_paused(queued_behind_busy_workers))
-            .unwrap()
-            .join()
-            .unwrap();
-        assert!(paused >= PAUSE, "the call that paused slept the pause");
     }
 
     #[cfg(feature = "tokio")]

@@ -154,9 +154,10 @@ impl Reactor {
             // Started after the reactor is in its static: the thread reads
             // it from there. A refused thread is retried by the next caller.
             let thread = std::thread::Builder::new()
-                .name(crate::reactor_pacing::OWN_REACTOR_THREAD.to_owned())
+                .name("tidepool-reactor".to_owned())
                 .stack_size(128 * 1024)
                 .spawn(|| {
+                    crate::reactor_pacing::this_thread_drives_the_reactor();
                     if let Some(reactor) = REACTOR.get() {
                         reactor.drive();
                     }
