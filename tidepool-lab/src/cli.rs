@@ -36,7 +36,9 @@ pub struct Cli {
     pub json: bool,
 
     /// Run only these run ids (comma separated); `experiment/id` picks one
-    /// experiment's run when several experiments share an id.
+    /// experiment's run when several experiments share an id. The runs an
+    /// experiment leaves out by default (too long, or only confirming a
+    /// default run) run only when named here.
     #[arg(long, value_name = "ID,...", value_delimiter = ',')]
     pub only: Vec<String>,
 
@@ -197,7 +199,7 @@ fn plan(cli: Cli) -> Result<Plan, UsageError> {
     let experiments = if cli.only.is_empty() {
         kinds
             .iter()
-            .map(|k| (*k, k.experiment().run_ids()))
+            .map(|k| (*k, k.experiment().default_run_ids()))
             .collect()
     } else {
         select_ids(&kinds, &cli.only, named_experiments)?

@@ -196,6 +196,14 @@ mod tests {
                     e.name
                 );
             }
+            for id in e.opt_in {
+                assert!(e.run(id).is_some(), "{}: opt-in {id} is a run", e.name);
+            }
+            assert!(
+                !e.opt_in.contains(&e.baseline),
+                "{}: the baseline runs by default",
+                e.name
+            );
             for scale in [Scale::Full, Scale::Quick, Scale::Tiny] {
                 assert!(!(e.scale)(scale).is_empty());
             }
