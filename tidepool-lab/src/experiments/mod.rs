@@ -21,6 +21,7 @@ mod latency;
 pub mod mixed;
 pub mod overload;
 mod paced;
+mod quota;
 pub mod service;
 pub mod short_blocking;
 pub mod thread_count;
