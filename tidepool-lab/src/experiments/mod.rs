@@ -14,6 +14,7 @@ use crate::probe::{self, ThreadObservation};
 pub mod async_io;
 pub mod burst;
 pub mod cpu_bound;
+pub mod fetch_process;
 pub mod flood;
 pub mod fork_join;
 pub mod fresh_process;
@@ -60,6 +61,9 @@ pub enum ExperimentKind {
     /// Closures and tasks arriving at 1.5x what the cores compute, 30% of
     /// them blocking: the longest start latency against FIFO pools.
     Overload,
+    /// Issue #41: items that wait, then compute, all at once: mean
+    /// completion against two computing at a time.
+    FetchProcess,
 }
 
 impl ExperimentKind {
@@ -79,6 +83,7 @@ impl ExperimentKind {
             ExperimentKind::AsyncIo => &async_io::EXPERIMENT,
             ExperimentKind::Service => &service::EXPERIMENT,
             ExperimentKind::Overload => &overload::EXPERIMENT,
+            ExperimentKind::FetchProcess => &fetch_process::EXPERIMENT,
         }
     }
 
