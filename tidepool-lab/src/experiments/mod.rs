@@ -19,6 +19,7 @@ pub mod flood;
 pub mod fork_join;
 pub mod fresh_process;
 mod latency;
+pub mod learned_then_computes;
 pub mod mixed;
 pub mod overload;
 mod paced;
@@ -64,6 +65,9 @@ pub enum ExperimentKind {
     /// Issue #41: items that wait, then compute, all at once: mean
     /// completion against two computing at a time.
     FetchProcess,
+    /// Issue #41: a closure type taught to block, then a burst of it that
+    /// computes: how many compute at once.
+    LearnedThenComputes,
 }
 
 impl ExperimentKind {
@@ -84,6 +88,7 @@ impl ExperimentKind {
             ExperimentKind::Service => &service::EXPERIMENT,
             ExperimentKind::Overload => &overload::EXPERIMENT,
             ExperimentKind::FetchProcess => &fetch_process::EXPERIMENT,
+            ExperimentKind::LearnedThenComputes => &learned_then_computes::EXPERIMENT,
         }
     }
 
