@@ -406,6 +406,21 @@ mod tests {
     }
 
     #[test]
+    fn opt_in_runs_run_only_when_named() {
+        let p = run(&["lock-convoy"]).unwrap();
+        assert!(!p.experiments[0].1.contains(&"tidepool-100k-100us"));
+        assert!(p.experiments[0].1.contains(&"tidepool-100k-20us"));
+        let p = run(&["--only", "lock-convoy/tidepool-100k-100us,fixed-100k-100us"]).unwrap();
+        assert_eq!(
+            p.experiments,
+            vec![(
+                ExperimentKind::LockConvoy,
+                vec!["tidepool-100k-100us", "fixed-100k-100us"]
+            )]
+        );
+    }
+
+    #[test]
     fn repeats_default_by_experiment_at_full_scale_only() {
         let full = run(&[]).unwrap();
         let flood = ExperimentKind::Flood.experiment();

@@ -20,6 +20,7 @@ pub mod fork_join;
 pub mod fresh_process;
 mod latency;
 pub mod learned_then_computes;
+pub mod lock_convoy;
 pub mod mixed;
 pub mod overload;
 mod paced;
@@ -68,6 +69,9 @@ pub enum ExperimentKind {
     /// Issue #41: a closure type taught to block, then a burst of it that
     /// computes: how many compute at once.
     LearnedThenComputes,
+    /// Issue #41: closures convoying on one mutex: threads and wall time
+    /// against a fixed pool.
+    LockConvoy,
 }
 
 impl ExperimentKind {
@@ -89,6 +93,7 @@ impl ExperimentKind {
             ExperimentKind::Overload => &overload::EXPERIMENT,
             ExperimentKind::FetchProcess => &fetch_process::EXPERIMENT,
             ExperimentKind::LearnedThenComputes => &learned_then_computes::EXPERIMENT,
+            ExperimentKind::LockConvoy => &lock_convoy::EXPERIMENT,
         }
     }
 
