@@ -22,6 +22,7 @@ mod latency;
 pub mod learned_then_computes;
 pub mod lock_convoy;
 pub mod mixed;
+pub mod mixed_kind;
 pub mod overload;
 mod paced;
 mod quota;
@@ -72,6 +73,9 @@ pub enum ExperimentKind {
     /// Issue #41: closures convoying on one mutex: threads and wall time
     /// against a fixed pool.
     LockConvoy,
+    /// Issue #41: one closure type that half sleeps, half computes: time
+    /// with more than the slots computing.
+    MixedKind,
 }
 
 impl ExperimentKind {
@@ -94,6 +98,7 @@ impl ExperimentKind {
             ExperimentKind::FetchProcess => &fetch_process::EXPERIMENT,
             ExperimentKind::LearnedThenComputes => &learned_then_computes::EXPERIMENT,
             ExperimentKind::LockConvoy => &lock_convoy::EXPERIMENT,
+            ExperimentKind::MixedKind => &mixed_kind::EXPERIMENT,
         }
     }
 
