@@ -50,7 +50,8 @@ pub struct Cli {
     /// Run every selected run N times, interleaved (A, B, C, A, B, C, ...),
     /// each time on a fresh pool, and report medians with their spread.
     /// Default: 5 for thread-per-task, flood, thread-count, fork-join, burst,
-    /// short-blocking, async-io and service, 3 for overload and 1 for the
+    /// short-blocking, async-io and service, 3 for overload, fetch-process,
+    /// learned-then-computes, lock-convoy and mixed-kind, and 1 for the
     /// others at full scale; 1 at --quick.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub repeat: Option<i64>,
