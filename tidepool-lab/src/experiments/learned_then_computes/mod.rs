@@ -31,10 +31,11 @@
 //!   the burst computes, so they are the burst's.
 //! - `burst_presumed_blocking` and `burst_presumptions_failed`: tidepool's
 //!   counters over the burst alone (after less before).
-//! - `burst_peak_threads`: the most threads of the system the `/proc`
-//!   sampler saw during the burst, every system alike (threads left idle
-//!   by the teaching count); `peak_threads` and tidepool's counters over
-//!   the whole run, as in `quota`.
+//! - `burst_peak_threads`: the most threads the system ran during the
+//!   burst (threads left idle by the teaching count), counted as
+//!   `peak_threads` is: tidepool's own series (its monitor's samples),
+//!   the process's threads from `/proc` for the others; `peak_threads`
+//!   and tidepool's counters over the whole run, as in `quota`.
 //! - `teach_wall_ms`: how long the teaching took.
 //!
 //! The ratio column divides each row's burst wall time by tidepool's row
@@ -264,7 +265,7 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     }
     m.put(
         "burst_peak_threads",
-        ended.sampled_peak_threads_since(burst_from) as f64,
+        ended.peak_threads_since(burst_from) as f64,
     );
     m.put("teach_wall_ms", teach_wall.as_secs_f64() * 1e3);
     ended.put_threads_and_pool(&mut m);

@@ -174,8 +174,18 @@ impl Session {
             .tidepool_metrics()
             .map(|m| m.workers_counted_again);
         let lifetime = self.created.elapsed().as_secs_f64();
+        // One reading as the work ends: a run shorter than the sampler's
+        // interval (a tiny convoy) may end between two samples.
+        let at_end = probe::thread_count().map(|n| n.saturating_sub(self.baseline + 1));
         let report = finish(self.system);
-        let observed = self.threads.finish();
+        let mut observed = self.threads.finish();
+        if let Some(threads) = at_end {
+            observed.push(ThreadObservation {
+                at_s: self.threads_from.elapsed().as_secs_f64(),
+                threads,
+                runnable: None,
+            });
+        }
         let quota = self.quota.map(QuotaSampler::finish);
         settle(self.baseline);
         drop(self.follow);
@@ -184,6 +194,7 @@ impl Session {
             counted_again,
             observed,
             threads_from: self.threads_from,
+            created: self.created,
             quota,
             peak_computing: self.computing.peak(),
             lifetime,
@@ -307,6 +318,7 @@ pub(crate) struct Ended {
     counted_again: Option<u64>,
     observed: Vec<ThreadObservation>,
     threads_from: Instant,
+    created: Instant,
     quota: Option<OverQuota>,
     peak_computing: usize,
     lifetime: f64,
@@ -321,9 +333,17 @@ impl Ended {
             .unwrap_or_else(|| probe::peak_threads(&self.observed))
     }
 
-    /// The most threads of the system the `/proc` sampler saw from `from`
-    /// on (every system alike: threads left from before count too).
-    pub(crate) fn sampled_peak_threads_since(&self, from: Instant) -> usize {
+    /// The most threads the system ran from `from` on, counted as
+    /// [`peak_threads`](Ended::peak_threads) counts them: tidepool's own
+    /// series (its monitor's samples, each holding until the next), else
+    /// the `/proc` samples. Threads left idle from before count too.
+    pub(crate) fn peak_threads_since(&self, from: Instant) -> usize {
+        if let Some((_, points)) = &self.report.series {
+            let after = from.saturating_duration_since(self.created).as_secs_f64();
+            if let Some(peak) = peak_of_steps_since(points, after) {
+                return peak;
+            }
+        }
         let after = from
             .saturating_duration_since(self.threads_from)
             .as_secs_f64();
@@ -371,9 +391,33 @@ impl Ended {
     }
 }
 
+/// The highest value of a step series (`(seconds, value)` change points,
+/// each value holding until the next) from `after` on: the points from
+/// then, and the one in force then. `None` if it has no point by then or
+/// after.
+fn peak_of_steps_since(points: &[(f64, f64)], after: f64) -> Option<usize> {
+    let in_force = points.iter().rev().find(|(t, _)| *t < after);
+    points
+        .iter()
+        .filter(|(t, _)| *t >= after)
+        .chain(in_force)
+        .map(|(_, v)| *v as usize)
+        .max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_series_peak_counts_the_value_in_force() {
+        let pts = [(0.0, 20.0), (1.0, 3.0), (2.0, 5.0), (3.0, 4.0)];
+        assert_eq!(peak_of_steps_since(&pts, 1.5), Some(5));
+        assert_eq!(peak_of_steps_since(&pts, 2.5), Some(5), "5 holds until 3");
+        assert_eq!(peak_of_steps_since(&pts, 0.0), Some(20));
+        assert_eq!(peak_of_steps_since(&pts, 9.0), Some(4));
+        assert_eq!(peak_of_steps_since(&[], 1.0), None);
+    }
 
     #[test]
     fn completions_have_a_mean_and_a_last() {
