@@ -74,7 +74,7 @@ use super::done;
 use super::fresh_process::in_fresh_process;
 use super::quota::ideal;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::CONCURRENCY;
+use super::quota::{duration, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::{metric_bars, per_item_plot};
 use crate::model::plot::Plot;
@@ -238,8 +238,8 @@ fn describe_scale(scale: Scale) -> String {
     let t = SCALES.at(scale);
     format!(
         "16, 64 and 256 items at once, each waiting {} then computing {} of CPU; 2 slots",
-        ms(t.wait.as_secs_f64() * 1e3),
-        ms(t.compute.as_secs_f64() * 1e3)
+        duration(t.wait),
+        duration(t.compute)
     )
 }
 
@@ -285,8 +285,8 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     ended.put_threads_and_pool(&mut m);
     m.note = Some(format!(
         "Each item waited {} and computed {} of CPU.",
-        ms(t.wait.as_secs_f64() * 1e3),
-        ms(t.compute.as_secs_f64() * 1e3)
+        duration(t.wait),
+        duration(t.compute)
     ));
     m.per_item = done.ms();
     Ok(m)

@@ -56,7 +56,7 @@ use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::ideal;
 use super::quota::session::{Job, Phase, Session, Way};
-use super::quota::CONCURRENCY;
+use super::quota::{duration, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
@@ -184,8 +184,8 @@ fn describe_scale(scale: Scale) -> String {
     let t = SCALES.at(scale);
     format!(
         "{TEACH_ITEMS} items sleeping {}, then a burst of 60 or 300 computing {} of CPU each; 2 slots",
-        ms(t.teach_sleep.as_secs_f64() * 1e3),
-        ms(t.compute.as_secs_f64() * 1e3)
+        duration(t.teach_sleep),
+        duration(t.compute)
     )
 }
 
@@ -271,9 +271,9 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     ended.put_threads_and_pool(&mut m);
     m.note = Some(format!(
         "{TEACH_ITEMS} items slept {} each, then {} computed {} of CPU each.",
-        ms(t.teach_sleep.as_secs_f64() * 1e3),
+        duration(t.teach_sleep),
         row.burst,
-        ms(t.compute.as_secs_f64() * 1e3)
+        duration(t.compute)
     ));
     Ok(m)
 }

@@ -52,7 +52,7 @@ use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::ideal;
 use super::quota::session::{Job, Phase, Session, Way};
-use super::quota::CONCURRENCY;
+use super::quota::{duration, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
@@ -144,8 +144,8 @@ fn describe_scale(scale: Scale) -> String {
     let t = SCALES.at(scale);
     format!(
         "{ITEMS} items at once, half sleeping {}, half computing {} of CPU; 2 slots",
-        ms(t.sleep.as_secs_f64() * 1e3),
-        ms(t.compute.as_secs_f64() * 1e3)
+        duration(t.sleep),
+        duration(t.compute)
     )
 }
 
@@ -219,8 +219,8 @@ fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
     m.note = Some(format!(
         "{} items slept {}, {computing} computed {} of CPU.",
         ITEMS - computing,
-        ms(t.sleep.as_secs_f64() * 1e3),
-        ms(t.compute.as_secs_f64() * 1e3)
+        duration(t.sleep),
+        duration(t.compute)
     ));
     m.per_item = done.ms();
     Ok(m)

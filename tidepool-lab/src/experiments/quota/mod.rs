@@ -61,6 +61,8 @@
 //! (a tenth, a hundredth). `--items` does not apply to these experiments:
 //! the ids name the counts. Each run's note says what it ran.
 
+use std::time::Duration;
+
 pub(crate) mod computing;
 pub(crate) mod ideal;
 pub(crate) mod session;
@@ -71,3 +73,23 @@ pub(crate) const CONCURRENCY: usize = 2;
 /// More than this many tasks computing at once is over the quota: the
 /// slots and the two more the issue tolerates.
 pub(crate) const QUOTA: usize = CONCURRENCY + 2;
+
+/// An item's duration in a note or a scale's description, in ms to the
+/// tenth where it has one: `50 ms`, `12.5 ms`, `7.5 ms`.
+pub(crate) fn duration(d: Duration) -> String {
+    let tenths = (d.as_secs_f64() * 1e4).round() / 10.0;
+    format!("{tenths} ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_keep_their_half_milliseconds() {
+        assert_eq!(duration(Duration::from_millis(50)), "50 ms");
+        assert_eq!(duration(Duration::from_micros(12_500)), "12.5 ms");
+        assert_eq!(duration(Duration::from_micros(7_500)), "7.5 ms");
+        assert_eq!(duration(Duration::from_millis(1)), "1 ms");
+    }
+}
