@@ -36,7 +36,9 @@ pub struct Cli {
     pub json: bool,
 
     /// Run only these run ids (comma separated); `experiment/id` picks one
-    /// experiment's run when several experiments share an id.
+    /// experiment's run when several experiments share an id. The runs an
+    /// experiment leaves out by default (too long, or only confirming a
+    /// default run) run only when named here.
     #[arg(long, value_name = "ID,...", value_delimiter = ',')]
     pub only: Vec<String>,
 
@@ -48,7 +50,8 @@ pub struct Cli {
     /// Run every selected run N times, interleaved (A, B, C, A, B, C, ...),
     /// each time on a fresh pool, and report medians with their spread.
     /// Default: 5 for thread-per-task, flood, thread-count, fork-join, burst,
-    /// short-blocking, async-io and service, 3 for overload and 1 for the
+    /// short-blocking, async-io and service, 3 for overload, fetch-process,
+    /// learned-then-computes, lock-convoy and mixed-kind, and 1 for the
     /// others at full scale; 1 at --quick.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub repeat: Option<i64>,
@@ -197,7 +200,7 @@ fn plan(cli: Cli) -> Result<Plan, UsageError> {
     let experiments = if cli.only.is_empty() {
         kinds
             .iter()
-            .map(|k| (*k, k.experiment().run_ids()))
+            .map(|k| (*k, k.experiment().default_run_ids()))
             .collect()
     } else {
         select_ids(&kinds, &cli.only, named_experiments)?
@@ -401,6 +404,21 @@ mod tests {
         assert_eq!(run(&["--items", "7"]).unwrap().items, Some(7));
         assert!(err(&["--repeat", "0"]).contains("--repeat must be a count of at least 1, got 0"));
         assert_eq!(run(&["--repeat", "3"]).unwrap().repeat, Some(3));
+    }
+
+    #[test]
+    fn opt_in_runs_run_only_when_named() {
+        let p = run(&["lock-convoy"]).unwrap();
+        assert!(!p.experiments[0].1.contains(&"tidepool-100k-100us"));
+        assert!(p.experiments[0].1.contains(&"tidepool-100k-20us"));
+        let p = run(&["--only", "lock-convoy/tidepool-100k-100us,fixed-100k-100us"]).unwrap();
+        assert_eq!(
+            p.experiments,
+            vec![(
+                ExperimentKind::LockConvoy,
+                vec!["tidepool-100k-100us", "fixed-100k-100us"]
+            )]
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! states, and a description of the machine.
 //!
 //! The lab is `#![forbid(unsafe_code)]`, so everything comes from `/proc`
-//! (Linux). Where `/proc` is missing the readers return `None` and the
+//! (Linux), except the calling thread's CPU clock, which `rustix` reads
+//! safely. Where `/proc` is missing the readers return `None` and the
 //! metrics that need them are left out of the results, never guessed.
 
 use std::fs;
@@ -50,6 +51,16 @@ impl CpuTimes {
             sys_ms: self.sys_ms - earlier.sys_ms,
         }
     }
+}
+
+/// The CPU time the calling thread has used so far, user and system,
+/// to the nanosecond (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`): what a
+/// task that computes a fixed amount of its own CPU time watches.
+pub fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u32::try_from(t.tv_nsec).unwrap_or(0);
+    Duration::new(secs, nanos)
 }
 
 /// `utime` and `stime` (fields 14 and 15, in clock ticks) of a
@@ -378,6 +389,22 @@ mod tests {
         );
         assert!(CpuTimes::of_process(std::process::id()).is_some());
         assert!(Machine::detect().cores >= 1);
+    }
+
+    #[test]
+    fn the_thread_cpu_clock_counts_this_thread_s_work_only() {
+        let before = thread_cpu_time();
+        let wall = Instant::now();
+        let mut x = 0_u64;
+        while wall.elapsed() < Duration::from_millis(5) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let used = thread_cpu_time() - before;
+        assert!(used > Duration::ZERO && used <= wall.elapsed(), "{used:?}");
+        // A sleep uses none of it.
+        let before = thread_cpu_time();
+        thread::sleep(Duration::from_millis(20));
+        assert!(thread_cpu_time() - before < Duration::from_millis(10));
     }
 
     #[test]

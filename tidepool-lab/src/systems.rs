@@ -94,6 +94,20 @@ pub fn tokio_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("tokio runtime: {e}"))
 }
 
+/// A tokio multi-thread runtime with `workers` workers (its blocking pool
+/// at its defaults).
+///
+/// # Errors
+///
+/// The runtime's build error, as text.
+pub fn tokio_runtime_with(workers: usize) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))
+}
+
 /// A rayon pool of `threads` threads (`None`: rayon's default, one per core).
 ///
 /// # Errors

@@ -1,5 +1,6 @@
 //! CPU-bound work of a calibrated size: the largest Fibonacci number below
-//! 100, computed again and again.
+//! 100, computed again and again; or of a fixed amount of the calling
+//! thread's own CPU time ([`burn_cpu`]).
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -55,6 +56,26 @@ pub fn rounds_for(target: Duration) -> u64 {
     ((target.as_secs_f64() / per_round) as u64).max(1)
 }
 
+/// Rounds of [`fib_rounds`] between two looks at the thread's CPU clock in
+/// [`burn_cpu`]: well under a microsecond of work, so a 5 µs hold
+/// overshoots by little, while the clock (a system call) costs about as
+/// much again, which is CPU time all the same.
+const ROUNDS_PER_LOOK: u64 = 32;
+
+/// Computes (the same loop as [`fib_rounds`]) until the calling thread has
+/// used `cpu` of its own CPU time since the call: a fixed amount of CPU
+/// whatever else runs on the machine, where a calibrated round count would
+/// be a fixed amount of work and a wall-clock loop would count the time
+/// the thread waited for a core. Returns a checksum.
+pub fn burn_cpu(cpu: Duration) -> u64 {
+    let until = crate::probe::thread_cpu_time() + cpu;
+    let mut acc = 0_u64;
+    while crate::probe::thread_cpu_time() < until {
+        acc = acc.wrapping_add(fib_rounds(ROUNDS_PER_LOOK));
+    }
+    acc
+}
+
 /// The calibrations made (or handed over) so far: target to rounds.
 fn calibrations_cache() -> std::sync::MutexGuard<'static, HashMap<Duration, u64>> {
     static CACHE: OnceLock<Mutex<HashMap<Duration, u64>>> = OnceLock::new();
@@ -96,6 +117,17 @@ mod tests {
         assert_eq!(fib_rounds(1), 89);
         assert_eq!(fib_rounds(3), 267);
         assert_eq!(fib_rounds(0), 0);
+    }
+
+    #[test]
+    fn burning_cpu_uses_that_much_of_the_thread_s_clock() {
+        let before = crate::probe::thread_cpu_time();
+        black_box(burn_cpu(Duration::from_millis(3)));
+        let used = crate::probe::thread_cpu_time() - before;
+        assert!(used >= Duration::from_millis(3), "{used:?}");
+        // The overshoot is one look's worth (plus a preemption's accounting).
+        assert!(used < Duration::from_millis(13), "{used:?}");
+        assert_eq!(burn_cpu(Duration::ZERO), 0, "nothing to compute");
     }
 
     #[test]

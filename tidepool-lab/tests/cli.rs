@@ -472,3 +472,58 @@ fn tiny_run_of_the_overload_experiment_rotates_fresh_processes() {
     assert!(html.contains("Longest start latency by arrival decile"));
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn tiny_run_of_the_issue_41_experiments() {
+    let out_dir = scratch("quota");
+    let names = [
+        "fetch-process",
+        "learned-then-computes",
+        "lock-convoy",
+        "mixed-kind",
+    ];
+    let mut args = vec!["--tiny", "--json", "--out", out_dir.to_str().unwrap()];
+    args.extend(names);
+    let o = lab(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("--json prints the document");
+    let experiments = doc["experiments"].as_array().unwrap();
+    let got: Vec<&str> = experiments
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, names);
+    for e in experiments {
+        assert!(e["summary"].as_str().unwrap().contains("Verdict: "), "{e}");
+        let computes = e["name"] != "lock-convoy";
+        for run in e["runs"].as_array().unwrap() {
+            let id = format!("{}/{}", e["name"], run["id"]);
+            assert_eq!(run["status"], "ok", "{id}: {}", run["error"]);
+            let m = run["metrics"].as_object().unwrap();
+            assert!(m.values().all(Value::is_number), "{id}: {m:?}");
+            assert!(m.contains_key("peak_threads"), "{id}: {m:?}");
+            assert_eq!(m.contains_key("over_quota_ms"), computes, "{id}: {m:?}");
+            assert_eq!(m.contains_key("peak_computing"), computes, "{id}: {m:?}");
+            let tidepool = run["system"].as_str().unwrap().starts_with("tidepool");
+            for key in ["presumptions_failed", "workers_counted_again"] {
+                assert_eq!(m.contains_key(key), tidepool, "{id}: {key}");
+            }
+        }
+    }
+    // The opt-in rows stay out of a run that does not name them.
+    let ids = |exp: &str| -> Vec<String> {
+        experiments.iter().find(|e| e["name"] == exp).unwrap()["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("fetch-process").len(), 12);
+    assert!(!ids("fetch-process").contains(&"tokio-16-distinct-types".to_string()));
+    assert_eq!(ids("lock-convoy").len(), 20);
+    assert_eq!(ids("learned-then-computes").len(), 6);
+    assert_eq!(ids("mixed-kind").len(), 3);
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

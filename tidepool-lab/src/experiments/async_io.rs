@@ -79,6 +79,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| run(ctx, Sys::Executor),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 5,
     rotate: false,

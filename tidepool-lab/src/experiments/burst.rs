@@ -193,6 +193,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| warm(ctx, RAYON_CPU, Work::Cpu, rayon),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 5,
     // As in every experiment whose runs start processes: no run always

@@ -85,6 +85,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| run(ctx, || rayon_pool(None).map(System::Rayon)),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 1,
     rotate: false,

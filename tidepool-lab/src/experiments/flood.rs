@@ -87,6 +87,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| run(ctx, || Ok(Route::Plain(System::Rayon(rayon_pool(None)?)))),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 5,
     rotate: false,

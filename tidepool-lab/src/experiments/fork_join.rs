@@ -199,6 +199,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| run(ctx, Work::Iter(IterWork::WordCount), Via::Rayon),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 5,
     rotate: false,

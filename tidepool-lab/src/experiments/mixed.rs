@@ -84,6 +84,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     baseline: TIDEPOOL,
     baselines: &[],
     runs: RUNS,
+    opt_in: &[],
     plots,
     default_repeat: 1,
     rotate: false,

@@ -14,13 +14,18 @@ use crate::probe::{self, ThreadObservation};
 pub mod async_io;
 pub mod burst;
 pub mod cpu_bound;
+pub mod fetch_process;
 pub mod flood;
 pub mod fork_join;
 pub mod fresh_process;
 mod latency;
+pub mod learned_then_computes;
+pub mod lock_convoy;
 pub mod mixed;
+pub mod mixed_kind;
 pub mod overload;
 mod paced;
+mod quota;
 pub mod service;
 pub mod short_blocking;
 pub mod thread_count;
@@ -59,6 +64,18 @@ pub enum ExperimentKind {
     /// Closures and tasks arriving at 1.5x what the cores compute, 30% of
     /// them blocking: the longest start latency against FIFO pools.
     Overload,
+    /// Issue #41: items that wait, then compute, all at once: mean
+    /// completion against two computing at a time.
+    FetchProcess,
+    /// Issue #41: a closure type taught to block, then a burst of it that
+    /// computes: how many compute at once.
+    LearnedThenComputes,
+    /// Issue #41: closures convoying on one mutex: threads and wall time
+    /// against a fixed pool.
+    LockConvoy,
+    /// Issue #41: one closure type that half sleeps, half computes: time
+    /// with more than the slots computing.
+    MixedKind,
 }
 
 impl ExperimentKind {
@@ -78,6 +95,10 @@ impl ExperimentKind {
             ExperimentKind::AsyncIo => &async_io::EXPERIMENT,
             ExperimentKind::Service => &service::EXPERIMENT,
             ExperimentKind::Overload => &overload::EXPERIMENT,
+            ExperimentKind::FetchProcess => &fetch_process::EXPERIMENT,
+            ExperimentKind::LearnedThenComputes => &learned_then_computes::EXPERIMENT,
+            ExperimentKind::LockConvoy => &lock_convoy::EXPERIMENT,
+            ExperimentKind::MixedKind => &mixed_kind::EXPERIMENT,
         }
     }
 
@@ -196,6 +217,14 @@ mod tests {
                     e.name
                 );
             }
+            for id in e.opt_in {
+                assert!(e.run(id).is_some(), "{}: opt-in {id} is a run", e.name);
+            }
+            assert!(
+                !e.opt_in.contains(&e.baseline),
+                "{}: the baseline runs by default",
+                e.name
+            );
             for scale in [Scale::Full, Scale::Quick, Scale::Tiny] {
                 assert!(!(e.scale)(scale).is_empty());
             }

@@ -71,6 +71,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| run(ctx, |_| Ok(System::ThreadPool(threadpool::ThreadPool::new(16)))),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 5,
     rotate: false,

@@ -103,6 +103,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             },
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 5,
     rotate: false,

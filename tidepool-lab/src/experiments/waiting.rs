@@ -128,6 +128,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             },
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 1,
     rotate: false,

@@ -71,6 +71,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| run(ctx, Client::TokioAsync),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 1,
     rotate: false,

@@ -112,6 +112,10 @@ pub struct Experiment {
     pub baselines: &'static [(&'static str, &'static str)],
     /// Its runs, in the order they run.
     pub runs: &'static [RunSpec],
+    /// Runs that run only when `--only` names them: rows too long for the
+    /// default run, or rows that only confirm what a default row shows.
+    /// Empty in most experiments.
+    pub opt_in: &'static [&'static str],
     /// Its plots, from its results.
     pub plots: fn(&[RunResult]) -> Vec<Plot>,
     /// Repetitions of every run in a default full-scale lab: several for
@@ -132,6 +136,16 @@ impl Experiment {
     /// The run ids, in order.
     pub fn run_ids(&self) -> Vec<&'static str> {
         self.runs.iter().map(|r| r.id).collect()
+    }
+
+    /// The ids of the runs that run when `--only` does not name any: every
+    /// run but the [`opt_in`](Experiment::opt_in) ones, in order.
+    pub fn default_run_ids(&self) -> Vec<&'static str> {
+        self.runs
+            .iter()
+            .map(|r| r.id)
+            .filter(|id| !self.opt_in.contains(id))
+            .collect()
     }
 
     /// The run whose headline figure run `id`'s ratio divides by.

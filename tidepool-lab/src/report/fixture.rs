@@ -33,6 +33,7 @@ pub(crate) static SAMPLE: Experiment = Experiment {
         run("gradual500-sleep", "The Gradual controller; items sleep."),
         run("rayon-sleep", "rayon's default pool; items sleep."),
     ],
+    opt_in: &[],
     plots: |_| Vec::new(),
     default_repeat: 1,
     rotate: false,

@@ -177,6 +177,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| run(ctx, THREADPOOL, Way::ThreadPool),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 3,
     rotate: true,

@@ -220,6 +220,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             execute: |ctx| run(ctx, ServeSystem::TokioInline),
         },
     ],
+    opt_in: &[],
     plots,
     default_repeat: 5,
     rotate: true,
