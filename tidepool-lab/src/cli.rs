@@ -112,6 +112,35 @@ pub enum Parsed {
     Fresh(FreshArgs),
 }
 
+/// The command line as `results.json` and the report record it:
+/// `tidepool-lab` and the arguments, each quoted for a POSIX shell where it
+/// needs it. The program's path (`target/release/tidepool-lab`, or what
+/// `cargo run` passed) is left out: `tidepool-lab ARGS` runs the same as
+/// `cargo run --release -p tidepool-lab -- ARGS`.
+pub fn command_line<I, T>(args: I) -> String
+where
+    I: IntoIterator<Item = T>,
+    T: AsRef<str>,
+{
+    let mut line = String::from("tidepool-lab");
+    for arg in args.into_iter().skip(1) {
+        line.push(' ');
+        line.push_str(&shell_quoted(arg.as_ref()));
+    }
+    line
+}
+
+/// `arg` as a shell would need it: as it is when it has only characters no
+/// shell treats specially, else in single quotes.
+fn shell_quoted(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./,:=@%+".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
 /// Parses and validates `args` (the first item is the program name).
 ///
 /// # Errors
@@ -476,6 +505,20 @@ mod tests {
             panic!("help")
         };
         assert!(!help.contains(RUN_FRESH), "hidden: {help}");
+    }
+
+    #[test]
+    fn the_command_line_is_recorded_as_tidepool_lab_and_its_arguments() {
+        assert_eq!(command_line(["target/release/tidepool-lab"]), "tidepool-lab");
+        assert_eq!(
+            command_line(["/x/tidepool-lab", "waiting", "--quick", "--repeat", "5"]),
+            "tidepool-lab waiting --quick --repeat 5"
+        );
+        assert_eq!(
+            command_line(["tidepool-lab", "--out", "my report", "--only", "it's"]),
+            r"tidepool-lab --out 'my report' --only 'it'\''s'"
+        );
+        assert_eq!(command_line(["tidepool-lab", ""]), "tidepool-lab ''");
     }
 
     #[test]

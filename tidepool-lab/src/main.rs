@@ -37,9 +37,9 @@ fn main() -> ExitCode {
     }
 
     let machine = Machine::detect();
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let command = cli::command_line(std::env::args());
     let results = lab::run(&plan, machine.cores);
-    let doc = Document::new(machine, probe::git_commit(), plan.scale, &results);
+    let doc = Document::new(machine, probe::git_commit(), command, plan.scale, &results);
     // With --json, standard output carries the document only.
     let tables = report::text::render(&doc, &results);
     if plan.json {
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         print!("{tables}");
         let _ = std::io::stdout().flush();
     }
-    match report::write(&plan.out, &doc, &results, plan.scale, &command) {
+    match report::write(&plan.out, &doc, &results, plan.scale) {
         Ok(files) => {
             let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
             eprintln!("report written: {}", names.join(", "));

@@ -31,7 +31,7 @@ pub struct Rendered<'a> {
     pub results: &'a [ExperimentResult],
     /// Per experiment, its plots and their SVG text.
     pub plots: Vec<Vec<(Plot, String)>>,
-    /// The command line that produced the report.
+    /// The command line that produced the report (the document's).
     pub command: &'a str,
     /// The scale the runs used.
     pub scale: Scale,
@@ -63,7 +63,6 @@ pub fn write(
     doc: &Document,
     results: &[ExperimentResult],
     scale: Scale,
-    command: &str,
 ) -> Result<Vec<PathBuf>, String> {
     let mut plots = Vec::new();
     for e in results {
@@ -78,7 +77,7 @@ pub fn write(
         doc,
         results,
         plots,
-        command,
+        command: &doc.command,
         scale,
     };
 
