@@ -1,4 +1,6 @@
-//! The report: `results.json`, `report.md`, `report.html` and `plots/`.
+//! The report: `results.json`, `report.md`, `report.html` and `plots/`;
+//! and, from `results.json` files, the README's results table
+//! ([`readme`]).
 //!
 //! Everything is written into a temporary folder inside the output folder
 //! first and moved into place only when all of it has been written, so a
@@ -15,6 +17,7 @@ pub mod html;
 pub mod json;
 pub mod md;
 pub mod plot;
+pub mod readme;
 pub mod summary;
 pub mod table;
 pub mod text;
