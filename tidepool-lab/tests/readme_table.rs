@@ -2,7 +2,8 @@
 //! expected Markdown (`tests/fixtures/`: `results-b.json` re-measures one
 //! experiment of `results-a.json`, so its row replaces the earlier one);
 //! `--write` replaces only what is between the markers; bad input exits
-//! with 2 and one line.
+//! with 2 and one line. And the repository's README carries exactly what
+//! the results in `docs/results/` render to.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -101,4 +102,31 @@ fn the_runs_shown_beside_tidepools_main_run_exist() {
             assert_eq!(run.unwrap().system, "tidepool", "{name}/{id}");
         }
     }
+}
+
+/// The README's results table is generated: what `docs/results/*.json`
+/// (in name order) render to, between the markers.
+#[test]
+fn the_readmes_table_is_what_docs_results_render_to() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut results: Vec<PathBuf> = std::fs::read_dir(root.join("docs/results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    results.sort();
+    assert!(!results.is_empty(), "docs/results/ has no results");
+    let paths: Vec<&Path> = results.iter().map(PathBuf::as_path).collect();
+    let table = stdout(&lab(&paths));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let block = readme
+        .split_once(&format!("\n{BEGIN}\n"))
+        .and_then(|(_, rest)| rest.split_once(&format!("\n{END}\n")))
+        .map(|(block, _)| format!("{block}\n"))
+        .expect("README.md has the results markers");
+    assert!(
+        block == table,
+        "README.md's results table is not what docs/results/*.json render to; regenerate it:\n  \
+         cargo run --release -p tidepool-lab -- readme-table --write README.md docs/results/*.json"
+    );
 }
