@@ -16,7 +16,14 @@ use crate::model::{Experiment, Scale};
 /// `tidepool-lab`: runs the classic thread-pool experiments on tidepool and
 /// its peers (tokio, rayon, threadpool) and writes a report.
 #[derive(Debug, Parser)]
-#[command(name = "tidepool-lab", version, about, long_about = None)]
+#[command(
+    name = "tidepool-lab",
+    version,
+    about,
+    long_about = None,
+    after_help = "Also: `tidepool-lab readme-table [--write README.md] RESULTS.json...` \
+renders the README's results table from results.json files (see its --help)."
+)]
 pub struct Cli {
     /// Experiments to run (default: all of them, in this order).
     #[arg(value_enum)]
@@ -102,6 +109,28 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// The subcommand that renders the README's results table.
+pub const README_TABLE: &str = "readme-table";
+
+/// `tidepool-lab readme-table`: renders one Markdown table from one or more
+/// `results.json` files, merged (an experiment in a later file replaces the
+/// same experiment in an earlier one): per experiment the headline figure
+/// of tidepool's run and of each peer in the same run, median (min-max),
+/// the peer's ratio to tidepool, and the command that made the run.
+#[derive(Debug, Clone, PartialEq, Eq, Parser)]
+#[command(name = "tidepool-lab readme-table")]
+pub struct ReadmeArgs {
+    /// The results.json files, in order: a later file's experiment
+    /// replaces an earlier file's of the same name.
+    #[arg(required = true, value_name = "RESULTS.json")]
+    pub results: Vec<PathBuf>,
+
+    /// Write the table into FILE, between its `<!-- results:begin -->` and
+    /// `<!-- results:end -->` lines, instead of printing it.
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+}
+
 /// What parsing the arguments led to.
 #[derive(Debug)]
 pub enum Parsed {
@@ -113,6 +142,37 @@ pub enum Parsed {
     Serve(ServeArgs),
     /// `run-fresh`: carry out one repetition of a run in this process.
     Fresh(FreshArgs),
+    /// `readme-table`: render the README's results table.
+    ReadmeTable(ReadmeArgs),
+}
+
+/// The command line as `results.json` and the report record it:
+/// `tidepool-lab` and the arguments, each quoted for a POSIX shell where it
+/// needs it. The program's path (`target/release/tidepool-lab`, or what
+/// `cargo run` passed) is left out: `tidepool-lab ARGS` runs the same as
+/// `cargo run --release -p tidepool-lab -- ARGS`.
+pub fn command_line<I, T>(args: I) -> String
+where
+    I: IntoIterator<Item = T>,
+    T: AsRef<str>,
+{
+    let mut line = String::from("tidepool-lab");
+    for arg in args.into_iter().skip(1) {
+        line.push(' ');
+        line.push_str(&shell_quoted(arg.as_ref()));
+    }
+    line
+}
+
+/// `arg` as a shell would need it: as it is when it has only characters no
+/// shell treats specially, else in single quotes.
+fn shell_quoted(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./,:=@%+".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
 }
 
 /// Parses and validates `args` (the first item is the program name).
@@ -137,6 +197,17 @@ where
         return FreshArgs::try_parse_from(&args[1..])
             .map(Parsed::Fresh)
             .map_err(|e| UsageError(one_line(&e.render().to_string())));
+    }
+    if args.get(1).is_some_and(|a| a == README_TABLE) {
+        return match ReadmeArgs::try_parse_from(&args[1..]) {
+            Ok(readme) => Ok(Parsed::ReadmeTable(readme)),
+            Err(e) => match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    Ok(Parsed::Info(e.render().to_string()))
+                }
+                _ => Err(UsageError(one_line(&e.render().to_string()))),
+            },
+        };
     }
     match Cli::try_parse_from(args) {
         Ok(cli) => plan(cli).map(Parsed::Run),
@@ -326,7 +397,9 @@ mod tests {
         all.extend_from_slice(args);
         match parse(all)? {
             Parsed::Run(p) => Ok(p),
-            Parsed::Info(_) | Parsed::Serve(_) | Parsed::Fresh(_) => panic!("unexpected {args:?}"),
+            Parsed::Info(_) | Parsed::Serve(_) | Parsed::Fresh(_) | Parsed::ReadmeTable(_) => {
+                panic!("unexpected {args:?}")
+            }
         }
     }
 
@@ -494,6 +567,53 @@ mod tests {
             panic!("help")
         };
         assert!(!help.contains(RUN_FRESH), "hidden: {help}");
+    }
+
+    #[test]
+    fn readme_table_is_a_subcommand() {
+        let parsed = parse([
+            "tidepool-lab",
+            "readme-table",
+            "a.json",
+            "b.json",
+            "--write",
+            "README.md",
+        ]);
+        let Ok(Parsed::ReadmeTable(args)) = parsed else {
+            panic!("{parsed:?}")
+        };
+        assert_eq!(
+            args.results,
+            vec![PathBuf::from("a.json"), PathBuf::from("b.json")]
+        );
+        assert_eq!(args.write, Some(PathBuf::from("README.md")));
+        let e = parse(["tidepool-lab", "readme-table"]).unwrap_err();
+        assert!(e.0.contains("RESULTS.json"), "{e}");
+        assert!(matches!(
+            parse(["tidepool-lab", "readme-table", "--help"]),
+            Ok(Parsed::Info(_))
+        ));
+        let Ok(Parsed::Info(help)) = parse(["tidepool-lab", "--help"]) else {
+            panic!("help")
+        };
+        assert!(help.contains(README_TABLE), "named in --help: {help}");
+    }
+
+    #[test]
+    fn the_command_line_is_recorded_as_tidepool_lab_and_its_arguments() {
+        assert_eq!(
+            command_line(["target/release/tidepool-lab"]),
+            "tidepool-lab"
+        );
+        assert_eq!(
+            command_line(["/x/tidepool-lab", "waiting", "--quick", "--repeat", "5"]),
+            "tidepool-lab waiting --quick --repeat 5"
+        );
+        assert_eq!(
+            command_line(["tidepool-lab", "--out", "my report", "--only", "it's"]),
+            r"tidepool-lab --out 'my report' --only 'it'\''s'"
+        );
+        assert_eq!(command_line(["tidepool-lab", ""]), "tidepool-lab ''");
     }
 
     #[test]

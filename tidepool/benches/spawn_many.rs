@@ -7,7 +7,7 @@
 //! (`tidepool-execute`: `Pool::execute`, as rayon's `spawn` and the
 //! threadpool crate's `execute` run them), and `async` blocks
 //! (`tidepool-async`), the jobs tokio and async-executor run. Run with `cargo bench --bench
-//! spawn_many`; the README quotes the medians and ratios.
+//! spawn_many`; docs/measurements.md quotes the medians and ratios.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 

@@ -61,36 +61,38 @@
 //!
 //! # Coming from tokio, rayon, .NET or the threadpool crate
 //!
-//! (Also in `docs/coming-from.md` in the repository.)
+//! (Also in `docs/coming-from.md` in the repository, copied from here;
+//! `tests/coming_from.rs` fails when the two differ. The names below link
+//! to their docs, so a renamed item fails the doc build.)
 //!
 //! | you used | in tidepool | note |
 //! |---|---|---|
-//! | tokio `tokio::spawn(fut)` | `tidepool::spawn(fut)` / `pool.spawn(fut)` | same `JoinHandle` shape: `.await` it or `.join()` it |
-//! | tokio `spawn_blocking(f)` | inside a task, call `f()` inline; from outside, `pool.spawn_fn(f)` | no separate blocking pool: a worker that blocks is detected (Linux) and its slot goes to another worker; once its kind was seen blocking, later ones get a thread as they are spawned, as `spawn_blocking` would give them |
+//! | tokio `tokio::spawn(fut)` | [`tidepool::spawn(fut)`](spawn) / [`pool.spawn(fut)`](Pool::spawn) | same [`JoinHandle`] shape: `.await` it or [`.join()`](JoinHandle::join) it |
+//! | tokio `spawn_blocking(f)` | inside a task, call `f()` inline; from outside, [`pool.spawn_fn(f)`](Pool::spawn_fn) | no separate blocking pool: a worker that blocks is detected (Linux) and its slot goes to another worker; once its kind was seen blocking, later ones get a thread as they are spawned, as `spawn_blocking` would give them |
 //! | axum `axum::serve(listener, app)` | `tidepool::http::serve(listener, app)` (feature `http`) | the same arguments; connections run on the pool, not on tokio's workers |
-//! | tokio `block_in_place(f)` | `tidepool::blocking(f)` | declares the block: a call still inside after one monitor interval hands its slot over without asking the kernel (on every platform); a quick one moves nothing |
-//! | tokio `Runtime::block_on(fut)` | `pool.block_on(fut)` / `tidepool::block_on(fut)` | |
-//! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | `tidepool::sleep`, `tidepool::timeout`, `tidepool::yield_now` | timers live in tidepool's reactor (microsecond precision; busy workers fire due ones between tasks); an awaiting task holds no thread |
+//! | tokio `block_in_place(f)` | [`tidepool::blocking(f)`](blocking) | declares the block: a call still inside after one monitor interval hands its slot over without asking the kernel (on every platform); a quick one moves nothing |
+//! | tokio `Runtime::block_on(fut)` | [`pool.block_on(fut)`](Pool::block_on) / [`tidepool::block_on(fut)`](block_on) | |
+//! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | [`tidepool::sleep`](sleep), [`tidepool::timeout`](timeout), [`tidepool::yield_now`](yield_now) | timers live in tidepool's reactor (microsecond precision; busy workers fire due ones between tasks); an awaiting task holds no thread |
 //! | tokio `net::TcpStream`, hyper, reqwest, tonic, sqlx in a task | the same code, with the `tokio` cargo feature | see [tokio-based crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx) |
-//! | tokio `net::TcpStream` / `TcpListener` | `tidepool::Async<std::net::TcpStream>` + [`io`] | tidepool's reactor, polled by busy workers; async-io's method names; `examples/echo.rs` |
-//! | tokio `Builder::worker_threads(n)` | `Builder::concurrency(n)` | running slots; threads beyond it only replace blocked workers, up to `max_threads` |
-//! | tokio `on_thread_start` / `on_thread_stop`, `thread_name_fn` | `Builder::on_thread_start` / `on_thread_stop`, `thread_name_fn` | also run on the monitor thread; panics are counted, not fatal |
-//! | tokio `JoinError::is_cancelled` / `is_panic` / `into_panic` | the same on `tidepool::JoinError` | plus `JoinError::ShutDown` for a spawn on a shut-down pool |
-//! | tokio `Runtime::shutdown_timeout` | `Pool::shutdown_timeout` | `Pool::shutdown` waits for every task |
-//! | rayon `rayon::spawn(f)` | `tidepool::execute(f)` | no handle, like rayon's; `tidepool::spawn_fn(f)` returns one (drop it to detach); `execute` returns `Err` if the pool is shut down, where rayon's `spawn` cannot fail |
-//! | rayon `ThreadPoolBuilder::build_global` | `Builder::build_global` | once, before the global pool is used |
-//! | rayon `start_handler` / `exit_handler` | `Builder::on_thread_start` / `on_thread_stop` | |
-//! | rayon `join`, `scope` | `tidepool::join`, `tidepool::scope` (and `Pool::join`, `Pool::scope`) | closures borrow the caller's stack; a waiting worker helps instead of blocking |
-//! | rayon `join` with a lock held across it (rayon's issue #592: the wait may run queued work that takes the lock, a deadlock) | `tidepool::isolate(f)`, with `f` calling `tidepool::join(a, b)` | the wait runs only its own work (rayon's always help); the thread blocks meanwhile and its slot goes to another worker |
-//! | rayon `use rayon::prelude::*;` (`par_iter`, `into_par_iter`, `par_chunks`, `par_sort`, `map`, `filter`, `collect`, `sum`, ...) | `use tidepool::prelude::*;` | the same names and signatures for the common adaptors and consumers ([`iter`] lists what is missing); runs on the current pool |
-//! | .NET `ThreadPool.QueueUserWorkItem` | `tidepool::execute` (or `spawn_fn` for a handle) | the process-wide pool is `tidepool::global()` |
-//! | .NET `Task.Run(async …)` | `tidepool::spawn(async …)` | |
-//! | .NET `SetMinThreads` / `SetMaxThreads` | `Builder::min_threads` / `max_threads` | tidepool starts a replacement as soon as a worker blocks, without the hill-climbing delay (`Controller::HillClimbing` and `Controller::Gradual` exist if you want it) |
-//! | .NET `ConcurrentExclusiveSchedulerPair` | `Pool::concurrent_exclusive(n)` | |
-//! | .NET `TaskCreationOptions.LongRunning` | `tidepool::blocking` inside the task, or nothing | a blocked task's slot is handed over anyway |
-//! | threadpool `ThreadPool::new(n)` + `execute(f)` | `Pool::builder().concurrency(n).controller(Controller::Fixed).build()` + `execute(f)` | `Fixed` never adds threads, like `threadpool`; `execute` returns `Err` on a shut-down pool |
-//! | threadpool `join()` | `Pool::shutdown()` (waits), or join the handles | |
-//! | threadpool `panic_count()` | `pool.metrics().panicked` | |
+//! | tokio `net::TcpStream` / `TcpListener` | [`tidepool::Async<std::net::TcpStream>`](Async) + [`tidepool::io`](io) | tidepool's reactor, polled by busy workers; async-io's method names; `examples/echo.rs` |
+//! | tokio `Builder::worker_threads(n)` | [`Builder::concurrency(n)`](Builder::concurrency) | running slots; threads beyond it only replace blocked workers, up to [`max_threads`](Builder::max_threads) |
+//! | tokio `on_thread_start` / `on_thread_stop`, `thread_name_fn` | [`Builder::on_thread_start`] / [`on_thread_stop`](Builder::on_thread_stop), [`thread_name_fn`](Builder::thread_name_fn) | also run on the monitor thread; panics are counted, not fatal |
+//! | tokio `JoinError::is_cancelled` / `is_panic` / `into_panic` | the same on [`tidepool::JoinError`](JoinError) | plus [`JoinError::ShutDown`] for a spawn on a shut-down pool |
+//! | tokio `Runtime::shutdown_timeout` | [`Pool::shutdown_timeout`] | [`Pool::shutdown`] waits for every task |
+//! | rayon `rayon::spawn(f)` | [`tidepool::execute(f)`](execute) | no handle, like rayon's; [`tidepool::spawn_fn(f)`](spawn_fn) returns one (drop it to detach); `execute` returns `Err` if the pool is shut down, where rayon's `spawn` cannot fail |
+//! | rayon `ThreadPoolBuilder::build_global` | [`Builder::build_global`] | once, before the global pool is used |
+//! | rayon `start_handler` / `exit_handler` | [`Builder::on_thread_start`] / [`on_thread_stop`](Builder::on_thread_stop) | |
+//! | rayon `join`, `scope` | [`tidepool::join`](join), [`tidepool::scope`](scope) (and [`Pool::join`], [`Pool::scope`]) | closures borrow the caller's stack; a waiting worker helps instead of blocking |
+//! | rayon `join` with a lock held across it (rayon's issue #592: the wait may run queued work that takes the lock, a deadlock) | [`tidepool::isolate(f)`](isolate), with `f` calling `tidepool::join(a, b)` | the wait runs only its own work (rayon's always help); the thread blocks meanwhile and its slot goes to another worker |
+//! | rayon `use rayon::prelude::*;` (`par_iter`, `into_par_iter`, `par_chunks`, `par_sort`, `map`, `filter`, `collect`, `sum`, ...) | [`use tidepool::prelude::*;`](prelude) | the same names and signatures for the common adaptors and consumers ([`tidepool::iter`](iter) lists what is missing); runs on the current pool |
+//! | .NET `ThreadPool.QueueUserWorkItem` | [`tidepool::execute`](execute) (or [`spawn_fn`] for a handle) | the process-wide pool is [`tidepool::global()`](fn@global) |
+//! | .NET `Task.Run(async …)` | [`tidepool::spawn(async …)`](spawn) | |
+//! | .NET `SetMinThreads` / `SetMaxThreads` | [`Builder::min_threads`] / [`max_threads`](Builder::max_threads) | tidepool starts a replacement as soon as a worker blocks, without the hill-climbing delay ([`Controller::HillClimbing`] and [`Controller::Gradual`] exist if you want it) |
+//! | .NET `ConcurrentExclusiveSchedulerPair` | [`Pool::concurrent_exclusive(n)`](Pool::concurrent_exclusive) | |
+//! | .NET `TaskCreationOptions.LongRunning` | [`tidepool::blocking`](blocking) inside the task, or nothing | a blocked task's slot is handed over anyway |
+//! | threadpool `ThreadPool::new(n)` + `execute(f)` | `Pool::builder().concurrency(n).controller(Controller::Fixed).build()` + [`execute(f)`](Pool::execute) | [`Fixed`](Controller::Fixed) never adds threads, like `threadpool`; `execute` returns `Err` on a shut-down pool |
+//! | threadpool `join()` | [`Pool::shutdown()`](Pool::shutdown) (waits), or join the handles | |
+//! | threadpool `panic_count()` | [`pool.metrics().panicked`](Metrics::panicked) | |
 //!
 //! # Parallel iterators
 //!

@@ -106,6 +106,50 @@ impl Run {
     }
 }
 
+/// What a task that held the run's mutex across a wait saw.
+struct Held<X, T> {
+    run: Arc<Run>,
+    /// What `X` returned.
+    x: X,
+    /// What the wait returned beside `X`'s handle.
+    value: T,
+    /// The thread of the task that held the mutex.
+    waiter: ThreadId,
+}
+
+/// The set-up of the tests below: on `pool`, a task takes the run's mutex,
+/// calls `wait` (which queues `X` and waits on the pool, and returns `X`'s
+/// handle beside anything else it wants to check), releases the mutex, and
+/// only then joins `X`. Bounded by [`HANG`], so a deadlock fails the test.
+fn hold_the_mutex_across<X, T>(
+    pool: Pool,
+    wait: impl FnOnce(&Arc<Run>) -> (JoinHandle<X>, T) + Send + 'static,
+) -> Held<X, T>
+where
+    X: Send + 'static,
+    T: Send + 'static,
+{
+    within(HANG, move || {
+        let run = Arc::new(Run::default());
+        let task = {
+            let run = Arc::clone(&run);
+            pool.spawn_fn(move || {
+                let held = run.mutex.lock().unwrap();
+                let (x, value) = wait(&run);
+                drop(held);
+                (x.join().unwrap(), value, thread::current().id())
+            })
+        };
+        let (x, value, waiter) = task.join().unwrap();
+        Held {
+            run,
+            x,
+            value,
+            waiter,
+        }
+    })
+}
+
 /// A task that holds the mutex across `join(a, b)`, isolated: `a` waits
 /// until a thief took `b`, then queues `X` above where `b` was. Plain, the
 /// join would pop `X` and run it here, under the held mutex: a deadlock.
@@ -114,30 +158,18 @@ impl Run {
 /// releases it.
 #[test]
 fn a_mutex_held_across_an_isolated_join_is_taken_by_queued_work_on_another_thread() {
-    within(HANG, || {
-        let pool = two_slots();
-        let run = Arc::new(Run::default());
-        let task = {
-            let run = Arc::clone(&run);
-            pool.spawn_fn(move || {
-                let held = run.mutex.lock().unwrap();
-                let (x, ()) = tidepool::isolate(|| {
-                    tidepool::join(
-                        || {
-                            spin_until(&run.stolen, "b taken by a thief");
-                            run.spawn_x()
-                        },
-                        || run.awaited_half(),
-                    )
-                });
-                drop(held);
-                x.join().unwrap();
-                thread::current().id()
-            })
-        };
-        let waiter = task.join().unwrap();
-        run.assert_x_ran_elsewhere(waiter);
+    let held = hold_the_mutex_across(two_slots(), |run| {
+        tidepool::isolate(|| {
+            tidepool::join(
+                || {
+                    spin_until(&run.stolen, "b taken by a thief");
+                    run.spawn_x()
+                },
+                || run.awaited_half(),
+            )
+        })
     });
+    held.run.assert_x_ran_elsewhere(held.waiter);
 }
 
 /// The same from outside the pool: the thread that holds the mutex calls
@@ -173,65 +205,43 @@ fn a_mutex_held_outside_the_pool_across_an_isolated_pool_join_does_not_deadlock(
 /// have waited for itself forever.
 #[test]
 fn a_plain_join_runs_queued_work_on_the_lock_holders_thread() {
-    within(HANG, || {
-        let pool = two_slots();
-        let run = Arc::new(Run::default());
-        let task = {
-            let run = Arc::clone(&run);
-            pool.spawn_fn(move || {
-                let held = run.mutex.lock().unwrap();
-                let (x, ()) = tidepool::join(
-                    || {
-                        spin_until(&run.stolen, "b taken by a thief");
-                        let run = Arc::clone(&run);
-                        tidepool::spawn_fn(move || {
-                            *run.x_thread.lock().unwrap() = Some(thread::current().id());
-                            run.x_started.store(true, Ordering::SeqCst);
-                            matches!(run.mutex.try_lock(), Err(TryLockError::WouldBlock))
-                        })
-                    },
-                    || run.awaited_half(),
-                );
-                drop(held);
-                (x.join().unwrap(), thread::current().id())
-            })
-        };
-        let (found_it_taken, waiter) = task.join().unwrap();
-        let x_thread = run.x_thread.lock().unwrap().expect("X ran");
-        assert_eq!(
-            x_thread, waiter,
-            "the plain join's wait ran X on the thread that held the mutex"
-        );
-        assert!(found_it_taken, "X found the mutex taken, by its own thread");
+    let held = hold_the_mutex_across(two_slots(), |run| {
+        tidepool::join(
+            || {
+                spin_until(&run.stolen, "b taken by a thief");
+                let run = Arc::clone(run);
+                tidepool::spawn_fn(move || {
+                    *run.x_thread.lock().unwrap() = Some(thread::current().id());
+                    run.x_started.store(true, Ordering::SeqCst);
+                    matches!(run.mutex.try_lock(), Err(TryLockError::WouldBlock))
+                })
+            },
+            || run.awaited_half(),
+        )
     });
+    let x_thread = held.run.x_thread.lock().unwrap().expect("X ran");
+    assert_eq!(
+        x_thread, held.waiter,
+        "the plain join's wait ran X on the thread that held the mutex"
+    );
+    assert!(held.x, "X found the mutex taken, by its own thread");
 }
 
 /// A scope's end, isolated: its task taken by a thief, `X` queued above it
 /// on the owner's deque. The owner runs none of it and waits.
 #[test]
 fn a_mutex_held_across_an_isolated_scope_is_taken_by_queued_work_on_another_thread() {
-    within(HANG, || {
-        let pool = two_slots();
-        let run = Arc::new(Run::default());
-        let task = {
-            let run = Arc::clone(&run);
-            pool.spawn_fn(move || {
-                let held = run.mutex.lock().unwrap();
-                let x = tidepool::isolate(|| {
-                    tidepool::scope(|s| {
-                        s.spawn(|_| run.awaited_half());
-                        spin_until(&run.stolen, "the scope's task taken by a thief");
-                        run.spawn_x()
-                    })
-                });
-                drop(held);
-                x.join().unwrap();
-                thread::current().id()
+    let held = hold_the_mutex_across(two_slots(), |run| {
+        let x = tidepool::isolate(|| {
+            tidepool::scope(|s| {
+                s.spawn(|_| run.awaited_half());
+                spin_until(&run.stolen, "the scope's task taken by a thief");
+                run.spawn_x()
             })
-        };
-        let waiter = task.join().unwrap();
-        run.assert_x_ran_elsewhere(waiter);
+        });
+        (x, ())
     });
+    held.run.assert_x_ran_elsewhere(held.waiter);
 }
 
 /// `JoinHandle::join`, isolated: the awaited task `Y` was spawned first, `X`
@@ -241,49 +251,25 @@ fn a_mutex_held_across_an_isolated_scope_is_taken_by_queued_work_on_another_thre
 /// `X`.
 #[test]
 fn a_mutex_held_across_an_isolated_handle_join_does_not_deadlock() {
-    within(HANG, || {
-        let pool = two_slots();
-        let run = Arc::new(Run::default());
-        let task = {
-            let run = Arc::clone(&run);
-            pool.spawn_fn(move || {
-                let held = run.mutex.lock().unwrap();
-                let y = run.spawn_y();
-                let x = run.spawn_x();
-                let answer = tidepool::isolate(|| y.join().unwrap());
-                drop(held);
-                x.join().unwrap();
-                (answer, thread::current().id())
-            })
-        };
-        let (answer, waiter) = task.join().unwrap();
-        assert_eq!(answer, 42);
-        run.assert_x_ran_elsewhere(waiter);
+    let held = hold_the_mutex_across(two_slots(), |run| {
+        let y = run.spawn_y();
+        let x = run.spawn_x();
+        (x, tidepool::isolate(|| y.join().unwrap()))
     });
+    assert_eq!(held.value, 42);
+    held.run.assert_x_ran_elsewhere(held.waiter);
 }
 
 /// `block_on` on a worker, isolated, likewise (awaiting `Y`'s handle).
 #[test]
 fn a_mutex_held_across_an_isolated_block_on_does_not_deadlock() {
-    within(HANG, || {
-        let pool = two_slots();
-        let run = Arc::new(Run::default());
-        let task = {
-            let run = Arc::clone(&run);
-            pool.spawn_fn(move || {
-                let held = run.mutex.lock().unwrap();
-                let y = run.spawn_y();
-                let x = run.spawn_x();
-                let answer = tidepool::isolate(|| tidepool::block_on(y).unwrap());
-                drop(held);
-                x.join().unwrap();
-                (answer, thread::current().id())
-            })
-        };
-        let (answer, waiter) = task.join().unwrap();
-        assert_eq!(answer, 42);
-        run.assert_x_ran_elsewhere(waiter);
+    let held = hold_the_mutex_across(two_slots(), |run| {
+        let y = run.spawn_y();
+        let x = run.spawn_x();
+        (x, tidepool::isolate(|| tidepool::block_on(y).unwrap()))
     });
+    assert_eq!(held.value, 42);
+    held.run.assert_x_ran_elsewhere(held.waiter);
 }
 
 /// A pool of one thread that never adds any: nobody can steal `b`, and
@@ -293,33 +279,22 @@ fn a_mutex_held_across_an_isolated_block_on_does_not_deadlock() {
 /// `X` queued, to run once the task has released the mutex.
 #[test]
 fn an_isolated_join_on_a_pool_of_one_runs_its_own_half_from_under_queued_work() {
-    within(HANG, || {
-        let pool = Pool::builder()
-            .concurrency(1)
-            .max_threads(1)
-            .controller(Controller::Fixed)
-            .build()
-            .unwrap();
-        let run = Arc::new(Run::default());
-        let task = {
-            let run = Arc::clone(&run);
-            pool.spawn_fn(move || {
-                let held = run.mutex.lock().unwrap();
-                let (x, b_ran_on) = tidepool::isolate(|| {
-                    tidepool::join(|| run.spawn_x(), || thread::current().id())
-                });
-                assert!(
-                    !run.x_started.load(Ordering::SeqCst),
-                    "X ran during the isolated join"
-                );
-                drop(held);
-                x.join().unwrap();
-                (b_ran_on, thread::current().id())
-            })
-        };
-        let (b_ran_on, waiter) = task.join().unwrap();
-        assert_eq!(b_ran_on, waiter, "b ran on the pool's only thread");
+    let pool = Pool::builder()
+        .concurrency(1)
+        .max_threads(1)
+        .controller(Controller::Fixed)
+        .build()
+        .unwrap();
+    let held = hold_the_mutex_across(pool, |run| {
+        let (x, b_ran_on) =
+            tidepool::isolate(|| tidepool::join(|| run.spawn_x(), || thread::current().id()));
+        assert!(
+            !run.x_started.load(Ordering::SeqCst),
+            "X ran during the isolated join"
+        );
+        (x, b_ran_on)
     });
+    assert_eq!(held.value, held.waiter, "b ran on the pool's only thread");
 }
 
 /// The thief's side: a half stolen from an isolated join runs isolated
@@ -330,38 +305,28 @@ fn an_isolated_join_on_a_pool_of_one_runs_its_own_half_from_under_queued_work() 
 /// deadlock across two threads.
 #[test]
 fn a_half_stolen_from_an_isolated_join_waits_isolated_on_the_thief() {
-    within(HANG, || {
-        let pool = two_slots();
-        let run = Arc::new(Run::default());
-        let task = {
-            let run = Arc::clone(&run);
-            pool.spawn_fn(move || {
-                let held = run.mutex.lock().unwrap();
-                let ((), (x, thief)) = tidepool::isolate(|| {
-                    tidepool::join(
-                        || spin_until(&run.stolen, "b taken by a thief"),
-                        || {
-                            run.stolen.store(true, Ordering::SeqCst);
-                            let z = {
-                                let run = Arc::clone(&run);
-                                tidepool::spawn_fn(move || {
-                                    spin_until(&run.x_started, "X started");
-                                    7
-                                })
-                            };
-                            let x = run.spawn_x();
-                            assert_eq!(z.join().unwrap(), 7);
-                            (x, thread::current().id())
-                        },
-                    )
-                });
-                drop(held);
-                x.join().unwrap();
-                (thief, thread::current().id())
-            })
-        };
-        let (thief, waiter) = task.join().unwrap();
-        assert_ne!(thief, waiter, "b was stolen");
-        run.assert_x_ran_elsewhere(thief);
+    let held = hold_the_mutex_across(two_slots(), |run| {
+        let ((), x_and_thief) = tidepool::isolate(|| {
+            tidepool::join(
+                || spin_until(&run.stolen, "b taken by a thief"),
+                || {
+                    run.stolen.store(true, Ordering::SeqCst);
+                    let z = {
+                        let run = Arc::clone(run);
+                        tidepool::spawn_fn(move || {
+                            spin_until(&run.x_started, "X started");
+                            7
+                        })
+                    };
+                    let x = run.spawn_x();
+                    assert_eq!(z.join().unwrap(), 7);
+                    (x, thread::current().id())
+                },
+            )
+        });
+        x_and_thief
     });
+    let thief = held.value;
+    assert_ne!(thief, held.waiter, "b was stolen");
+    held.run.assert_x_ran_elsewhere(thief);
 }

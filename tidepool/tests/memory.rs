@@ -11,10 +11,10 @@
 
 mod common;
 
-use common::{within, HANG};
+use common::{park_after, within, Parked, HANG};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 use tidepool::Pool;
 
@@ -95,31 +95,25 @@ fn held_after(baseline: isize, bound: isize) -> isize {
     }
 }
 
-/// Runs `THREADS` threads that each call `spawn` `SPAWNS` times in a tight
-/// loop (a burst), then park until the returned sender is dropped; returns
-/// once every thread has spawned all.
-fn bursts(
-    spawn: impl Fn(usize) + Send + Sync + 'static,
-) -> (mpsc::Sender<()>, Vec<std::thread::JoinHandle<()>>) {
-    let spawn = Arc::new(spawn);
+/// `THREADS` threads that each spawn `SPAWNS` small futures on `pool` in a
+/// tight loop (a burst), each future counting itself in `done`, then park
+/// (spawning nothing more); returns once every thread has spawned all.
+fn bursts_of_small_futures(pool: &Pool, done: &Arc<AtomicUsize>) -> Parked {
     let spawned = Arc::new(Barrier::new(THREADS + 1));
-    let (release, parked) = mpsc::channel::<()>();
-    let parked = Arc::new(Mutex::new(parked));
-    let threads = (0..THREADS)
-        .map(|_| {
-            let (spawn, spawned, parked) = (spawn.clone(), spawned.clone(), parked.clone());
-            std::thread::spawn(move || {
-                for i in 0..SPAWNS {
-                    spawn(i);
-                }
-                spawned.wait();
-                // Parked: this thread spawns nothing more.
-                let _ = parked.lock().unwrap().recv();
-            })
-        })
-        .collect();
+    let parked = park_after(THREADS, {
+        let (pool, done, spawned) = (pool.clone(), done.clone(), spawned.clone());
+        move |_| {
+            for _ in 0..SPAWNS {
+                let done = done.clone();
+                drop(pool.spawn(async move {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }));
+            }
+            spawned.wait();
+        }
+    });
     spawned.wait();
-    (release, threads)
+    parked
 }
 
 /// Waits until `count` reaches `n`.
@@ -129,33 +123,29 @@ fn until(count: &AtomicUsize, n: usize) {
     }
 }
 
-/// A pool of two workers, warmed: its threads, queues and thread-locals
-/// allocated before the baseline.
-fn warm_pool() -> Pool {
-    let pool = Pool::builder().concurrency(2).build().unwrap();
-    for _ in 0..64 {
-        pool.spawn_fn(|| ()).join().unwrap();
-        pool.spawn(async {}).join().unwrap();
-    }
-    pool
+/// The set-up of every test here: alone in the process (`ALONE`), bounded
+/// by `HANG`, on a pool of two workers, warmed (its threads, queues and
+/// thread-locals allocated before the test takes its baseline), and shut
+/// down after.
+fn alone_on_a_warm_pool(test: impl FnOnce(&Pool) + Send + 'static) {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    within(HANG, move || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        for _ in 0..64 {
+            pool.spawn_fn(|| ()).join().unwrap();
+            pool.spawn(async {}).join().unwrap();
+        }
+        test(&pool);
+        pool.shutdown().unwrap();
+    });
 }
 
 #[test]
 fn small_futures_spawned_by_16_threads_are_let_go_once_the_pool_is_idle() {
-    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    within(HANG, || {
-        let pool = warm_pool();
+    alone_on_a_warm_pool(|pool| {
         let baseline = live();
         let done = Arc::new(AtomicUsize::new(0));
-        let (release, threads) = bursts({
-            let (pool, done) = (pool.clone(), done.clone());
-            move |_| {
-                let done = done.clone();
-                drop(pool.spawn(async move {
-                    done.fetch_add(1, Ordering::Relaxed);
-                }));
-            }
-        });
+        let parked = bursts_of_small_futures(pool, &done);
         until(&done, THREADS * SPAWNS);
         let finished = live() - baseline;
         // Nothing of the bursts is live: the pool went idle, and let go of
@@ -174,19 +164,13 @@ fn small_futures_spawned_by_16_threads_are_let_go_once_the_pool_is_idle() {
             "{} KiB still held after {THREADS} threads spawned {SPAWNS} futures each and parked",
             held >> 10
         );
-        drop(release);
-        for thread in threads {
-            thread.join().unwrap();
-        }
-        pool.shutdown().unwrap();
+        parked.release();
     });
 }
 
 #[test]
 fn small_futures_kept_while_the_pool_stays_busy_are_bounded_per_thread() {
-    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    within(HANG, || {
-        let pool = warm_pool();
+    alone_on_a_warm_pool(|pool| {
         // One worker computes until the end, so the pool never goes idle
         // and nothing lets go of the rings: what they keep is the cap's.
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -200,15 +184,7 @@ fn small_futures_kept_while_the_pool_stays_busy_are_bounded_per_thread() {
         });
         let baseline = live();
         let done = Arc::new(AtomicUsize::new(0));
-        let (release, threads) = bursts({
-            let (pool, done) = (pool.clone(), done.clone());
-            move |_| {
-                let done = done.clone();
-                drop(pool.spawn(async move {
-                    done.fetch_add(1, Ordering::Relaxed);
-                }));
-            }
-        });
+        let parked = bursts_of_small_futures(pool, &done);
         until(&done, THREADS * SPAWNS);
         // The cap: 4 MiB of cells and ring entries a thread.
         let per_thread = 4 * MB + MB / 4;
@@ -225,52 +201,41 @@ fn small_futures_kept_while_the_pool_stays_busy_are_bounded_per_thread() {
         );
         stop.store(true, Ordering::Relaxed);
         busy.join().unwrap();
-        drop(release);
-        for thread in threads {
-            thread.join().unwrap();
-        }
-        pool.shutdown().unwrap();
+        parked.release();
     });
 }
 
 #[test]
 fn small_closures_spawned_by_16_threads_hold_the_cap_then_go_when_spawning_resumes() {
-    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    within(HANG, || {
-        let pool = warm_pool();
+    alone_on_a_warm_pool(|pool| {
         let baseline = live();
         let done = Arc::new(AtomicUsize::new(0));
         let spawned = Arc::new(Barrier::new(THREADS + 1));
         let idle = Arc::new(Barrier::new(THREADS + 1));
         let again = Arc::new(Barrier::new(THREADS + 1));
-        let (release, parked) = mpsc::channel::<()>();
-        let parked = Arc::new(Mutex::new(parked));
-        let threads: Vec<_> = (0..THREADS)
-            .map(|_| {
-                let (pool, done, parked) = (pool.clone(), done.clone(), parked.clone());
-                let (spawned, idle, again) = (spawned.clone(), idle.clone(), again.clone());
-                std::thread::spawn(move || {
-                    for _ in 0..SPAWNS {
-                        let done = done.clone();
-                        pool.execute(move || {
-                            done.fetch_add(1, Ordering::Relaxed);
-                        })
-                        .unwrap();
-                    }
-                    spawned.wait();
-                    idle.wait();
-                    // Back after a pause, out of the burst: a few dozen
-                    // spawns (each lets go of 2,048 finished items).
-                    for _ in 0..48 {
-                        pool.spawn_fn(|| ()).join().unwrap();
-                    }
-                    again.wait();
-                    // Alive until the count is read (its exit would free
-                    // its ring).
-                    let _ = parked.lock().unwrap().recv();
-                })
-            })
-            .collect();
+        // Parked after: alive until the count is read (a thread's exit
+        // would free its ring).
+        let threads = park_after(THREADS, {
+            let (pool, done) = (pool.clone(), done.clone());
+            let (spawned, idle, again) = (spawned.clone(), idle.clone(), again.clone());
+            move |_| {
+                for _ in 0..SPAWNS {
+                    let done = done.clone();
+                    pool.execute(move || {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    })
+                    .unwrap();
+                }
+                spawned.wait();
+                idle.wait();
+                // Back after a pause, out of the burst: a few dozen
+                // spawns (each lets go of 2,048 finished items).
+                for _ in 0..48 {
+                    pool.spawn_fn(|| ()).join().unwrap();
+                }
+                again.wait();
+            }
+        });
         spawned.wait();
         until(&done, THREADS * SPAWNS);
         // A thread outside the pool cannot be called back: until it spawns
@@ -300,19 +265,13 @@ fn small_closures_spawned_by_16_threads_hold_the_cap_then_go_when_spawning_resum
             "{} KiB held after the threads spawned again",
             resumed >> 10
         );
-        drop(release);
-        for thread in threads {
-            thread.join().unwrap();
-        }
-        pool.shutdown().unwrap();
+        threads.release();
     });
 }
 
 #[test]
 fn a_finished_burst_of_large_closures_leaves_little_held() {
-    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    within(HANG, || {
-        let pool = warm_pool();
+    alone_on_a_warm_pool(|pool| {
         let baseline = live();
         const ITEMS: usize = 65_536;
         let done = Arc::new(AtomicUsize::new(0));
@@ -337,6 +296,5 @@ fn a_finished_burst_of_large_closures_leaves_little_held() {
             "{} KiB still held after {ITEMS} finished closures of 8 KiB",
             held >> 10
         );
-        pool.shutdown().unwrap();
     });
 }

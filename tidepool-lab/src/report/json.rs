@@ -5,6 +5,7 @@
 //! ```text
 //! {"version": "0.1.0",
 //!  "machine": {"cores": 2, "os": "...", "cpu": "..."},
+//!  "commit": "755e7ba", "command": "tidepool-lab waiting --quick",
 //!  "quick": true, "scale": "quick",
 //!  "experiments": [{"name": "waiting", "about": "...", "baseline": "adaptive-sleep",
 //!    "runs": [{"id": "adaptive-sleep", "system": "tidepool", "description": "...",
@@ -35,6 +36,12 @@ pub struct Document {
     /// `git rev-parse --short HEAD` where the lab ran, or `unknown`.
     #[serde(default = "unknown")]
     pub commit: String,
+    /// The command line that made the run, `tidepool-lab` and its
+    /// arguments (the program's path shortened to its name; see
+    /// [`crate::cli::command_line`]); empty in documents written before
+    /// it was recorded.
+    #[serde(default)]
+    pub command: String,
     /// Whether counts were scaled down (`--quick`).
     pub quick: bool,
     /// `full`, `quick` or `tiny`.
@@ -119,6 +126,7 @@ impl Document {
     pub fn new(
         machine: Machine,
         commit: String,
+        command: String,
         scale: Scale,
         results: &[ExperimentResult],
     ) -> Document {
@@ -126,6 +134,7 @@ impl Document {
             version: env!("CARGO_PKG_VERSION").to_string(),
             machine,
             commit,
+            command,
             quick: scale != Scale::Full,
             scale: scale.name().to_string(),
             experiments: results.iter().map(experiment).collect(),
@@ -231,7 +240,13 @@ mod tests {
 
     #[test]
     fn shape_is_stable() {
-        let doc = Document::new(machine(), "abc1234".into(), Scale::Quick, &results());
+        let doc = Document::new(
+            machine(),
+            "abc1234".into(),
+            "tidepool-lab waiting --quick".into(),
+            Scale::Quick,
+            &results(),
+        );
         let v: Value = serde_json::from_str(&doc.to_json()).unwrap();
         assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(v["machine"]["cores"], 2);
@@ -256,6 +271,7 @@ mod tests {
             "metric order is kept"
         );
         assert_eq!(v["commit"], "abc1234");
+        assert_eq!(v["command"], "tidepool-lab waiting --quick");
         assert!(e["summary"]
             .as_str()
             .unwrap()
@@ -275,7 +291,13 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let doc = Document::new(machine(), "unknown".into(), Scale::Full, &results());
+        let doc = Document::new(
+            machine(),
+            "unknown".into(),
+            "tidepool-lab".into(),
+            Scale::Full,
+            &results(),
+        );
         let back: Document = serde_json::from_str(&doc.to_json()).unwrap();
         assert_eq!(back, doc);
         assert!(!back.quick);

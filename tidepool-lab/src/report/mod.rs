@@ -1,4 +1,6 @@
-//! The report: `results.json`, `report.md`, `report.html` and `plots/`.
+//! The report: `results.json`, `report.md`, `report.html` and `plots/`;
+//! and, from `results.json` files, the README's results table
+//! ([`readme`]).
 //!
 //! Everything is written into a temporary folder inside the output folder
 //! first and moved into place only when all of it has been written, so a
@@ -15,6 +17,7 @@ pub mod html;
 pub mod json;
 pub mod md;
 pub mod plot;
+pub mod readme;
 pub mod summary;
 pub mod table;
 pub mod text;
@@ -31,7 +34,7 @@ pub struct Rendered<'a> {
     pub results: &'a [ExperimentResult],
     /// Per experiment, its plots and their SVG text.
     pub plots: Vec<Vec<(Plot, String)>>,
-    /// The command line that produced the report.
+    /// The command line that produced the report (the document's).
     pub command: &'a str,
     /// The scale the runs used.
     pub scale: Scale,
@@ -63,7 +66,6 @@ pub fn write(
     doc: &Document,
     results: &[ExperimentResult],
     scale: Scale,
-    command: &str,
 ) -> Result<Vec<PathBuf>, String> {
     let mut plots = Vec::new();
     for e in results {
@@ -78,7 +80,7 @@ pub fn write(
         doc,
         results,
         plots,
-        command,
+        command: &doc.command,
         scale,
     };
 

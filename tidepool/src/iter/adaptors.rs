@@ -9,9 +9,62 @@ use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// `min_len` and `max_len` of an adaptor that keeps its base's positions.
-macro_rules! base_lengths {
-    () => {
+/// An adaptor that holds its base and closures: the struct (each closure
+/// in an `Arc`, for the pieces to share), `new`, which takes the closures,
+/// and a `Debug` that shows the base (a closure has nothing to show).
+macro_rules! closure_adaptor {
+    (
+        $(#[$attr:meta])*
+        $name:ident<P, $($generic:ident),+> { $($op:ident: $op_type:ident),+ $(,)? }
+    ) => {
+        $(#[$attr])*
+        pub struct $name<P, $($generic),+> {
+            base: P,
+            $($op: Arc<$op_type>,)+
+        }
+
+        impl<P, $($generic),+> $name<P, $($generic),+> {
+            pub(super) fn new(base: P, $($op: $op_type),+) -> Self {
+                $name {
+                    base,
+                    $($op: Arc::new($op),)+
+                }
+            }
+        }
+
+        impl<P: fmt::Debug, $($generic),+> fmt::Debug for $name<P, $($generic),+> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("base", &self.base)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+/// The `Producer` methods of an adaptor that cuts where its base cuts and
+/// keeps its base's leaf lengths: `positions`, `split_at` (each piece gets
+/// a clone of the adaptor's other fields: its closures' `Arc`s, a shared
+/// flag) and `min_len` / `max_len`.
+macro_rules! like_base {
+    ($name:ident { $($field:ident),* }) => {
+        fn positions(&self) -> usize {
+            self.base.positions()
+        }
+
+        fn split_at(self, position: usize) -> (Self, Self) {
+            let (left, right) = self.base.split_at(position);
+            let left = $name {
+                base: left,
+                $($field: Clone::clone(&self.$field),)*
+            };
+            let right = $name {
+                base: right,
+                $($field: self.$field,)*
+            };
+            (left, right)
+        }
+
         fn min_len(&self) -> usize {
             self.base.min_len()
         }
@@ -22,33 +75,15 @@ macro_rules! base_lengths {
     };
 }
 
-/// Each item through a closure: see [`ParallelIterator::map`](super::ParallelIterator::map).
-///
-/// ```
-/// use tidepool::prelude::*;
-/// let lengths: Vec<usize> = ["tide", "rock"].par_iter().map(|w| w.len()).collect();
-/// assert_eq!(lengths, [4, 4]);
-/// ```
-pub struct Map<P, F> {
-    base: P,
-    map_op: Arc<F>,
-}
-
-impl<P, F> Map<P, F> {
-    pub(super) fn new(base: P, map_op: F) -> Self {
-        Map {
-            base,
-            map_op: Arc::new(map_op),
-        }
-    }
-}
-
-impl<P: fmt::Debug, F> fmt::Debug for Map<P, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Map")
-            .field("base", &self.base)
-            .finish_non_exhaustive()
-    }
+closure_adaptor! {
+    /// Each item through a closure: see [`ParallelIterator::map`](super::ParallelIterator::map).
+    ///
+    /// ```
+    /// use tidepool::prelude::*;
+    /// let lengths: Vec<usize> = ["tide", "rock"].par_iter().map(|w| w.len()).collect();
+    /// assert_eq!(lengths, [4, 4]);
+    /// ```
+    Map<P, F> { map_op: F }
 }
 
 impl<P, F, R> Producer for Map<P, F>
@@ -60,30 +95,11 @@ where
     type Item = R;
     type Sequential = sequential::Map<P::Sequential, F>;
 
-    fn positions(&self) -> usize {
-        self.base.positions()
-    }
-
-    fn split_at(self, position: usize) -> (Self, Self) {
-        let (left, right) = self.base.split_at(position);
-        let left = Map {
-            base: left,
-            map_op: Arc::clone(&self.map_op),
-        };
-        (
-            left,
-            Map {
-                base: right,
-                ..self
-            },
-        )
-    }
+    like_base!(Map { map_op });
 
     fn into_sequential(self) -> Self::Sequential {
         sequential::Map::new(self.base.into_sequential(), self.map_op)
     }
-
-    base_lengths!();
 }
 
 impl<P, F, R> IndexedParallelIterator for Map<P, F>
@@ -94,33 +110,15 @@ where
 {
 }
 
-/// The items a predicate accepts: see [`ParallelIterator::filter`](super::ParallelIterator::filter).
-///
-/// ```
-/// use tidepool::prelude::*;
-/// let odd: Vec<u32> = (0..10u32).into_par_iter().filter(|n| n % 2 == 1).collect();
-/// assert_eq!(odd, [1, 3, 5, 7, 9]);
-/// ```
-pub struct Filter<P, F> {
-    base: P,
-    predicate: Arc<F>,
-}
-
-impl<P, F> Filter<P, F> {
-    pub(super) fn new(base: P, predicate: F) -> Self {
-        Filter {
-            base,
-            predicate: Arc::new(predicate),
-        }
-    }
-}
-
-impl<P: fmt::Debug, F> fmt::Debug for Filter<P, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Filter")
-            .field("base", &self.base)
-            .finish_non_exhaustive()
-    }
+closure_adaptor! {
+    /// The items a predicate accepts: see [`ParallelIterator::filter`](super::ParallelIterator::filter).
+    ///
+    /// ```
+    /// use tidepool::prelude::*;
+    /// let odd: Vec<u32> = (0..10u32).into_par_iter().filter(|n| n % 2 == 1).collect();
+    /// assert_eq!(odd, [1, 3, 5, 7, 9]);
+    /// ```
+    Filter<P, F> { predicate: F }
 }
 
 impl<P, F> Producer for Filter<P, F>
@@ -131,59 +129,22 @@ where
     type Item = P::Item;
     type Sequential = sequential::Filter<P::Sequential, F>;
 
-    fn positions(&self) -> usize {
-        self.base.positions()
-    }
-
-    fn split_at(self, position: usize) -> (Self, Self) {
-        let (left, right) = self.base.split_at(position);
-        let left = Filter {
-            base: left,
-            predicate: Arc::clone(&self.predicate),
-        };
-        (
-            left,
-            Filter {
-                base: right,
-                ..self
-            },
-        )
-    }
+    like_base!(Filter { predicate });
 
     fn into_sequential(self) -> Self::Sequential {
         sequential::Filter::new(self.base.into_sequential(), self.predicate)
     }
-
-    base_lengths!();
 }
 
-/// The `Some` results of a closure: see [`ParallelIterator::filter_map`](super::ParallelIterator::filter_map).
-///
-/// ```
-/// use tidepool::prelude::*;
-/// let numbers: Vec<u32> = ["1", "x", "3"].par_iter().filter_map(|s| s.parse().ok()).collect();
-/// assert_eq!(numbers, [1, 3]);
-/// ```
-pub struct FilterMap<P, F> {
-    base: P,
-    filter_op: Arc<F>,
-}
-
-impl<P, F> FilterMap<P, F> {
-    pub(super) fn new(base: P, filter_op: F) -> Self {
-        FilterMap {
-            base,
-            filter_op: Arc::new(filter_op),
-        }
-    }
-}
-
-impl<P: fmt::Debug, F> fmt::Debug for FilterMap<P, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FilterMap")
-            .field("base", &self.base)
-            .finish_non_exhaustive()
-    }
+closure_adaptor! {
+    /// The `Some` results of a closure: see [`ParallelIterator::filter_map`](super::ParallelIterator::filter_map).
+    ///
+    /// ```
+    /// use tidepool::prelude::*;
+    /// let numbers: Vec<u32> = ["1", "x", "3"].par_iter().filter_map(|s| s.parse().ok()).collect();
+    /// assert_eq!(numbers, [1, 3]);
+    /// ```
+    FilterMap<P, F> { filter_op: F }
 }
 
 impl<P, F, R> Producer for FilterMap<P, F>
@@ -195,60 +156,23 @@ where
     type Item = R;
     type Sequential = sequential::FilterMap<P::Sequential, F>;
 
-    fn positions(&self) -> usize {
-        self.base.positions()
-    }
-
-    fn split_at(self, position: usize) -> (Self, Self) {
-        let (left, right) = self.base.split_at(position);
-        let left = FilterMap {
-            base: left,
-            filter_op: Arc::clone(&self.filter_op),
-        };
-        (
-            left,
-            FilterMap {
-                base: right,
-                ..self
-            },
-        )
-    }
+    like_base!(FilterMap { filter_op });
 
     fn into_sequential(self) -> Self::Sequential {
         sequential::FilterMap::new(self.base.into_sequential(), self.filter_op)
     }
-
-    base_lengths!();
 }
 
-/// Each item into a sequential iterator, flattened: see
-/// [`ParallelIterator::flat_map_iter`](super::ParallelIterator::flat_map_iter).
-///
-/// ```
-/// use tidepool::prelude::*;
-/// let words: Vec<&str> = ["tide pool", "rock"].par_iter().flat_map_iter(|s| s.split(' ')).collect();
-/// assert_eq!(words, ["tide", "pool", "rock"]);
-/// ```
-pub struct FlatMapIter<P, F> {
-    base: P,
-    map_op: Arc<F>,
-}
-
-impl<P, F> FlatMapIter<P, F> {
-    pub(super) fn new(base: P, map_op: F) -> Self {
-        FlatMapIter {
-            base,
-            map_op: Arc::new(map_op),
-        }
-    }
-}
-
-impl<P: fmt::Debug, F> fmt::Debug for FlatMapIter<P, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FlatMapIter")
-            .field("base", &self.base)
-            .finish_non_exhaustive()
-    }
+closure_adaptor! {
+    /// Each item into a sequential iterator, flattened: see
+    /// [`ParallelIterator::flat_map_iter`](super::ParallelIterator::flat_map_iter).
+    ///
+    /// ```
+    /// use tidepool::prelude::*;
+    /// let words: Vec<&str> = ["tide pool", "rock"].par_iter().flat_map_iter(|s| s.split(' ')).collect();
+    /// assert_eq!(words, ["tide", "pool", "rock"]);
+    /// ```
+    FlatMapIter<P, F> { map_op: F }
 }
 
 impl<P, F, U> Producer for FlatMapIter<P, F>
@@ -261,30 +185,11 @@ where
     type Item = U::Item;
     type Sequential = sequential::FlatMapIter<P::Sequential, F, U>;
 
-    fn positions(&self) -> usize {
-        self.base.positions()
-    }
-
-    fn split_at(self, position: usize) -> (Self, Self) {
-        let (left, right) = self.base.split_at(position);
-        let left = FlatMapIter {
-            base: left,
-            map_op: Arc::clone(&self.map_op),
-        };
-        (
-            left,
-            FlatMapIter {
-                base: right,
-                ..self
-            },
-        )
-    }
+    like_base!(FlatMapIter { map_op });
 
     fn into_sequential(self) -> Self::Sequential {
         sequential::FlatMapIter::new(self.base.into_sequential(), self.map_op)
     }
-
-    base_lengths!();
 }
 
 /// Items copied out of references: see [`ParallelIterator::copied`](super::ParallelIterator::copied).
@@ -314,20 +219,11 @@ where
     type Item = T;
     type Sequential = std::iter::Copied<P::Sequential>;
 
-    fn positions(&self) -> usize {
-        self.base.positions()
-    }
-
-    fn split_at(self, position: usize) -> (Self, Self) {
-        let (left, right) = self.base.split_at(position);
-        (Copied { base: left }, Copied { base: right })
-    }
+    like_base!(Copied {});
 
     fn into_sequential(self) -> Self::Sequential {
         self.base.into_sequential().copied()
     }
-
-    base_lengths!();
 }
 
 impl<'a, T, P> IndexedParallelIterator for Copied<P>
@@ -364,20 +260,11 @@ where
     type Item = T;
     type Sequential = std::iter::Cloned<P::Sequential>;
 
-    fn positions(&self) -> usize {
-        self.base.positions()
-    }
-
-    fn split_at(self, position: usize) -> (Self, Self) {
-        let (left, right) = self.base.split_at(position);
-        (Cloned { base: left }, Cloned { base: right })
-    }
+    like_base!(Cloned {});
 
     fn into_sequential(self) -> Self::Sequential {
         self.base.into_sequential().cloned()
     }
-
-    base_lengths!();
 }
 
 impl<'a, T, P> IndexedParallelIterator for Cloned<P>
@@ -433,7 +320,13 @@ impl<P: IndexedParallelIterator> Producer for Enumerate<P> {
         indices.zip(self.base.into_sequential())
     }
 
-    base_lengths!();
+    fn min_len(&self) -> usize {
+        self.base.min_len()
+    }
+
+    fn max_len(&self) -> usize {
+        self.base.max_len()
+    }
 }
 
 impl<P: IndexedParallelIterator> IndexedParallelIterator for Enumerate<P> {}
@@ -499,35 +392,15 @@ where
 {
 }
 
-/// One accumulator per leaf: see [`ParallelIterator::fold`](super::ParallelIterator::fold).
-///
-/// ```
-/// use tidepool::prelude::*;
-/// let total: u32 = (1..=4u32).into_par_iter().fold(|| 0, |sum, n| sum + n).sum();
-/// assert_eq!(total, 10);
-/// ```
-pub struct Fold<P, ID, F> {
-    base: P,
-    identity: Arc<ID>,
-    fold_op: Arc<F>,
-}
-
-impl<P, ID, F> Fold<P, ID, F> {
-    pub(super) fn new(base: P, identity: ID, fold_op: F) -> Self {
-        Fold {
-            base,
-            identity: Arc::new(identity),
-            fold_op: Arc::new(fold_op),
-        }
-    }
-}
-
-impl<P: fmt::Debug, ID, F> fmt::Debug for Fold<P, ID, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Fold")
-            .field("base", &self.base)
-            .finish_non_exhaustive()
-    }
+closure_adaptor! {
+    /// One accumulator per leaf: see [`ParallelIterator::fold`](super::ParallelIterator::fold).
+    ///
+    /// ```
+    /// use tidepool::prelude::*;
+    /// let total: u32 = (1..=4u32).into_par_iter().fold(|| 0, |sum, n| sum + n).sum();
+    /// assert_eq!(total, 10);
+    /// ```
+    Fold<P, ID, F> { identity: ID, fold_op: F }
 }
 
 impl<P, ID, F, T> Producer for Fold<P, ID, F>
@@ -540,25 +413,7 @@ where
     type Item = T;
     type Sequential = std::option::IntoIter<T>;
 
-    fn positions(&self) -> usize {
-        self.base.positions()
-    }
-
-    fn split_at(self, position: usize) -> (Self, Self) {
-        let (left, right) = self.base.split_at(position);
-        let left = Fold {
-            base: left,
-            identity: Arc::clone(&self.identity),
-            fold_op: Arc::clone(&self.fold_op),
-        };
-        (
-            left,
-            Fold {
-                base: right,
-                ..self
-            },
-        )
-    }
+    like_base!(Fold { identity, fold_op });
 
     /// The leaf's one accumulator, folded here: a leaf is walked as soon
     /// as it is made.
@@ -567,8 +422,6 @@ where
         let folded = self.base.into_sequential().fold((self.identity)(), fold_op);
         Some(folded).into_iter()
     }
-
-    base_lengths!();
 }
 
 /// The contents of `Some` items, up to the first `None`: see
@@ -603,30 +456,11 @@ where
     type Item = T;
     type Sequential = sequential::WhileSome<P::Sequential>;
 
-    fn positions(&self) -> usize {
-        self.base.positions()
-    }
-
-    fn split_at(self, position: usize) -> (Self, Self) {
-        let (left, right) = self.base.split_at(position);
-        let left = WhileSome {
-            base: left,
-            stop: Arc::clone(&self.stop),
-        };
-        (
-            left,
-            WhileSome {
-                base: right,
-                ..self
-            },
-        )
-    }
+    like_base!(WhileSome { stop });
 
     fn into_sequential(self) -> Self::Sequential {
         sequential::WhileSome::new(self.base.into_sequential(), self.stop)
     }
-
-    base_lengths!();
 }
 
 /// A base whose leaves hold at least `min` positions: see

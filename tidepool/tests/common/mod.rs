@@ -88,3 +88,41 @@ impl Peak {
         self.most.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+/// Threads that each ran a body and now stay alive, parked, until
+/// [`Parked::release`]: for tests of what a thread leaves behind (its
+/// thread-locals, what it spawned) while it lives.
+pub struct Parked {
+    release: mpsc::Sender<()>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Starts `threads` threads; thread `i` runs `body(i)`, then parks until
+/// the returned [`Parked`] is released. Returns at once: a caller that
+/// must know the bodies are done has them meet it at a barrier.
+pub fn park_after(threads: usize, body: impl Fn(usize) + Send + Sync + 'static) -> Parked {
+    let body = std::sync::Arc::new(body);
+    let (release, parked) = mpsc::channel::<()>();
+    let parked = std::sync::Arc::new(std::sync::Mutex::new(parked));
+    let threads = (0..threads)
+        .map(|i| {
+            let (body, parked) = (body.clone(), parked.clone());
+            std::thread::spawn(move || {
+                body(i);
+                // Parked: alive, doing nothing more, until released.
+                let _ = parked.lock().unwrap().recv();
+            })
+        })
+        .collect();
+    Parked { release, threads }
+}
+
+impl Parked {
+    /// Lets the threads end, and joins them (a body's panic fails here).
+    pub fn release(self) {
+        drop(self.release);
+        for thread in self.threads {
+            thread.join().unwrap();
+        }
+    }
+}
