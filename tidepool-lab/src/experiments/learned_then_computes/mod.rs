@@ -8,7 +8,7 @@
 //!
 //! # The program
 //!
-//! Every item, of both phases, is the one closure [`item`] returns: a
+//! Every item, of both phases, is the one closure `item` returns: a
 //! `Job` decides whether it sleeps or computes, so to tidepool it is one
 //! kind of task, the kind that was seen blocking.
 //!

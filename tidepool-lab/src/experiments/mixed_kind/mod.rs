@@ -8,10 +8,10 @@
 //!
 //! # Items
 //!
-//! Which items sleep is [`sleepers`]: exactly half of them, picked by a
+//! Which items sleep is `sleepers`: exactly half of them, picked by a
 //! Fisher-Yates shuffle driven by SplitMix64 from a fixed seed, so every
 //! run and every system gets the same items in the same order. Every item
-//! is the one closure [`item`] returns, a `Job` deciding what it does; the
+//! is the one closure `item` returns, a `Job` deciding what it does; the
 //! lab's thread hands all 200 over in a loop with no pause, the clock
 //! starting just before the first. At full scale the sleep is 20 ms and
 //! the computation 50 ms; at `--quick` 5 ms and 12.5 ms; at `--tiny` 1 ms
