@@ -93,7 +93,18 @@ pub fn render(docs: &[Document], order: &[&str]) -> String {
         "| experiment | metric | tidepool | peers in the same run (÷ tidepool) | made by |"
     );
     let _ = writeln!(s, "| --- | --- | --- | --- | --- |");
+    // Each lab run (command, commit, scale) is named once, below the
+    // table; a row points at its run by number.
+    let mut runs: Vec<String> = Vec::new();
     for (e, doc) in &merged {
+        let run = lab_run(doc);
+        let number = match runs.iter().position(|r| *r == run) {
+            Some(at) => at + 1,
+            None => {
+                runs.push(run);
+                runs.len()
+            }
+        };
         for row in rows(e) {
             let _ = writeln!(
                 s,
@@ -102,8 +113,14 @@ pub fn render(docs: &[Document], order: &[&str]) -> String {
                 cell(&e.headline),
                 cell(&row.tidepool),
                 cell(&row.peers),
-                cell(&made_by(e, doc))
+                cell(&format!("run {number}{}", repetitions(e)))
             );
+        }
+    }
+    if !runs.is_empty() {
+        let _ = writeln!(s, "\nRuns:\n");
+        for (at, run) in runs.iter().enumerate() {
+            let _ = writeln!(s, "{}. {run}", at + 1);
         }
     }
     let missing: Vec<&str> = order
@@ -274,20 +291,23 @@ fn times(x: f64) -> String {
     }
 }
 
-/// The command and commit that made the experiment's run, and its scale
-/// and repetitions.
-fn made_by(e: &ExperimentDoc, doc: &Document) -> String {
+/// The command and commit that made a lab run, and its scale.
+fn lab_run(doc: &Document) -> String {
     let command = if doc.command.is_empty() {
         "(command not recorded)".to_string()
     } else {
         format!("`{}`", doc.command)
     };
-    let repeat = if e.repeat > 1 {
+    format!("{command} at {}, {} scale", doc.commit, doc.scale)
+}
+
+/// How many repetitions an experiment's figures are the medians of.
+fn repetitions(e: &ExperimentDoc) -> String {
+    if e.repeat > 1 {
         format!(", medians of {}", e.repeat)
     } else {
         ", one repetition".to_string()
-    };
-    format!("{command} at {}, {} scale{repeat}", doc.commit, doc.scale)
+    }
 }
 
 /// Text fit for a Markdown table cell.
@@ -355,10 +375,11 @@ mod tests {
         let out = render(&[doc()], &["waiting", "fork-join", "overload"]);
         assert!(
             out.contains(
-                "`tidepool-lab waiting fork-join --repeat 5` at 755e7ba, full scale, medians of 5"
+                "\n1. `tidepool-lab waiting fork-join --repeat 5` at 755e7ba, full scale\n"
             ),
             "{out}"
         );
+        assert!(out.contains("| run 1, medians of 5 |"), "{out}");
         assert!(
             out.contains("Machine: 2 cores, test cpu, Linux.\n"),
             "{out}"
