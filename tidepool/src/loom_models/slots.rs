@@ -3,7 +3,7 @@
 //! worker may take that slot, and the first takes a slot back or gives way.
 //! Slots are never lost or duplicated.
 
-use crate::control::slots::{count_worker_again, Slots, TaskStatus};
+use crate::control::slots::{count_worker_again, Slots, StatusWord, TaskStatus};
 use loom::sync::Arc;
 
 #[test]
@@ -74,19 +74,27 @@ fn retire_and_reacquire_keep_the_count() {
     });
 }
 
+/// One slot; worker A ran a task with it, was found blocked and gave it
+/// away, and worker B took it. Returns the slots, A's status and the word
+/// A was seen blocked in.
+fn a_slot_given_away_and_taken() -> (Arc<Slots>, Arc<TaskStatus>, StatusWord) {
+    let slots = Arc::new(Slots::new(1));
+    let status = Arc::new(TaskStatus::default());
+    assert!(slots.try_acquire(false));
+    status.begin_task();
+    assert!(status.try_mark_blocked(status.load()));
+    slots.release();
+    assert!(slots.try_acquire(false));
+    let blocked = status.load();
+    (slots, status, blocked)
+}
+
 #[test]
 fn a_worker_counted_again_as_its_task_ends_holds_exactly_one_slot_or_none() {
     loom::model(|| {
-        let slots = Arc::new(Slots::new(1));
-        let status = Arc::new(TaskStatus::default());
         // Worker A ran a task with the only slot; the monitor found it
         // blocked and gave the slot away; worker B took it.
-        assert!(slots.try_acquire(false));
-        status.begin_task();
-        assert!(status.try_mark_blocked(status.load()));
-        slots.release();
-        assert!(slots.try_acquire(false));
-        let blocked = status.load();
+        let (slots, status, blocked) = a_slot_given_away_and_taken();
 
         // The monitor sees A computing again and counts it (slot first,
         // then the word; the slot back if the word moved on).
@@ -112,16 +120,8 @@ fn a_worker_counted_again_as_its_task_ends_holds_exactly_one_slot_or_none() {
 #[test]
 fn a_worker_leaving_its_declared_section_and_the_monitor_count_it_again_once() {
     loom::model(|| {
-        let slots = Arc::new(Slots::new(1));
-        let status = Arc::new(TaskStatus::default());
-        // As above: A's slot was given away in its declared section, and B
-        // took it.
-        assert!(slots.try_acquire(false));
-        status.begin_task();
-        assert!(status.try_mark_blocked(status.load()));
-        slots.release();
-        assert!(slots.try_acquire(false));
-        let blocked = status.load();
+        // A's slot was given away in its declared section, and B took it.
+        let (slots, status, blocked) = a_slot_given_away_and_taken();
 
         // The monitor sees A computing again while A leaves its section
         // (`worker::schedule::DeclaredSection`'s drop) and then ends its
