@@ -717,13 +717,13 @@ impl std::error::Error for Elapsed {}
 /// Without it, the monitor detects blocking by itself on Linux within
 /// about the same time; calling `f` inline is just as good there. A
 /// section handed over also teaches the pool that work items of this kind
-/// (this closure's type) block, so later ones get a thread of their own as they
-/// are spawned ("presumed blocking", see [`Controller::Adaptive`]): 8 at
-/// a time at first, more while they keep waiting. A kind whose tasks also
-/// wait for the pool's own tasks ([`JoinHandle::join`], [`join`],
-/// [`scope`], [`block_on`]) is never presumed: those waits run queued work
-/// on a slot, which a presumed task does not hold. No need to wrap such
-/// waits in `blocking`.
+/// (this closure's type) block, so later ones get a thread of their own as
+/// they are spawned ("presumed blocking", see [`Controller::Adaptive`]): 2
+/// at a time at first, twice as many at each monitor look that finds them
+/// all waiting. A kind whose tasks also wait for the pool's own tasks
+/// ([`JoinHandle::join`], [`join`], [`scope`], [`block_on`]) is never
+/// presumed: those waits run queued work on a slot, which a presumed task
+/// does not hold. No need to wrap such waits in `blocking`.
 ///
 /// ```
 /// let handle = tidepool::spawn_fn(|| {

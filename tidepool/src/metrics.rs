@@ -722,16 +722,15 @@ pub struct KindFigures {
     pub presumptions_failed: u64,
     /// The kind's closures are presumed blocking now: handed a thread of
     /// their own as they are spawned (see
-    /// [`Controller::Adaptive`](crate::Controller::Adaptive)). What the
-    /// pool learned is process-wide: another pool's tasks of the kind
-    /// count too.
+    /// [`Controller::Adaptive`](crate::Controller::Adaptive)), within a
+    /// cap. What a pool learned is its own: another pool's tasks of the
+    /// kind do not count.
     pub presumed_now: bool,
     /// The kind's tasks were seen computing for a whole quantum, and not
-    /// blocking since (process-wide, as `presumed_now`).
+    /// blocking since.
     pub computes: bool,
     /// The kind's tasks wait for the pool's own work (a `join`,
-    /// `block_on`, a scope's end): never presumed blocking (process-wide,
-    /// as `presumed_now`).
+    /// `block_on`, a scope's end): never presumed blocking.
     pub waits_on_pool: bool,
 }
 

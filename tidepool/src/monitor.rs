@@ -17,7 +17,9 @@
 //!    answer"; the pool's mode is `Metrics::detection`).
 //! 3. [`Monitor::apply`]: hands the [`Sample`] to the policy and carries out
 //!    its decision: marks blocked workers (their slot goes back to the pool),
-//!    changes the number of slots, wakes or starts workers for queued work.
+//!    changes the number of slots, wakes or starts workers for queued work;
+//!    then what its looks at tasks presumed blocking found
+//!    ([`Monitor::judge_presumed`], the rules in `control::presumption`).
 //! 4. Watches for a stuck pool (`control::stuck`): every thread up to
 //!    `max_threads` blocked while work waits, reported once per episode.
 //! 5. Records one point of the thread-count series.
@@ -43,6 +45,7 @@ use crate::control::back_from_block::{judge, Look, Verdict};
 use crate::control::policy::{
     Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
 };
+use crate::control::presumption::computes_while_running;
 use crate::control::slots::{Phase, StatusWord};
 use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
@@ -220,6 +223,16 @@ struct Monitor {
     /// Workers whose slot was given away seen computing again: counted
     /// against the slots again (`control::back_from_block`).
     counted_again: Vec<(usize, StatusWord)>,
+    /// Workers running a presumed task seen computing: judged, their kind
+    /// no longer presumed, counted against the slots again
+    /// (`Monitor::judge_presumed`).
+    presumed_computing: Vec<(usize, StatusWord)>,
+    /// The presumed tasks seen this tick, per kind.
+    presumed_looks: PresumedLooks,
+    /// Kinds whose queued tasks were handed threads at the last look:
+    /// looked for again at the next while the kind has room
+    /// (`Monitor::judge_presumed`).
+    presume_again: Vec<Kind>,
     /// Ticks left at the quick pace ([`QUICK_PACE_TICKS`]).
     quick_ticks: u32,
     /// Workers found in the same declared blocking section at two looks,
@@ -241,6 +254,9 @@ impl Monitor {
             sleep: Duration::ZERO,
             declared_overdue: Vec::new(),
             counted_again: Vec::new(),
+            presumed_computing: Vec::new(),
+            presumed_looks: PresumedLooks::default(),
+            presume_again: Vec::new(),
             quick_ticks: 0,
             #[cfg(feature = "metrics")]
             published: None,
@@ -351,7 +367,7 @@ impl Monitor {
             .policy
             .take()
             .unwrap_or_else(|| Policy::new(config.controller));
-        let (sample, any_suspect) = self.observe(shared, &policy, &limits);
+        let (sample, mut any_suspect) = self.observe(shared, &policy, &limits);
         let decision = policy.decide(&limits, &sample);
         self.policy = Some(policy);
         // Declared sections first: the worker said it blocks, which is
@@ -367,6 +383,13 @@ impl Monitor {
         self.apply(shared, &sample, &decision);
         for (index, seen) in std::mem::take(&mut self.counted_again) {
             shared.count_again(index, seen);
+        }
+        if self.judge_presumed(shared) {
+            // A kind's presumed tasks were (mostly) found asleep and it
+            // has more room: look again soon, so they double within a few
+            // intervals (`control::presumption`).
+            self.quick_ticks = QUICK_PACE_TICKS;
+            any_suspect = true;
         }
         self.watch_stuck(shared, &limits, &sample);
 
@@ -415,24 +438,33 @@ impl Monitor {
                 }
                 Phase::Blocked => {
                     sample.blocked += 1;
-                    // Still in the blocked task seen last look: it waited
-                    // a whole interval, which earns its kind a credit
-                    // (`runtime::kinds`: the presumed tasks of a kind new
-                    // to blocking double every interval while they wait).
-                    if matches!(track, Some(t) if t.seen == seen) {
-                        Kind::from_bits(entry.kind.load(Ordering::Relaxed)).waited_an_interval();
-                    } else {
-                        entry.saw_task(seen.tick(), now);
-                        let mut fresh = Track::new(seen, now);
-                        // Just marked: its first look two ticks on, so a
-                        // burst of blocked workers is not probed at once.
-                        fresh.probe_wait = 2;
-                        *track = Some(fresh);
-                    }
-                    if let Some(t) = track.as_mut() {
-                        if back_from_block(entry, t, now) {
-                            self.counted_again.push((index, seen));
+                    // A task presumed blocking, not judged yet
+                    // (`runtime::presumed`).
+                    let presumed = entry.presumed.load(Ordering::Relaxed) == seen.tick();
+                    let t = match track {
+                        Some(t) if t.seen == seen => t,
+                        _ => {
+                            entry.saw_task(seen.tick(), now);
+                            let mut fresh = Track::new(seen, now);
+                            // Just marked: its first look two ticks on, so
+                            // a burst of blocked workers is not probed at
+                            // once. A presumed task is looked at at once:
+                            // what it does counts toward its kind's cap.
+                            fresh.probe_wait = if presumed { 0 } else { 2 };
+                            track.insert(fresh)
                         }
+                    };
+                    if presumed {
+                        let look = look_at_presumed(entry, t, now, limits.threshold);
+                        self.presumed_looks.tally(entry, look);
+                        if look.computes {
+                            self.presumed_computing.push((index, seen));
+                        }
+                        // Runnable: judged within the next looks, at the
+                        // interval's pace.
+                        any_suspect |= !look.asleep;
+                    } else if back_from_block(entry, t, now) {
+                        self.counted_again.push((index, seen));
                     }
                     continue;
                 }
@@ -503,7 +535,9 @@ impl Monitor {
             if view.computed {
                 // What the quantum rule learns: this kind of task computes.
                 // (Its lend counts the same evidence: `policy::WorkerView`.)
-                Kind::from_bits(entry.kind.load(Ordering::Relaxed)).saw_computing();
+                shared
+                    .kinds
+                    .saw_computing(Kind::from_bits(entry.kind.load(Ordering::Relaxed)));
             }
             sample.in_task.push(view);
         }
@@ -521,6 +555,49 @@ impl Monitor {
         sample.lent = shared.quantum_lent();
         sample.lend_refused = shared.take_quantum_refusal();
         (sample, any_suspect)
+    }
+
+    /// Carries out what this tick's looks at presumed tasks found
+    /// (`control::presumption`): a presumed task judged computing stops
+    /// its kind's presumption at once, counts as a wrong guess, and its
+    /// worker is counted against the slots again; then each kind's look
+    /// sets its cap, and a kind given more room has queued tasks handed
+    /// threads (`worker::presume_queued`: their fan-out fills the room).
+    /// True if a cap grew.
+    fn judge_presumed(&mut self, shared: &Arc<Shared>) -> bool {
+        let counters = &shared.threads.counters;
+        for (index, seen) in std::mem::take(&mut self.presumed_computing) {
+            let entry = shared.threads.entry(index);
+            // Judged once: by this, or by the task's end if it came first.
+            let mark = &entry.presumed;
+            if mark
+                .compare_exchange(seen.tick(), 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+            shared.kinds.computed_while_presumed(kind);
+            ThreadCounters::bump(&counters.presumptions_failed);
+            shared.presumption_failed(kind);
+            shared.count_again(index, seen);
+        }
+        let mut grew = false;
+        let again = std::mem::take(&mut self.presume_again);
+        for (kind, seen, asleep) in self.presumed_looks.take() {
+            let more_room = shared.kinds.looked(kind, seen, asleep);
+            grew |= more_room;
+            // Queued tasks of the kind are handed threads when a look gives
+            // it more room, and at each look after one that found some, as
+            // long as it has room: room that nobody takes (every slot held
+            // by a long task, its queued tasks out of the fan-outs' reach)
+            // must not sit unused.
+            let more_queued = || again.contains(&kind) && shared.kinds.likely_blocks(kind);
+            if (more_room || more_queued()) && crate::worker::presume_queued(shared) {
+                self.presume_again.push(kind);
+            }
+        }
+        grew
     }
 
     /// Reports the start and the end of a stuck episode (`control::stuck`).
@@ -555,7 +632,7 @@ impl Monitor {
             if entry.status.try_mark_blocked(seen) {
                 shared.slots.release();
                 let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-                kind.saw_blocking();
+                shared.kinds.saw_blocking(kind);
                 ThreadCounters::bump(&counters.blocked_detections);
                 shared.worker_blocked(index, kind, Blocked::Detected);
                 self.tracks[index] = None;
@@ -627,6 +704,105 @@ fn back_from_block(entry: &crate::runtime::Entry, track: &mut Track, now: Instan
         track.backoff = 1;
     }
     verdict == Verdict::RunningAgain
+}
+
+/// What one look at a worker running a presumed task found.
+#[derive(Clone, Copy, Debug, Default)]
+struct PresumedLook {
+    /// It sleeps: at this look, or at the last one if it was not asked
+    /// now (asked less and less often while it sleeps).
+    asleep: bool,
+    /// It computes (`presumption::computes_while_running`).
+    computes: bool,
+}
+
+/// The presumed tasks seen at one tick, per kind: how many, and how many
+/// asleep (`presumption::Seen::Look`).
+#[derive(Debug, Default)]
+struct PresumedLooks(Vec<(Kind, u32, u32)>);
+
+impl PresumedLooks {
+    /// Counts the presumed task of `entry`, seen as `look`.
+    fn tally(&mut self, entry: &crate::runtime::Entry, look: PresumedLook) {
+        let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+        let at = match self.0.iter().position(|(k, ..)| *k == kind) {
+            Some(at) => at,
+            None => {
+                self.0.push((kind, 0, 0));
+                self.0.len() - 1
+            }
+        };
+        self.0[at].1 += 1;
+        self.0[at].2 += u32::from(look.asleep);
+    }
+
+    /// This tick's counts, leaving none.
+    fn take(&mut self) -> Vec<(Kind, u32, u32)> {
+        std::mem::take(&mut self.0)
+    }
+}
+
+/// Looks at the worker of `entry`, which runs a presumed task (`track`
+/// follows it), through its probe: is it asleep, and does it compute
+/// (`presumption::computes_while_running`, over the time since its first
+/// look, and since the last)? Asked at once when first seen, then every
+/// tick while it runs, less and less often while it sleeps.
+fn look_at_presumed(
+    entry: &crate::runtime::Entry,
+    track: &mut Track,
+    now: Instant,
+    interval: Duration,
+) -> PresumedLook {
+    let asleep_before = track.back_look.is_some_and(|l| l.asleep);
+    if track.probe_wait > 0 {
+        track.probe_wait -= 1;
+        return PresumedLook {
+            asleep: asleep_before,
+            computes: false,
+        };
+    }
+    let Some(probe) = lock(&entry.probe).clone() else {
+        return PresumedLook::default();
+    };
+    let state = probe.state();
+    let cpu = probe.cpu_time();
+    let previous = track.back_look;
+    let asleep = match state {
+        // No state letter: asleep if it used next to no CPU since the
+        // last look.
+        ThreadState::Unknown => previous
+            .and_then(|p| recent_cpu_share((p.at, p.cpu?), (now, cpu?)))
+            .is_some_and(|share| share < BUSY_CPU_SHARE),
+        state => state.is_waiting(),
+    };
+    let look = Look {
+        at: now,
+        asleep,
+        cpu,
+    };
+    if previous.is_none() {
+        track.cpu_at_since = cpu;
+    }
+    let first = Look {
+        at: track.since,
+        asleep: false,
+        cpu: track.cpu_at_since,
+    };
+    if !asleep && track.runnable_first.is_none() {
+        // From here, how much it computed of the time it could run.
+        track.runnable_first = Reading::now(&probe);
+    }
+    let computes = computes_while_running(first, previous, look, interval, || {
+        track.computed_when_it_could(Some(&*probe))
+    });
+    track.back_look = Some(look);
+    if asleep {
+        track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
+        track.probe_wait = track.backoff;
+    } else {
+        track.backoff = 1;
+    }
+    PresumedLook { asleep, computes }
 }
 
 /// Step 2 for one suspect: asks the kernel about it through `probe` if it is

@@ -7,6 +7,8 @@
 //! * `pacing`: how fast threads beyond `concurrency` may start.
 //! * `signal`: how workers wake the monitor, and what it reports back.
 //! * `stuck`: when a pool with every thread blocked counts as stuck.
+//! * `presumption`: what a pool learned per kind of task, and when its
+//!   tasks are presumed blocking (pure decisions on a kind's record).
 
 /// Why a worker thread was started (each start is counted under its reason in
 /// [`Metrics`](crate::Metrics)).
@@ -62,6 +64,7 @@ impl StartReason {
 pub(crate) mod back_from_block;
 pub(crate) mod pacing;
 pub(crate) mod policy;
+pub(crate) mod presumption;
 pub(crate) mod signal;
 pub(crate) mod slots;
 pub(crate) mod stuck;
@@ -95,10 +98,10 @@ pub enum Controller {
     /// a few ticks; the first worker found computing ends the burst. A
     /// CPU-bound task never causes a thread to be added.
     ///
-    /// The pool also remembers which kinds of work item blocked (a kind is
-    /// the closure's type: in effect one per `spawn_fn` call site). A work
-    /// item of a kind seen blocking, and not seen computing for a quantum
-    /// since (nor when presumed blocking, ever), is *presumed
+    /// The pool also remembers which kinds of work item blocked in it (a
+    /// kind is the closure's type: in effect one per `spawn_fn` call site;
+    /// each pool learns for itself). A work item of a kind seen blocking,
+    /// and not seen computing since, is *presumed
     /// blocking* (`Metrics::presumed_blocking`): spawned, it is handed to a
     /// parked worker or a thread started for it, and runs without a slot,
     /// as tokio's `spawn_blocking` would run it, but without being told; a
@@ -107,15 +110,19 @@ pub enum Controller {
     /// When one takes the last parked worker, the pool starts a spare that
     /// parks (`Metrics::threads_started_spare`), so the next one is woken
     /// onto a thread rather than waiting for a thread to start.
-    /// A presumption ends when such an item keeps a core busy (never again:
-    /// `Metrics::presumptions_failed`), or when items of the kind keep
-    /// ending within an eighth of a monitor interval (after a few: a credit
-    /// per kind). No more items of a kind run presumed at once than its
-    /// credit: 8 for a kind new to blocking, one more for each of them the
-    /// monitor finds still waiting, so they double every interval while
-    /// they wait. A kind whose items also wait for the pool's own tasks (a
-    /// join, `block_on`, a scope) is never presumed: those waits help on a
-    /// slot, which a presumed item does not hold.
+    /// No more items of a kind run presumed at once than its cap, which
+    /// rests on what the monitor sees now: 2 to begin with, then twice
+    /// those it finds asleep at each look while they all wait (so they
+    /// double at every look, a quarter of an interval apart while they
+    /// grow), falling back as they wake or end. The monitor judges each
+    /// presumed item while it runs: one that keeps a core busy
+    /// (`Metrics::presumptions_failed`) is counted against the slots again,
+    /// and its kind stops being presumed at once, until it is seen blocking
+    /// again (a second wrong guess: for good). Items of the kind that keep
+    /// ending within an eighth of a monitor interval pause it too. A kind
+    /// whose items also wait for the pool's own tasks (a join, `block_on`,
+    /// a scope) is never presumed: those waits help on a slot, which a
+    /// presumed item does not hold.
     /// Async tasks are never presumed: they should not block.
     #[default]
     Adaptive,

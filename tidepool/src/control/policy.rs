@@ -48,7 +48,7 @@
 //! CPU-bound burst never starts it: its workers are runnable, not blocked.
 //!
 //! Nor does a burst grow while tasks are being presumed blocking (started
-//! without a slot, a thread each: `runtime::kinds`): the workers that take
+//! without a slot, a thread each: `control::presumption`): the workers that take
 //! the queued work hand it threads themselves, and threads the burst
 //! started for the same queue would find it empty.
 //!
@@ -469,7 +469,7 @@ impl Burst {
         }
         // Tasks presumed blocking since the last tick: the queued work is
         // of a kind known to block, and workers hand it threads as they
-        // take it (each doubling while they all wait: `runtime::kinds`).
+        // take it (doubling while they all wait: `control::presumption`).
         // Burst threads started for the same queue found it empty: 25 of
         // 225 threads idle for 200 items, beyond items + slots.
         if blocked_now == 0 || presuming {

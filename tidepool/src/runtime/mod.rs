@@ -15,8 +15,9 @@
 //! * `context`: the thread-locals (which worker runs here).
 //! * `task`: the task cell, its metadata and the gate hook.
 //! * `work`: what queues hold: tasks and fork-join jobs.
-//! * `kinds`, `kind_names`, `presumed`: what the pool learns per kind of
-//!   task, what each kind is called, and a task presumed blocking.
+//! * `kinds`, `kind_names`, `presumed`: the kinds of task and the table of
+//!   what the pool learned per kind (its rules are `control::presumption`),
+//!   what each kind is called, and a task presumed blocking.
 //! * `observed`: the events and figures that name the work that blocked,
 //!   and the tasks running now.
 
@@ -109,6 +110,9 @@ pub(crate) struct Shared {
     /// Blocking events per kind of task, for `Metrics::kinds` (see
     /// `observed`).
     kind_counters: KindCounters,
+    /// What this pool has learned per kind of task (see `kinds`, and the
+    /// rules in `control::presumption`).
+    pub(crate) kinds: kinds::KindTable,
 }
 
 /// State a higher layer keeps per pool, created on first use: the fairness
@@ -229,6 +233,7 @@ impl Shared {
             owner: OnceLock::new(),
             built_at: Instant::now(),
             kind_counters: KindCounters::default(),
+            kinds: kinds::KindTable::default(),
             config,
         }
     }

@@ -97,7 +97,7 @@ impl Shared {
             .map(|(bits, counts)| {
                 let kind = Kind::from_bits(bits);
                 let KindName { name, site } = kind_names::name_of(kind);
-                let learned = kind.learned();
+                let learned = self.kinds.learned(kind);
                 KindFigures {
                     name,
                     site,

@@ -38,7 +38,7 @@
 //!   searching mark for it (see `control::slots`), so a woken worker starts
 //!   out searching;
 //! * a *task* token ([`Sleepers::hand`]): a task presumed blocking
-//!   (`runtime::kinds`), which the worker runs without a slot, as if the
+//!   (`control::presumption`), which the worker runs without a slot, as if the
 //!   monitor had found it blocked. No slot changes hands, so this needs none
 //!   of the ordering above: the task is in the token, not in a queue.
 //!

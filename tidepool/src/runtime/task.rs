@@ -174,21 +174,22 @@ impl TaskMeta {
         }
     }
 
-    /// Takes one of its kind's presumed places, or says it holds one
+    /// Takes one of its kind's presumed places in `kinds` (its pool's
+    /// table), or says it holds one and its kind is still presumed
     /// (`kinds::Presumption::take`).
-    pub(crate) fn take_presumption(&self) -> bool {
-        self.presumption.take(self.kind)
+    pub(crate) fn take_presumption(&self, kinds: &super::kinds::KindTable) -> bool {
+        self.presumption.take(kinds, self.kind)
     }
 
     /// Whether [`TaskMeta::take_presumption`] may succeed (a load or two).
-    pub(crate) fn may_take_presumption(&self) -> bool {
-        self.presumption.may_take(self.kind)
+    pub(crate) fn may_take_presumption(&self, kinds: &super::kinds::KindTable) -> bool {
+        self.presumption.may_take(kinds, self.kind)
     }
 
     /// Gives its presumed place back, if it holds one, for a task that will
     /// not run presumed (queued for a slot, or dropped at a stop).
-    pub(crate) fn give_back_presumption(&self) {
-        self.presumption.give_back(self.kind);
+    pub(crate) fn give_back_presumption(&self, kinds: &super::kinds::KindTable) {
+        self.presumption.give_back(kinds, self.kind);
     }
 }
 

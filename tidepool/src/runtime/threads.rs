@@ -40,6 +40,14 @@ pub(crate) struct Entry {
     /// The kind of the task the worker runs (`kinds::Kind::to_bits`), for
     /// the monitor's record of what blocks and what computes.
     pub(crate) kind: std::sync::atomic::AtomicU32,
+    /// The status tick of the task presumed blocking that the worker runs
+    /// now, while nobody has judged it (`runtime::presumed`); 0 otherwise.
+    /// The monitor judges a presumed task only while its tick is here, and
+    /// takes it (compare-and-swap to 0) to judge it; the task's end takes
+    /// it otherwise. Relaxed: written before the status word that makes the
+    /// monitor look (a release store), and each side's judgement is
+    /// decided by this word alone.
+    pub(crate) presumed: std::sync::atomic::AtomicU64,
     /// The worker's thread was given a short scheduler slice to start an
     /// urgent task at once (`worker::schedule`, `sys::set_urgent_slice`);
     /// the worker gives it back after its next task, or as it parks.

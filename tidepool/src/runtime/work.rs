@@ -152,7 +152,7 @@ pub(crate) trait Job: Sync {
     fn abandon(&self);
     /// The job's kind (the type of its closure): what the monitor learns
     /// about while a worker runs it, and what the quantum rule asks before
-    /// it lends a slot to it (`runtime::kinds`).
+    /// it lends a slot to it (`control::presumption`).
     fn kind(&self) -> Kind;
 }
 

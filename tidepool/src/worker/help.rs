@@ -159,9 +159,9 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     let shared = &ctx.shared;
     let entry = shared.threads.entry(ctx.index);
     // The waiting task's kind waits on the pool: never presume it blocking
-    // (`runtime::kinds`), whether this wait helps or blocks.
+    // (`control::presumption`), whether this wait helps or blocks.
     let waiting_kind = entry.kind.load(Ordering::Relaxed);
-    Kind::from_bits(waiting_kind).saw_pool_wait();
+    shared.kinds.saw_pool_wait(Kind::from_bits(waiting_kind));
     if context::isolated() || !stack_has_room(shared.config.stack_size.unwrap_or(DEFAULT_STACK)) {
         return false;
     }
@@ -169,6 +169,11 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     // A presumed task waiting here is judged by its own end, not by the
     // end of a task it helps with meanwhile.
     let presumed = ctx.presumed_run.take();
+    // And the monitor must not judge it by what the tasks it runs
+    // meanwhile do (a presumed task among them marks the entry as its own):
+    // the mark comes back with it, and stays the waiting task's to take at
+    // its end (`runtime::presumed`).
+    let presumed_mark = entry.presumed.swap(0, Ordering::Relaxed);
     // Suspend the waiting task: the monitor must not take the wait for a
     // blocked task. `false`: its slot was given away already.
     let mut holding = status.end_task();
@@ -208,6 +213,7 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     // look).
     entry.kind.store(waiting_kind, Ordering::Relaxed);
     ctx.presumed_run.set(presumed);
+    entry.presumed.store(presumed_mark, Ordering::Relaxed);
     if holding {
         status.begin_task();
     } else {

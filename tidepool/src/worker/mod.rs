@@ -226,24 +226,42 @@ impl RunLoop<'_> {
 
     /// Runs `task`, a closure presumed blocking that this worker was handed
     /// while it held no slot (at its start, or parked), then, as after any
-    /// blocked task, takes a free slot or gives way. `Some` to leave.
+    /// blocked task, takes a free slot or gives way. `Some` to leave. If
+    /// its kind stopped being presumed meanwhile (the monitor found one of
+    /// its presumed tasks computing), the task is queued for a slot
+    /// instead.
     fn run_handed(&mut self, task: Runnable) -> Option<Exit> {
         let shared = Arc::clone(self.shared());
         if shared.is_stopped() {
             // Queued for the shutdown's drain, which cancels it.
-            task.metadata().give_back_presumption();
+            task.metadata().give_back_presumption(&shared.kinds);
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
         let run_delay_before = self.ctx.run_delay_at_park.take();
-        run_presumed_blocking(self.ctx, task, false, run_delay_before);
-        let status = &shared.threads.entry(self.ctx.index).status;
-        self.tick = status.load().tick();
-        if status.end_task() {
-            // The task took a free slot back in a helping wait (a join,
-            // `block_on`) and holds it still: go on with it. (Ignored, the
-            // slot leaked: once every slot had, the pool hung.)
-            return None;
+        if task.metadata().take_presumption(&shared.kinds) {
+            run_presumed_blocking(self.ctx, task, false, run_delay_before);
+            let status = &shared.threads.entry(self.ctx.index).status;
+            self.tick = status.load().tick();
+            if status.end_task() {
+                // The task took a free slot back in a helping wait (a join,
+                // `block_on`), or was counted against the slots again (the
+                // monitor found it computing), and holds it still: go on
+                // with it, unless the pool holds more than it has (this is
+                // the task boundary where a surplus slot goes back).
+                // (Ignored, the slot leaked: once every slot had, the pool
+                // hung.)
+                if shared.shrink.load(Ordering::Relaxed) && self.give_slot_back() {
+                    return self.give_way();
+                }
+                return None;
+            }
+        } else {
+            // Its kind was judged computing since it was handed out (its
+            // place is given back): it waits for a slot as any other task,
+            // before the lane's new arrivals.
+            shared.lanes.hand_off(Work::Task(task));
+            notify(&shared);
         }
         // With nothing queued, park at once, without a slot: searching with
         // one would spin on a core that a worker just handed a task may be
@@ -262,7 +280,7 @@ impl RunLoop<'_> {
                 if let Some(task) = self.handed.take() {
                     // Handed just before the stop: queued for the stop's
                     // drain (`run`), which cancels it and counts it.
-                    task.metadata().give_back_presumption();
+                    task.metadata().give_back_presumption(&self.shared().kinds);
                     self.shared().lanes.requeue(task);
                 }
                 break Exit::Stop;
@@ -776,7 +794,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
                 run_presumed_blocking(ctx, task, true, None);
             } else {
                 // Presumed when handed on, it runs with a slot after all.
-                task.metadata().give_back_presumption();
+                task.metadata().give_back_presumption(&ctx.shared.kinds);
                 status.begin_task();
                 run_task(ctx, task);
             }
@@ -805,18 +823,18 @@ fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
     // kind's load, which says no for almost every task. In the other
     // order a fork per call (fine-spawn) took 1.5x as long.
     could_presume(shared, task)
-        && meta.may_take_presumption()
+        && meta.may_take_presumption(&shared.kinds)
         && shared.has_work()
-        && meta.take_presumption()
+        && meta.take_presumption(&shared.kinds)
 }
 
 /// Whether `task` is presumed blocking in `shared`'s pool, and if so holds
 /// one of its kind's presumed places (`runtime::kinds::Presumption`): a
 /// closure of a kind seen blocking (and never computing), with fewer of
-/// its kind presumed in flight than its credit, in a pool that replaces
-/// blocked workers.
+/// its kind presumed in flight than its cap (`control::presumption`), in a
+/// pool that replaces blocked workers.
 pub(crate) fn try_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
-    could_presume(shared, task) && task.metadata().take_presumption()
+    could_presume(shared, task) && task.metadata().take_presumption(&shared.kinds)
 }
 
 /// The cheap half of a presumption's conditions: a closure (an async task
@@ -847,8 +865,10 @@ const LOOK_PAST_AT_MOST: usize = 1024;
 /// `RunLoop::keep_lent_slot_from_computing_work`).
 fn computes_on_lent_slot(shared: &Shared, work: &Work) -> bool {
     match work {
-        Work::Task(task) => shared.quantum_lent() && task.metadata().kind.likely_computes(),
-        Work::Job(job) => shared.quantum_lent() && job.kind().likely_computes(),
+        Work::Task(task) => {
+            shared.quantum_lent() && shared.kinds.likely_computes(task.metadata().kind)
+        }
+        Work::Job(job) => shared.quantum_lent() && shared.kinds.likely_computes(job.kind()),
     }
 }
 
@@ -886,6 +906,85 @@ fn fan_out(ctx: &WorkerContext) {
     }
 }
 
+/// How many tasks [`presume_queued`] moves from the workers' deques to the
+/// lanes at most, for the threads it starts to fan out to: enough for the
+/// room a look gives, a few times over at most, at a steal each.
+const PRESUME_QUEUED_AT_MOST: usize = 32;
+
+/// How many queued tasks [`presume_queued`] looks at, at most, for ones
+/// presumed blocking: a task of another kind at the head of the lane (one
+/// that holds a slot as soon as it runs, say) must not hide those behind it.
+const PRESUME_LOOKS_AT_MOST: usize = 8;
+
+/// Hands queued tasks presumed blocking (their kind has room) threads of
+/// their own, up to [`FAN_OUT`] of them: called by the monitor when a look
+/// gave a kind more room (`control::presumption`). Each thread fans out
+/// ([`fan_out`]) as it starts its task, and so does each it hands one to,
+/// so the room fills as a tree in a few thread starts' time, instead of
+/// waiting until a worker with a slot takes one of the kind (those that
+/// hold the slots may all run tasks of the kind that found no room, and
+/// hold their slots until the monitor finds them blocked, or run a long
+/// computation). Looks at the first [`PRESUME_LOOKS_AT_MOST`] tasks of the
+/// normal lane and, if none is presumed, at the oldest of the workers'
+/// deques (moved to the lane); those it passes go back before the lane's
+/// new arrivals. Returns whether it handed one.
+pub(crate) fn presume_queued(shared: &Arc<Shared>) -> bool {
+    let handed = presume_from_lane(shared);
+    if handed {
+        return true;
+    }
+    // From the workers' deques: a worker that took a batch from the lane
+    // (the one that holds a slot, or one that fanned out and found no room
+    // for the rest) may be running a long task, or blocked without a slot.
+    // The oldest of each go to the lane's handed-off FIFO, where the
+    // fan-out of the threads started looks too.
+    let mut moved = 0;
+    for entry in shared.threads.used() {
+        let Some(stealer) = entry.stealer().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        while moved < PRESUME_QUEUED_AT_MOST {
+            let Some(queued) = retry_until_settled(|| stealer.steal()) else {
+                break;
+            };
+            shared.lanes.hand_off(queued.into_work());
+            moved += 1;
+        }
+    }
+    moved > 0 && presume_from_lane(shared)
+}
+
+/// [`presume_queued`]'s look at the normal lane.
+fn presume_from_lane(shared: &Arc<Shared>) -> bool {
+    let mut handed = 0;
+    let mut passed = Vec::new();
+    for _ in 0..PRESUME_LOOKS_AT_MOST {
+        let Some(work) = shared.lanes.pop_one(Priority::Normal) else {
+            break;
+        };
+        match work {
+            Work::Task(task) if try_presume_blocking(shared, &task) => {
+                match schedule::hand_or_start(shared, task) {
+                    None => handed += 1,
+                    Some(task) => {
+                        // No thread to be had: it waits for a slot.
+                        passed.push(Work::Task(task));
+                        break;
+                    }
+                }
+                if handed == FAN_OUT {
+                    break;
+                }
+            }
+            other => passed.push(other),
+        }
+    }
+    for work in passed {
+        shared.lanes.hand_off(work);
+    }
+    handed > 0
+}
+
 /// Steals one task (not a batch) from another worker's deque, starting at
 /// a victim that depends on `pick`.
 fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
@@ -900,15 +999,15 @@ fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
         .map(Queued::into_work)
 }
 
-/// Runs a task presumed blocking (see `runtime::kinds`): it runs without a
-/// slot, as if the monitor had found it blocked. A worker that `held_slot`
-/// gives it on to the queued work at once: a burst of blocking items then
-/// starts a thread each in a chain (each worker hands its slot to the next)
-/// instead of waiting for the monitor's look at each. A presumed task that
-/// kept a core busy instead (for at least a monitor interval, at a CPU
-/// share a blocked task never reaches) counts against its kind: two in a
-/// row and it is never presumed again, so a wrong guess costs a couple of
-/// oversubscribed tasks per kind (`runtime::kinds`).
+/// Runs a task presumed blocking (see `control::presumption`): it runs
+/// without a slot, as if the monitor had found it blocked. A worker that
+/// `held_slot` gives it on to the queued work at once: a burst of blocking
+/// items then starts a thread each in a chain (each worker hands its slot
+/// to the next) instead of waiting for the monitor's look at each. The
+/// entry is marked with the task (`Entry::presumed`), so the monitor judges
+/// it while it runs: one that keeps a core busy instead is counted against
+/// the slots again, and its kind stops being presumed at once
+/// (`runtime::presumed`).
 fn run_presumed_blocking(
     ctx: &WorkerContext,
     task: Runnable,
@@ -919,6 +1018,11 @@ fn run_presumed_blocking(
     let entry = shared.threads.entry(ctx.index);
     let kind = task.metadata().kind;
     entry.kind.store(kind.to_bits(), Ordering::Relaxed);
+    // Marked presumed for the monitor, which judges it while it runs
+    // (`runtime::presumed`): before the status word that makes it look.
+    // Only this worker changes its ticks, so the next one is known.
+    let tick = entry.status.load().tick().wrapping_add(1);
+    entry.presumed.store(tick, Ordering::Relaxed);
     // The monitor only marks `InTask` words, so the slot given up here is
     // released exactly once (`control::slots`, invariant 3).
     entry.status.begin_task_blocked();
@@ -941,6 +1045,7 @@ fn run_presumed_blocking(
     ctx.presumed_run.set(Some(PresumedRun::start(
         kind,
         held,
+        (ctx.index, tick),
         &ctx.probe,
         run_delay_before,
     )));

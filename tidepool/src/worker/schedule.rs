@@ -8,7 +8,7 @@ use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context;
 use crate::runtime::item::{self, ItemHandle};
-use crate::runtime::kinds::Kind;
+use crate::runtime::kinds::{Kind, KindTable};
 use crate::runtime::park;
 use crate::runtime::task::{self, FutureMeta, MaybeGate, Runnable, TaskCell, TaskMeta};
 use crate::runtime::{Priority, Shared, StartFailure};
@@ -284,10 +284,11 @@ fn schedule_from(shared: &Arc<Shared>, runnable: Runnable, yielded: bool, caller
 }
 
 /// Gives `runnable` a thread of its own if it is a closure presumed
-/// blocking (`super::may_presume_blocking`: its kind blocked before): it
-/// never takes a slot, so a burst of a kind known to block starts a thread
-/// per item as it is spawned (as tokio's `spawn_blocking` does, without
-/// being told), and the slots stay with work that computes. Returns the
+/// blocking (`super::try_presume_blocking`: its kind blocked before, and
+/// has room under its cap): it never takes a slot, so a burst of a kind
+/// known to block starts a thread per item as it is spawned, within the
+/// cap (as tokio's `spawn_blocking` does, without being told), and the
+/// slots stay with work that computes. Returns the
 /// task if it is not started here (not such a task, or no thread to be
 /// had: it is queued as any other).
 fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
@@ -302,8 +303,8 @@ fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> 
 /// presumed task is a blocked worker's replacement, not a speculative
 /// start). Returns it if neither could be had (the threads left below
 /// `max_threads` are the slots' to use, the OS refused, the pool is
-/// stopping), its presumption given back (`runtime::kinds`): it then
-/// waits for a slot as any other task.
+/// stopping), its presumption given back (`runtime::kinds::Presumption`):
+/// it then waits for a slot as any other task.
 pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
     let runnable = match shared.sleepers.hand(runnable) {
         Ok(()) => {
@@ -316,7 +317,7 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
         Err(runnable) => runnable,
     };
     if !room_for_unslotted_thread(shared) {
-        runnable.metadata().give_back_presumption();
+        runnable.metadata().give_back_presumption(&shared.kinds);
         return Some(runnable);
     }
     let first = Arc::new(crate::sync::Mutex::new(Some(runnable)));
@@ -331,7 +332,7 @@ pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<
     let unstarted = crate::sync::lock(&first).take();
     if let Some(task) = &unstarted {
         // It waits for a slot as any other: not presumed after all.
-        task.metadata().give_back_presumption();
+        task.metadata().give_back_presumption(&shared.kinds);
     }
     unstarted
 }
@@ -716,19 +717,24 @@ pub(crate) fn hand_over_declared(shared: &Arc<Shared>, index: usize, seen: Statu
     // microseconds was presumed blocking, and its items were handed
     // threads of their own (688 presumptions and 7 threads for 2,000 such
     // items on 2 slots).
-    give_slot_away(shared, index, seen, Kind::declared_blocking)
+    give_slot_away(shared, index, seen, KindTable::declared_blocking)
 }
 
 /// Gives the slot of the worker at `index`, in the task seen as `seen`, to
 /// another worker, as declared, and tells its kind (`teach`). False if the
 /// task had moved on.
-fn give_slot_away(shared: &Arc<Shared>, index: usize, seen: StatusWord, teach: fn(Kind)) -> bool {
+fn give_slot_away(
+    shared: &Arc<Shared>,
+    index: usize,
+    seen: StatusWord,
+    teach: fn(&KindTable, Kind),
+) -> bool {
     let entry = shared.threads.entry(index);
     if !entry.status.try_mark_blocked(seen) {
         return false;
     }
     let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-    teach(kind);
+    teach(&shared.kinds, kind);
     ThreadCounters::bump(&shared.threads.counters.declared_blocking);
     shared.worker_blocked(index, kind, crate::runtime::Blocked::Declared);
     shared.slots.release();
@@ -753,7 +759,7 @@ pub(crate) fn declare_pool_wait() {
         return;
     };
     let seen = ctx.shared.threads.entry(ctx.index).status.load();
-    give_slot_away(&ctx.shared, ctx.index, seen, Kind::saw_pool_wait);
+    give_slot_away(&ctx.shared, ctx.index, seen, KindTable::saw_pool_wait);
 }
 
 #[cfg(all(test, not(tidepool_loom)))]
