@@ -42,6 +42,7 @@
 //! pool whose handles are gone is never kept alive by it.
 
 use crate::control::back_from_block::{judge, Look, Verdict};
+use crate::control::growth::policy_max_threads;
 use crate::control::policy::{
     Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
 };
@@ -229,6 +230,9 @@ struct Monitor {
     presumed_computing: Vec<(usize, StatusWord)>,
     /// The presumed tasks seen this tick, per kind.
     presumed_looks: PresumedLooks,
+    /// Every task at work at the last look was of a kind whose recent
+    /// presumed ends were short (`control::growth::policy_max_threads`).
+    all_short: bool,
     /// Kinds whose queued tasks were handed threads at the last look:
     /// looked for again at the next while the kind has room
     /// (`Monitor::judge_presumed`).
@@ -256,6 +260,7 @@ impl Monitor {
             counted_again: Vec::new(),
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
+            all_short: false,
             presume_again: Vec::new(),
             quick_ticks: 0,
             #[cfg(feature = "metrics")]
@@ -368,7 +373,15 @@ impl Monitor {
             .take()
             .unwrap_or_else(|| Policy::new(config.controller));
         let (sample, mut any_suspect) = self.observe(shared, &policy, &limits);
-        let decision = policy.decide(&limits, &sample);
+        // While every task at work is of a kind whose waits are short (a
+        // lock convoy's signature), the policy replaces blocked workers
+        // and grows bursts only up to a few threads (`control::growth`);
+        // the stuck watch below keeps the real `max_threads`.
+        let held = Limits {
+            max_threads: policy_max_threads(limits.max_threads, limits.concurrency, self.all_short),
+            ..limits
+        };
+        let decision = policy.decide(&held, &sample);
         self.policy = Some(policy);
         // Declared sections first: the worker said it blocks, which is
         // what the kernel's look in `apply` would find too.
@@ -428,9 +441,17 @@ impl Monitor {
             ..Sample::default()
         };
         let mut any_suspect = false;
+        // Whether every task at work is of a kind whose recent presumed
+        // ends were short (`control::growth::policy_max_threads`).
+        let mut all_short = None;
         for (index, entry) in entries.iter().enumerate() {
             let track = &mut self.tracks[index];
             let seen = entry.status.load();
+            if seen.phase() != Phase::Idle && all_short != Some(false) {
+                let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+                let history = shared.kinds.wait_history(kind);
+                all_short = Some(history.is_known() && !history.is_long());
+            }
             match seen.phase() {
                 Phase::Idle => {
                     *track = None;
@@ -541,6 +562,7 @@ impl Monitor {
             }
             sample.in_task.push(view);
         }
+        self.all_short = all_short == Some(true);
         sample.queued = shared.queued();
         sample.slots = shared.slots.counts();
         sample.target = shared.slots.target();

@@ -71,6 +71,7 @@
 //! the tests below script what was seen and when.
 
 use super::back_from_block::Look;
+use super::growth::{ceiling, Wait, WaitHistory};
 use super::policy::BUSY_CPU_SHARE;
 use std::time::Duration;
 
@@ -110,6 +111,11 @@ const BLOCKED_ONCE: u32 = 8;
 const WAITS_ON_POOL: u32 = 16;
 /// A presumed task of the kind computed, not forgiven yet.
 const OVERRAN_ONCE: u32 = 32;
+/// The bits of a packed record that hold the flags; the two above them
+/// hold the [`WaitHistory`].
+const FLAG_BITS: u64 = 0x3f;
+/// Where the [`WaitHistory`] sits in a packed record.
+const HISTORY_SHIFT: u32 = 6;
 /// The flags that decide whether a kind is presumed blocking.
 const VERDICT_FLAGS: u32 = BLOCKS | COMPUTES | OVERRAN | WAITS_ON_POOL;
 
@@ -129,13 +135,18 @@ pub(crate) struct Record {
     /// Presumed tasks that waited since the last wrong guess, up to
     /// [`WAITS_TO_FORGIVE`].
     waits: u32,
+    /// How long its presumed tasks' recent waits were
+    /// (`control::growth`), in the two bits of `flags`' byte above the
+    /// flags.
+    history: WaitHistory,
 }
 
 impl Record {
     /// The record packed in `bits` (the low 48 of a table word).
     pub(crate) fn unpack(bits: u64) -> Record {
         Record {
-            flags: (bits & 0xff) as u32,
+            flags: (bits & FLAG_BITS) as u32,
+            history: WaitHistory::from_bits((bits >> HISTORY_SHIFT) as u32),
             cap: (bits >> 8 & 0xffff) as u32,
             in_flight: (bits >> 24 & 0xffff) as u32,
             shorts: (bits >> 40 & 0xf) as u32,
@@ -145,7 +156,8 @@ impl Record {
 
     /// The record in 48 bits.
     pub(crate) fn pack(self) -> u64 {
-        u64::from(self.flags & 0xff)
+        u64::from(self.flags) & FLAG_BITS
+            | u64::from(self.history.to_bits()) << HISTORY_SHIFT
             | u64::from(self.cap.min(0xffff)) << 8
             | u64::from(self.in_flight.min(0xffff)) << 24
             | u64::from(self.shorts.min(0xf)) << 40
@@ -169,6 +181,12 @@ impl Record {
     pub(crate) fn likely_computes(self) -> bool {
         // Whether it waits on the pool says nothing about its computing.
         self.flags & (VERDICT_FLAGS & !WAITS_ON_POOL) == COMPUTES
+    }
+
+    /// What the kind's presumed tasks' recent ends say about its waits
+    /// (`control::growth`).
+    pub(crate) fn history(self) -> WaitHistory {
+        self.history
     }
 
     /// Whether tasks of the kind waited for the pool's own work.
@@ -267,15 +285,17 @@ pub(crate) enum Seen {
     /// A task of the kind asks to be presumed blocking: one more in
     /// flight, if there is room.
     Presume,
-    /// A presumed task of the kind ended, having done what it says
+    /// A presumed task of the kind ended, having done what the first says
     /// (`None`: not judged here, because it never ran presumed, or the
-    /// monitor judged it while it ran).
-    Ended(Option<Ended>),
+    /// monitor judged it while it ran), after a wait of the second
+    /// (`control::growth::wait_of`; `None`: it never ran presumed).
+    Ended(Option<Ended>, Option<Wait>),
     /// The monitor judged a presumed task of the kind computing while it
     /// runs ([`computes_while_running`]).
     ComputingWhileRunning,
     /// One monitor look at the kind's presumed tasks running now: `seen`
-    /// of them, `asleep` of those asleep.
+    /// of them, `asleep` of those asleep. The cap it sets stays within the
+    /// growth gate's ceiling (`control::growth::ceiling`).
     Look {
         /// Presumed tasks of the kind the monitor saw running.
         seen: u32,
@@ -353,19 +373,21 @@ pub(crate) fn decide(old: Record, seen: Seen) -> (Record, Act) {
             Act::Presume,
         ),
         Seen::Presume => (old, Act::Refuse),
-        Seen::Ended(what) => (ended(old, what), Act::Nothing),
+        Seen::Ended(what, wait) => (ended(old, what, wait), Act::Nothing),
         Seen::ComputingWhileRunning => (old.overran(), Act::Nothing),
-        Seen::Look { seen, asleep } => look(old, seen, asleep),
+        Seen::Look { seen, asleep } => look(old, seen, asleep, ceiling(old.history)),
     }
 }
 
 /// A presumed task ended ([`Seen::Ended`]): its place is given back, and
 /// the cap falls to twice the places still held (never below
-/// [`FRESH_CAP`]): room earned by tasks that waited goes with them.
-fn ended(old: Record, what: Option<Ended>) -> Record {
+/// [`FRESH_CAP`]): room earned by tasks that waited goes with them. How
+/// long it waited goes into the kind's [`WaitHistory`].
+fn ended(old: Record, what: Option<Ended>, wait: Option<Wait>) -> Record {
     let in_flight = old.in_flight.saturating_sub(1);
     let mut new = Record {
         in_flight,
+        history: old.history.after(wait, old.in_flight),
         cap: old.cap.min((2 * in_flight).max(FRESH_CAP)),
         ..old
     };
@@ -389,9 +411,10 @@ fn ended(old: Record, what: Option<Ended>) -> Record {
 
 /// One look at the kind's presumed tasks ([`Seen::Look`]): the cap becomes
 /// twice those asleep while most are, else the number asleep (never below
-/// [`FRESH_CAP`], never above [`MAX_CAP`]). A look that saw none changes
-/// nothing: the ends bring the cap down.
-fn look(old: Record, seen: u32, asleep: u32) -> (Record, Act) {
+/// [`FRESH_CAP`], never above `limit`, the growth gate's ceiling, nor
+/// [`MAX_CAP`]). A look that saw none changes nothing: the ends bring the
+/// cap down.
+fn look(old: Record, seen: u32, asleep: u32, limit: u32) -> (Record, Act) {
     if seen == 0 || old.flags & BLOCKS == 0 {
         return (old, Act::Nothing);
     }
@@ -406,6 +429,7 @@ fn look(old: Record, seen: u32, asleep: u32) -> (Record, Act) {
     } else {
         asleep
     }
+    .min(limit)
     .clamp(FRESH_CAP, MAX_CAP);
     let new = Record { cap, ..old };
     let act = if cap > old.cap && new.has_room() {
@@ -529,10 +553,18 @@ mod tests {
         Seen::Look { seen, asleep }
     }
 
-    /// A record of a kind known to block (declared once).
+    /// A record of a kind known to block (declared once), whose presumed
+    /// tasks' waits are known to be long.
+    /// Its waits are known to be long (two presumed tasks ended after
+    /// long waits), so the growth gate (`control::growth`) does not hold
+    /// its cap: these tests follow presumption's own rules.
     fn blocking() -> Record {
         let mut r = Record::default();
         see(&mut r, Seen::Declared);
+        for _ in 0..2 {
+            see(&mut r, Seen::Ended(None, Some(Wait::Long)));
+        }
+        assert!(r.history().is_long());
         r
     }
 
@@ -563,7 +595,7 @@ mod tests {
         let mut r = blocking();
         assert_eq!(fill(&mut r), FRESH_CAP);
         assert_eq!(r.in_flight(), FRESH_CAP);
-        see(&mut r, Seen::Ended(None));
+        see(&mut r, Seen::Ended(None, None));
         assert_eq!(fill(&mut r), 1, "a place given back is room for one");
     }
 
@@ -619,12 +651,12 @@ mod tests {
         assert_eq!(r.in_flight(), 4);
         // Seen asleep, then they end before the look is applied.
         for _ in 0..4 {
-            see(&mut r, Seen::Ended(Some(Ended::Waited)));
+            see(&mut r, Seen::Ended(Some(Ended::Waited), None));
         }
         assert_eq!(see(&mut r, seen(4, 4)), Act::Nothing);
         assert_eq!(r.cap, FRESH_CAP, "no room for tasks that are gone");
         fill(&mut r);
-        see(&mut r, Seen::Ended(None));
+        see(&mut r, Seen::Ended(None, None));
         see(&mut r, seen(2, 2));
         assert_eq!(r.cap, FRESH_CAP, "twice the one still in flight");
     }
@@ -654,7 +686,7 @@ mod tests {
         assert!(r.cap >= 500, "{r:?}");
         // They all end, having waited.
         while r.in_flight() > 0 {
-            see(&mut r, Seen::Ended(Some(Ended::Waited)));
+            see(&mut r, Seen::Ended(Some(Ended::Waited), None));
         }
         assert_eq!(r.cap, FRESH_CAP, "{r:?}");
         // The next burst computes: two are presumed, not hundreds.
@@ -669,8 +701,8 @@ mod tests {
         assert!(!r.may_presume(), "paused");
         assert_eq!(see(&mut r, Seen::Presume), Act::Refuse);
         // The other one computed too: never presumed again.
-        see(&mut r, Seen::Ended(Some(Ended::Computed)));
-        see(&mut r, Seen::Ended(None));
+        see(&mut r, Seen::Ended(Some(Ended::Computed), None));
+        see(&mut r, Seen::Ended(None, None));
         assert_eq!(r.in_flight(), 0);
         for _ in 0..4 {
             see(&mut r, Seen::Blocked);
@@ -683,7 +715,7 @@ mod tests {
     fn a_paused_kind_is_presumed_again_once_seen_blocking_twice() {
         let mut r = blocking();
         fill(&mut r);
-        see(&mut r, Seen::Ended(Some(Ended::Computed)));
+        see(&mut r, Seen::Ended(Some(Ended::Computed), None));
         assert!(!r.may_presume());
         see(&mut r, Seen::Blocked);
         assert!(!r.may_presume(), "one sighting may be an accident");
@@ -691,14 +723,14 @@ mod tests {
         assert!(r.may_presume(), "seen blocking twice since");
         // Forgiven after enough waits: one more wrong guess only pauses.
         for _ in 0..WAITS_TO_FORGIVE {
-            see(&mut r, Seen::Ended(Some(Ended::Waited)));
+            see(&mut r, Seen::Ended(Some(Ended::Waited), None));
         }
         see(&mut r, Seen::ComputingWhileRunning);
         see(&mut r, Seen::Blocked);
         see(&mut r, Seen::Blocked);
         assert!(r.may_presume(), "the first wrong guess was forgiven");
         // Not forgiven: a second wrong guess ends it.
-        see(&mut r, Seen::Ended(Some(Ended::Waited)));
+        see(&mut r, Seen::Ended(Some(Ended::Waited), None));
         see(&mut r, Seen::ComputingWhileRunning);
         see(&mut r, Seen::Blocked);
         see(&mut r, Seen::Blocked);
@@ -710,14 +742,14 @@ mod tests {
         let mut r = blocking();
         for _ in 0..SHORTS_TO_PAUSE - 1 {
             assert_eq!(see(&mut r, Seen::Presume), Act::Presume);
-            see(&mut r, Seen::Ended(Some(Ended::Short)));
+            see(&mut r, Seen::Ended(Some(Ended::Short), None));
         }
         assert!(r.has_room(), "one short end left");
         see(&mut r, Seen::Presume);
-        see(&mut r, Seen::Ended(Some(Ended::Waited)));
+        see(&mut r, Seen::Ended(Some(Ended::Waited), None));
         for _ in 0..2 {
             see(&mut r, Seen::Presume);
-            see(&mut r, Seen::Ended(Some(Ended::Short)));
+            see(&mut r, Seen::Ended(Some(Ended::Short), None));
         }
         assert!(!r.has_room(), "paused by short ends");
         see(&mut r, Seen::Blocked);
@@ -759,7 +791,7 @@ mod tests {
         assert!(Seen::Blocked.takes_over());
         assert!(Seen::ComputedForQuantum.takes_over());
         assert!(!Seen::Presume.takes_over());
-        assert!(!Seen::Ended(None).takes_over());
+        assert!(!Seen::Ended(None, None).takes_over());
         assert!(!seen(1, 1).takes_over());
         assert!(!Seen::ComputingWhileRunning.takes_over());
     }

@@ -22,6 +22,7 @@
 //! another test had taught to block was handed a thread of its own, in one
 //! checkout and not another (a type's id depends on the crate's path).
 
+use crate::control::growth::{Wait, WaitHistory};
 use crate::control::presumption::{decide, Act, Ended, Learned, Record, Seen};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -227,9 +228,10 @@ impl KindTable {
 
     /// Ends a presumption [`KindTable::try_presume`] started: what the
     /// task did, if judged at its end (`None`: it never ran presumed, or
-    /// the monitor judged it while it ran).
-    pub(crate) fn presumption_over(&self, kind: Kind, what: Option<Ended>) {
-        self.apply(kind, Seen::Ended(what));
+    /// the monitor judged it while it ran), and how long it waited
+    /// (`control::growth::wait_of`; `None`: it never ran presumed).
+    pub(crate) fn presumption_over(&self, kind: Kind, what: Option<Ended>, wait: Option<Wait>) {
+        self.apply(kind, Seen::Ended(what, wait));
     }
 
     /// The monitor judged a presumed task of `kind` computing while it
@@ -243,6 +245,12 @@ impl KindTable {
     /// (`Act::MoreRoom`).
     pub(crate) fn looked(&self, kind: Kind, seen: u32, asleep: u32) -> bool {
         self.apply(kind, Seen::Look { seen, asleep }) == Act::MoreRoom
+    }
+
+    /// What `kind`'s presumed tasks' recent ends say about its waits
+    /// (`control::growth`).
+    pub(crate) fn wait_history(&self, kind: Kind) -> WaitHistory {
+        self.read(kind).history()
     }
 
     /// True if a task of `kind` would be presumed blocking now (see
@@ -329,7 +337,7 @@ impl Presumption {
     /// Ends the presumption, if held, for a task that did not run presumed.
     pub(crate) fn give_back(&self, table: &KindTable, kind: Kind) {
         if self.let_go() {
-            table.presumption_over(kind, None);
+            table.presumption_over(kind, None, None);
         }
     }
 }
@@ -430,7 +438,7 @@ mod tests {
         assert!(!handed.let_go(), "its place was given back");
         assert_eq!(table.in_flight(kind), 1);
         assert!(running.let_go());
-        table.presumption_over(kind, None);
+        table.presumption_over(kind, None, None);
         assert_eq!(table.in_flight(kind), 0);
     }
 
@@ -450,7 +458,7 @@ mod tests {
         }
         assert!(!table.try_presume(kind));
         for _ in 0..2 * FRESH_CAP {
-            table.presumption_over(kind, None);
+            table.presumption_over(kind, None, None);
         }
         assert_eq!(table.in_flight(kind), 0, "every presumption ended");
     }
@@ -462,7 +470,7 @@ mod tests {
         let other = Kind { index: 9, tag: 200 };
         table.declared_blocking(owner);
         assert!(!table.try_presume(other));
-        table.presumption_over(other, None);
+        table.presumption_over(other, None, None);
         assert!(!table.looked(other, 4, 4));
         table.computed_while_presumed(other);
         assert!(
