@@ -22,59 +22,70 @@
 //! One owner decides how many presumed tasks of a kind may be in flight:
 //! its cap in `control::presumption`. This module only bounds how far a
 //! look may raise that cap ([`ceiling`]), on the kind's own evidence about
-//! how long its waits are:
+//! how long its waits are, recorded as its presumed tasks end:
 //!
 //! * **A kind known to wait long is not gated.** Each presumed task's wall
 //!   time is recorded at its end into its kind's [`WaitHistory`] (two bits
 //!   in the kind's record): a wait of [`LONG_WAIT_INTERVALS`] monitor
-//!   intervals or more is long, anything shorter is short (a task judged
-//!   computing counts as short). When the kind's last two presumed tasks
-//!   to end both waited long, that is evidence that more threads help, at
-//!   once: a second burst of 500 items that sleep 200 ms gets its cap
-//!   doubled at every look, as fast as presumption allows, from its first
-//!   look (the first burst's ends taught it). One short end takes that
-//!   back. A convoy on std's mutex, which is unfair, ends items both ways
-//!   at any size: waiters that starve behind the threads that barge in
-//!   wait long, the ones that barge in end within microseconds; and on a
-//!   loaded machine a lock holder kept off the cores makes one waiter's
-//!   wait long now and then (one long end among short ones freed a
-//!   convoy that then grew to 512 threads, in 1 of 6 runs beside a
-//!   500-thread test, when one long end was enough).
-//! * **A kind with no ends recorded yet** is judged on its presumed tasks
-//!   running now: if at least half of those the monitor sees have been in
-//!   their task for [`LONG_WAIT_INTERVALS`] or more, its waits are long
-//!   (a first burst of 200 ms sleeps passes a few intervals in). A
-//!   convoy's waiters, held to a few threads, end within a fraction of an
-//!   interval and never age that far.
-//! * **Otherwise** (recent ends were short: the convoy's signature) the
-//!   cap stops at [`GATED_CAP`] presumed tasks in flight: on
-//!   `concurrency` slots, with a spare or two, the pool stays within
-//!   `concurrency + 8` threads.
+//!   intervals or more (16 ms at the default 1 ms) is long, anything
+//!   shorter is short (a task judged computing counts as short). When the
+//!   kind's last two presumed tasks to end both waited long, that is
+//!   evidence that more threads help, at once: a second burst of 500
+//!   items that sleep 200 ms gets its cap doubled at every look, as fast
+//!   as presumption allows, from its first look (the first burst's ends
+//!   taught it).
+//! * **One short end gates it** (the convoy's signature: waits that end
+//!   within a few intervals). A convoy on std's mutex, which is unfair,
+//!   ends items both ways at any size: waiters that starve behind the
+//!   threads that barge in wait long, the ones that barge in end within
+//!   microseconds. Gated, the cap stops at [`GATED_CAP`] presumed tasks in
+//!   flight.
+//! * **A long end in a crowd changes nothing**: with more than
+//!   [`GATED_CAP`] of the kind in flight, a long wait may be a wait for
+//!   the crowd itself (a convoy's waiters queue behind each other), and a
+//!   stream of true long waits keeps the history it has.
+//! * **A kind with no presumed task ended yet is gated.** Its first burst
+//!   gets its threads from the policy's replacements and bursts
+//!   (`control::policy`), as before, and from presumption once two of its
+//!   presumed tasks end after long waits.
+//!
+//! The policy's own replacements and bursts are held too, by the same
+//! evidence ([`policy_max_threads`]): while every task at work is of a kind
+//! whose recent presumed ends were short, to `concurrency +`
+//! [`CONVOY_EXTRA_THREADS`]. A kind never presumed, or known to wait long,
+//! is not held. On 2 slots a convoy then has 2 slot holders, 2
+//! replacements, 4 presumed tasks and a spare or two: `concurrency + 8`.
+//!
+//! Why ends and a threshold of 16 intervals: the ends of a convoy held to
+//! a few threads are short on a quiet machine whatever the threshold, but
+//! on a loaded one the lock's holder is kept off the cores for
+//! milliseconds now and then, and each stall makes the waiters behind it
+//! wait that long. With a threshold of 4 intervals, with one long end
+//! freeing a kind, or with the ages of presumed tasks still running
+//! counting for a kind with no ends yet, a convoy beside another process
+//! starting 500 threads grew to 50-500 threads in about half the runs
+//! (`tests/control_convoy.rs`, two copies at once); with these rules, 1
+//! run in 10 peaked at 13 threads (`concurrency + 11`), the others within
+//! the bar.
 //!
 //! Why a kind's own end times and not completions per second: the rate
 //! rises for long waits only when their first tasks end (200 ms after a
 //! burst starts), so a gate that waits for the rate to rise holds a burst
 //! of true waits at its allowance for that long (the earlier gate on
 //! branch `h-convoy` started a warm burst at 20.6 ms p50 against 0.142 ms
-//! without it). A convoy's rate does not rise with threads, and its waits
-//! end quickly at any thread count the gate allows; that shape is what
-//! this gates.
+//! without it).
 //!
 //! What this does not do (yet):
 //!
-//! * add threads beyond [`GATED_CAP`] for a kind of short waits whose
-//!   completions per second do rise with threads (true waits of 1-3 ms
-//!   each). Such a kind still has the slots, the monitor's replacement of
-//!   blocked workers (`control::policy`) and the gated cap; hill climbing
-//!   on the rate for it is not built;
-//! * bound the policy's own replacements and bursts (`control::policy`,
-//!   `Adaptive`): a convoy whose kind is not presumed (paused by its short
-//!   ends) runs on the slots, and a lock holder stalled for a second on a
-//!   loaded machine can make the policy replace the waiters and grow a
-//!   burst (once, beside a 500-thread test: 393 burst starts). The
-//!   earlier gate (branch `h-convoy`) capped those too, by hill climbing
-//!   on completions per second; here that path is as on `main`.
-//!
+//! * add threads beyond the gate for a kind of short waits whose
+//!   completions per second do rise with threads (true waits of 1-15 ms
+//!   each, a database round trip): such a kind is held like a convoy
+//!   whenever one of its presumed tasks ends short. Hill climbing on the
+//!   rate (the `h-convoy` gate's) for that case is not built here.
+//! * tell a convoy whose holder stalls twice in a row for 16 ms (two long
+//!   ends with few in flight) from long waits: the kind is freed until its
+//!   next short end.
+
 //! Pure: the monitor and the workers report what they see; the tests below
 //! script it with a fake clock.
 
@@ -82,8 +93,9 @@ use super::presumption::MAX_CAP;
 use std::time::Duration;
 
 /// A presumed task that waited this many monitor intervals or more waited
-/// long (4 ms at the default 1 ms): a convoy held to a few threads waits
-/// a few holds, a fraction of an interval each.
+/// long (16 ms at the default 1 ms): a convoy held to a few threads waits
+/// a few holds, a fraction of an interval each, and a stall of its holder
+/// on a loaded machine rarely lasts this long (see the module docs).
 pub(crate) const LONG_WAIT_INTERVALS: u32 = 16;
 
 /// The most presumed tasks in flight of a kind whose waits are not known
