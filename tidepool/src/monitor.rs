@@ -42,7 +42,7 @@
 //! pool whose handles are gone is never kept alive by it.
 
 use crate::control::back_from_block::{judge, Look, Verdict};
-use crate::control::growth::policy_max_threads;
+use crate::control::growth::{policy_max_threads, stalled};
 use crate::control::policy::{
     Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
 };
@@ -233,6 +233,11 @@ struct Monitor {
     /// Every task at work at the last look was of a kind whose recent
     /// presumed ends were short (`control::growth::policy_max_threads`).
     all_short: bool,
+    /// The pool's ended tasks at the last tick that saw the count change,
+    /// and when (`control::growth::stalled`).
+    last_end: (u64, Duration),
+    /// Work waited and no task ended for a while (`control::growth`).
+    stalled: bool,
     /// Kinds whose queued tasks were handed threads at the last look:
     /// looked for again at the next while the kind has room
     /// (`Monitor::judge_presumed`).
@@ -261,6 +266,8 @@ impl Monitor {
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
             all_short: false,
+            last_end: (0, Duration::ZERO),
+            stalled: false,
             presume_again: Vec::new(),
             quick_ticks: 0,
             #[cfg(feature = "metrics")]
@@ -377,8 +384,20 @@ impl Monitor {
         // lock convoy's signature), the policy replaces blocked workers
         // and grows bursts only up to a few threads (`control::growth`);
         // the stuck watch below keeps the real `max_threads`.
+        if sample.ended != self.last_end.0 {
+            self.last_end = (sample.ended, sample.now);
+        }
+        self.stalled = stalled(
+            sample.queued > 0,
+            sample.now.saturating_sub(self.last_end.1),
+            config.monitor_interval,
+        );
         let held = Limits {
-            max_threads: policy_max_threads(limits.max_threads, limits.concurrency, self.all_short),
+            max_threads: policy_max_threads(
+                limits.max_threads,
+                limits.concurrency,
+                self.all_short && !self.stalled,
+            ),
             ..limits
         };
         let decision = policy.decide(&held, &sample);
@@ -607,7 +626,7 @@ impl Monitor {
         let mut grew = false;
         let again = std::mem::take(&mut self.presume_again);
         for (kind, seen, asleep) in self.presumed_looks.take() {
-            let more_room = shared.kinds.looked(kind, seen, asleep);
+            let more_room = shared.kinds.looked(kind, seen, asleep, self.stalled);
             grew |= more_room;
             // Queued tasks of the kind are handed threads when a look gives
             // it more room, and at each look after one that found some, as

@@ -49,6 +49,12 @@
 //!   (`control::policy`), as before, and from presumption once two of its
 //!   presumed tasks end after long waits.
 //!
+//! **A stalled pool is not gated**: with work queued and no task of the
+//! pool ended for [`STALL_INTERVALS`] monitor intervals, both limits
+//! lift ([`stalled`]). A convoy completes at its lock's rate; tasks that
+//! wait for each other (a barrier of eight on a pool the gate held to
+//! seven threads hung) complete nothing, and only threads end that.
+//!
 //! The policy's own replacements and bursts are held too, by the same
 //! evidence ([`policy_max_threads`]): while every task at work is of a kind
 //! whose recent presumed ends were short, to `concurrency +`
@@ -196,10 +202,25 @@ pub(crate) fn wait_of(wall: Duration, computed: bool, interval: Duration) -> Wai
     }
 }
 
+/// No task of the pool ended for this many monitor intervals while work
+/// was queued: the gate gives way ([`stalled`]).
+pub(crate) const STALL_INTERVALS: u32 = 64;
+
+/// Whether the pool is stalled: work queued and no task ended for
+/// [`STALL_INTERVALS`] (`since_last_end`). A convoy completes at its
+/// lock's rate; tasks that wait for each other (a barrier of more tasks
+/// than the gate lets run, a producer waiting on a queued consumer)
+/// complete nothing, and only more threads end the wait. Stalled, the gate
+/// lifts ([`ceiling`], [`policy_max_threads`]'s caller).
+pub(crate) fn stalled(queued: bool, since_last_end: Duration, interval: Duration) -> bool {
+    queued && since_last_end >= interval * STALL_INTERVALS
+}
+
 /// The most presumed tasks of a kind a look may allow in flight: no gate
-/// ([`MAX_CAP`]) if its waits are known to be long; else [`GATED_CAP`].
-pub(crate) fn ceiling(history: WaitHistory) -> u32 {
-    if history.is_long() {
+/// ([`MAX_CAP`]) if its waits are known to be long, or the pool is
+/// [`stalled`]; else [`GATED_CAP`].
+pub(crate) fn ceiling(history: WaitHistory, stalled: bool) -> u32 {
+    if history.is_long() || stalled {
         MAX_CAP
     } else {
         GATED_CAP
@@ -278,15 +299,27 @@ mod tests {
     }
 
     #[test]
-    fn the_ceiling_is_lifted_only_by_long_waits_that_ended() {
-        assert_eq!(ceiling(WaitHistory(LONG)), MAX_CAP);
-        assert_eq!(ceiling(WaitHistory(LONG_ONCE)), GATED_CAP);
-        assert_eq!(ceiling(WaitHistory(SHORT)), GATED_CAP);
+    fn the_ceiling_is_lifted_by_long_waits_that_ended_or_a_stall() {
+        assert_eq!(ceiling(WaitHistory(LONG), false), MAX_CAP);
+        assert_eq!(ceiling(WaitHistory(LONG_ONCE), false), GATED_CAP);
+        assert_eq!(ceiling(WaitHistory(SHORT), false), GATED_CAP);
         assert_eq!(
-            ceiling(WaitHistory(UNKNOWN)),
+            ceiling(WaitHistory(UNKNOWN), false),
             GATED_CAP,
             "nothing ended yet"
         );
+        assert_eq!(ceiling(WaitHistory(SHORT), true), MAX_CAP, "stalled");
+    }
+
+    #[test]
+    fn a_pool_where_nothing_ends_while_work_waits_is_stalled() {
+        let gap = INTERVAL * STALL_INTERVALS;
+        assert!(stalled(true, gap, INTERVAL));
+        assert!(
+            !stalled(true, gap - INTERVAL, INTERVAL),
+            "a convoy completes"
+        );
+        assert!(!stalled(false, gap * 10, INTERVAL), "nothing queued");
     }
 
     /// A fake-clock model of one kind's presumed tasks on a pool of
@@ -341,7 +374,14 @@ mod tests {
                 self.most = self.most.max(self.running.len());
                 // A look: all asleep (a lock's waiters and sleepers alike).
                 let seen = self.running.len() as u32;
-                see(&mut self.record, Seen::Look { seen, asleep: seen });
+                see(
+                    &mut self.record,
+                    Seen::Look {
+                        seen,
+                        asleep: seen,
+                        stalled: false,
+                    },
+                );
                 self.now += LOOK;
             }
         }

@@ -295,12 +295,15 @@ pub(crate) enum Seen {
     ComputingWhileRunning,
     /// One monitor look at the kind's presumed tasks running now: `seen`
     /// of them, `asleep` of those asleep. The cap it sets stays within the
-    /// growth gate's ceiling (`control::growth::ceiling`).
+    /// growth gate's ceiling (`control::growth::ceiling`), which lifts if
+    /// the pool is `stalled` (`control::growth::stalled`).
     Look {
         /// Presumed tasks of the kind the monitor saw running.
         seen: u32,
         /// Of those, how many the kernel said sleep.
         asleep: u32,
+        /// Nothing ended in the pool for a while as work waited.
+        stalled: bool,
     },
 }
 
@@ -375,7 +378,11 @@ pub(crate) fn decide(old: Record, seen: Seen) -> (Record, Act) {
         Seen::Presume => (old, Act::Refuse),
         Seen::Ended(what, wait) => (ended(old, what, wait), Act::Nothing),
         Seen::ComputingWhileRunning => (old.overran(), Act::Nothing),
-        Seen::Look { seen, asleep } => look(old, seen, asleep, ceiling(old.history)),
+        Seen::Look {
+            seen,
+            asleep,
+            stalled,
+        } => look(old, seen, asleep, ceiling(old.history, stalled)),
     }
 }
 
@@ -550,7 +557,11 @@ mod tests {
 
     /// A look that saw `seen` presumed tasks, `asleep` of them asleep.
     fn seen(seen: u32, asleep: u32) -> Seen {
-        Seen::Look { seen, asleep }
+        Seen::Look {
+            seen,
+            asleep,
+            stalled: false,
+        }
     }
 
     /// A record of a kind known to block (declared once), whose presumed

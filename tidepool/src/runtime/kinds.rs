@@ -241,10 +241,16 @@ impl KindTable {
     }
 
     /// One monitor look at `kind`'s presumed tasks: `seen` running,
-    /// `asleep` of them asleep. True if the cap grew and the kind has room
-    /// (`Act::MoreRoom`).
-    pub(crate) fn looked(&self, kind: Kind, seen: u32, asleep: u32) -> bool {
-        self.apply(kind, Seen::Look { seen, asleep }) == Act::MoreRoom
+    /// `asleep` of them asleep, the pool `stalled` or not
+    /// (`control::growth::stalled`). True if the cap grew and the kind
+    /// has room (`Act::MoreRoom`).
+    pub(crate) fn looked(&self, kind: Kind, seen: u32, asleep: u32, stalled: bool) -> bool {
+        let look = Seen::Look {
+            seen,
+            asleep,
+            stalled,
+        };
+        self.apply(kind, look) == Act::MoreRoom
     }
 
     /// What `kind`'s presumed tasks' recent ends say about its waits
@@ -452,7 +458,7 @@ mod tests {
         }
         assert!(!table.try_presume(kind), "the fresh cap in flight: no more");
         // A look finds them asleep: room for as many more.
-        assert!(table.looked(kind, FRESH_CAP, FRESH_CAP));
+        assert!(table.looked(kind, FRESH_CAP, FRESH_CAP, false));
         for _ in 0..FRESH_CAP {
             assert!(table.try_presume(kind));
         }
@@ -471,7 +477,7 @@ mod tests {
         table.declared_blocking(owner);
         assert!(!table.try_presume(other));
         table.presumption_over(other, None, None);
-        assert!(!table.looked(other, 4, 4));
+        assert!(!table.looked(other, 4, 4, false));
         table.computed_while_presumed(other);
         assert!(
             table.likely_blocks(owner),
