@@ -91,7 +91,7 @@
 //! * tell a convoy whose holder stalls twice in a row for 16 ms (two long
 //!   ends with few in flight) from long waits: the kind is freed until its
 //!   next short end.
-
+//!
 //! Pure: the monitor and the workers report what they see; the tests below
 //! script it with a fake clock.
 
