@@ -766,7 +766,9 @@ fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
             let Some(stealer) = entries[victim].stealer().filter(|s| !s.is_empty()) else {
                 continue;
             };
-            match stealer.steal_batch_and_pop(&ctx.local) {
+            // Our own limit, so that a full batch (`coalesce::FULL_STEAL`)
+            // means what the coalescer reads it as.
+            match stealer.steal_batch_with_limit_and_pop(&ctx.local, coalesce::FULL_STEAL) {
                 Steal::Success(task) => return Some(task.into_work()),
                 Steal::Retry => retry = true,
                 Steal::Empty => {}
