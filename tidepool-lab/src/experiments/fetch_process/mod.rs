@@ -1,10 +1,6 @@
 #![doc = include_str!("about.md")]
 //!
-//! (That paragraph is the experiment's `about` in the report and
-//! `results.json`; the rest of this description is here only. What the
-//! four experiments of issue #41 share, the pools, the computing count,
-//! the time over quota and the threads, is described once in
-//! `experiments/quota/mod.rs`.)
+#![doc = include_str!("../quota/about_rest.md")]
 //!
 //! # Items
 //!
