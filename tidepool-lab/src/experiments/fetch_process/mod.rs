@@ -70,7 +70,7 @@ use super::done;
 use super::fresh_process::in_fresh_process;
 use super::quota::ideal;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::{duration, CONCURRENCY};
+use super::quota::{duration, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::{metric_bars, per_item_plot};
 use crate::model::plot::Plot;
@@ -241,13 +241,13 @@ fn describe_scale(scale: Scale) -> String {
 
 /// The longest a row can take: every item's wait and computation on 2
 /// threads, one after the other (rayon's way).
-fn serial(items: usize, t: Times) -> Duration {
-    (t.wait + t.compute) * u32::try_from(items.div_ceil(CONCURRENCY)).unwrap_or(u32::MAX)
+fn longest(items: usize, t: Times) -> Duration {
+    serial(items, t.wait + t.compute)
 }
 
 /// One repetition of one row, in a process of its own.
 fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
-    let limit = serial(row.items, SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
+    let limit = longest(row.items, SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| measure(ctx, row))
 }
 
@@ -255,16 +255,19 @@ fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
 /// reports.
 fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let t = SCALES.at(ctx.scale);
-    let session = Session::start(ctx, row.way, true, row.items)?;
-    let phase = session.phase(row.items);
-    ctx.bar.phase("items");
-    for i in 0..row.items {
-        let kind = if row.distinct { i % TYPES } else { 0 };
-        SUBMIT[kind](session.system(), phase.clone(), i, t);
-    }
-    let waited = phase.wait(serial(row.items, t) * 4 + Duration::from_secs(30));
-    ctx.bar.phase("shutting down");
-    let ended = session.finish();
+    let limit = longest(row.items, t) * 4 + Duration::from_secs(30);
+    let (waited, ended) = Session::one_batch(
+        ctx,
+        row.way,
+        true,
+        "items",
+        row.items,
+        limit,
+        |system, phase, i| {
+            let kind = if row.distinct { i % TYPES } else { 0 };
+            SUBMIT[kind](system, phase.clone(), i, t);
+        },
+    )?;
     let done = waited?;
 
     let ideal_mean = ideal::mean_completion(row.items, CONCURRENCY, t.wait, t.compute);
@@ -272,9 +275,12 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let mean = done.mean();
     let mut m = Measured::default();
     m.put("items", row.items as f64);
-    m.put(MEAN, mean.as_secs_f64() * 1e3);
-    m.put("ideal_mean_ms", ideal_mean.as_secs_f64() * 1e3);
-    m.put(MEAN_VS_IDEAL, mean.as_secs_f64() / ideal_mean.as_secs_f64());
+    put_against(
+        &mut m,
+        [MEAN, "ideal_mean_ms", MEAN_VS_IDEAL],
+        mean,
+        ideal_mean,
+    );
     m.put("wall_ms", done.last().as_secs_f64() * 1e3);
     m.put("ideal_wall_ms", ideal_wall.as_secs_f64() * 1e3);
     ended.put_computing(&mut m);

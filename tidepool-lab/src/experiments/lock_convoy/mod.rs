@@ -54,7 +54,7 @@ use std::time::Duration;
 use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::CONCURRENCY;
+use super::quota::{put_against, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
@@ -265,18 +265,19 @@ fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
 fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let items = (row.items / DIVIDE.at(ctx.scale)).max(1);
     let bound = lock_bound(items, row.hold);
-    let session = Session::start(ctx, row.way, false, items)?;
     let lock = Arc::new(Mutex::new(0_usize));
-    let phase = session.phase(items);
-    ctx.bar.phase("convoy");
-    for i in 0..items {
-        session
-            .system()
-            .spawn_fn(item(phase.clone(), lock.clone(), i, row.hold));
-    }
-    let waited = phase.wait(bound * 20 + Duration::from_secs(60));
-    ctx.bar.phase("shutting down");
-    let ended = session.finish();
+    let limit = bound * 20 + Duration::from_secs(60);
+    let (waited, ended) = Session::one_batch(
+        ctx,
+        row.way,
+        false,
+        "convoy",
+        items,
+        limit,
+        |system, phase, i| {
+            system.spawn_fn(item(phase.clone(), lock.clone(), i, row.hold));
+        },
+    )?;
     let done = waited?;
     let counted = *lock.lock().unwrap_or_else(|e| e.into_inner());
     if counted != items {
@@ -286,11 +287,11 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let wall = done.last();
     let mut m = Measured::default();
     m.put("items", items as f64);
-    m.put(WALL, wall.as_secs_f64() * 1e3);
-    m.put("lock_bound_ms", bound.as_secs_f64() * 1e3);
-    m.put(
-        "wall_vs_lock_bound",
-        wall.as_secs_f64() / bound.as_secs_f64(),
+    put_against(
+        &mut m,
+        [WALL, "lock_bound_ms", "wall_vs_lock_bound"],
+        wall,
+        bound,
     );
     ended.put_threads_and_pool(&mut m);
     m.note = Some(format!(

@@ -7,9 +7,9 @@
 //! Which items sleep is `sleepers`: exactly half of them, picked by a
 //! Fisher-Yates shuffle driven by SplitMix64 from a fixed seed, so every
 //! run and every system gets the same items in the same order. Every item
-//! is the one closure `item` returns, a `Job` deciding what it does; the
-//! lab's thread hands all 200 over in a loop with no pause, the clock
-//! starting just before the first. At full scale the sleep is 20 ms and
+//! is the one closure `Phase::item` returns, a `Job` deciding what it
+//! does; the lab's thread hands all 200 over in a loop with no pause, the
+//! clock starting just before the first. At full scale the sleep is 20 ms and
 //! the computation 50 ms; at `--quick` 5 ms and 12.5 ms; at `--tiny` 1 ms
 //! and 2 ms.
 //!
@@ -41,16 +41,14 @@
 //! a round at full scale.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::ideal;
-use super::quota::session::{Job, Phase, Session, Way};
-use super::quota::{duration, CONCURRENCY};
+use super::quota::session::{Job, Session, Way};
+use super::quota::{duration, over_quota_plot, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
-use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::summary::{median, ms};
@@ -166,39 +164,30 @@ fn sleepers(n: usize, seed: u64) -> Vec<bool> {
 
 /// The longest a row should take: every item on 2 threads, one after the
 /// other (rayon's way).
-fn serial(t: Times) -> Duration {
-    (t.sleep + t.compute) * u32::try_from(ITEMS / CONCURRENCY).unwrap_or(u32::MAX)
+fn longest(t: Times) -> Duration {
+    serial(ITEMS, t.sleep + t.compute)
 }
 
 /// One repetition of one system, in a process of its own.
 fn run(ctx: &RunCtx, id: &str, way: Way) -> Result<Measured, String> {
-    let limit = serial(SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
+    let limit = longest(SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| measure(ctx, way))
-}
-
-/// Every item: one closure type, whatever it does.
-fn item(phase: Arc<Phase>, i: usize, job: Job) -> impl FnOnce() + Send + 'static {
-    move || phase.run(i, job)
 }
 
 /// Builds the system, hands it the items, waits for them, and reports.
 fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
     let t = SCALES.at(ctx.scale);
     let sleeps = sleepers(ITEMS, SEED);
-    let session = Session::start(ctx, way, true, ITEMS)?;
-    let phase = session.phase(ITEMS);
-    ctx.bar.phase("items");
-    for (i, sleeps) in sleeps.iter().enumerate() {
-        let job = if *sleeps {
-            Job::Sleep(t.sleep)
-        } else {
-            Job::Compute(t.compute)
-        };
-        session.system().spawn_fn(item(phase.clone(), i, job));
-    }
-    let waited = phase.wait(serial(t) * 4 + Duration::from_secs(30));
-    ctx.bar.phase("shutting down");
-    let ended = session.finish();
+    let limit = longest(t) * 4 + Duration::from_secs(30);
+    let (waited, ended) =
+        Session::one_batch(ctx, way, true, "items", ITEMS, limit, |system, phase, i| {
+            let job = if sleeps[i] {
+                Job::Sleep(t.sleep)
+            } else {
+                Job::Compute(t.compute)
+            };
+            system.spawn_fn(phase.item(i, job));
+        })?;
     let done = waited?;
 
     let computing = sleeps.iter().filter(|s| !**s).count();
@@ -207,9 +196,12 @@ fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
     let wall = done.last();
     let mut m = Measured::default();
     m.put("items", ITEMS as f64);
-    m.put(WALL, wall.as_secs_f64() * 1e3);
-    m.put("ideal_wall_ms", ideal.as_secs_f64() * 1e3);
-    m.put("wall_vs_ideal", wall.as_secs_f64() / ideal.as_secs_f64());
+    put_against(
+        &mut m,
+        [WALL, "ideal_wall_ms", "wall_vs_ideal"],
+        wall,
+        ideal,
+    );
     ended.put_computing(&mut m);
     ended.put_threads_and_pool(&mut m);
     m.note = Some(format!(
@@ -224,14 +216,10 @@ fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
 
 /// Time over quota per system, and threads over time.
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
-    let mut out = vec![Plot::bars(
+    let mut out = vec![over_quota_plot(
+        runs,
         "mixed-kind-over-quota",
-        (
-            "Time with more than concurrency + 2 computing",
-            "One closure type that sleeps or computes; the issue's target for tidepool is at most 250 ms.",
-        ),
-        "ms over the quota",
-        metric_bars(runs, "over_quota_ms"),
+        "One closure type that sleeps or computes; the issue's target for tidepool is at most 250 ms.",
     )];
     out.extend(threads_plot(
         runs,
