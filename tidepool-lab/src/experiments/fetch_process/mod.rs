@@ -441,7 +441,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
     use std::any::TypeId;
 
     fn type_of<T: 'static>(_: &T) -> TypeId {
@@ -450,9 +450,7 @@ mod tests {
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("Items that each wait 20 ms"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "Items that each wait 20 ms");
     }
 
     #[test]
@@ -490,33 +488,25 @@ mod tests {
     }
 
     fn result(id: &str, x: f64, peak: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put(MEAN_VS_IDEAL, x);
-        m.put("peak_computing", peak);
-        m.put("over_quota_ms", 0.0);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            (MEAN_VS_IDEAL, x),
+            ("peak_computing", peak),
+            ("over_quota_ms", 0.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_each_tidepool_row_to_the_target() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result("tidepool-16-one-type", 1.04, 2.0),
-            result("tidepool-256-distinct-types", 1.3, 5.0),
-            result("tokio-16-one-type", 1.02, 2.0),
-            result("rayon-16-one-type", 1.9, 2.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-16-one-type", 1.04, 2.0),
+                result("tidepool-256-distinct-types", 1.3, 5.0),
+                result("tokio-16-one-type", 1.02, 2.0),
+                result("rayon-16-one-type", 1.9, 2.0),
+            ],
+        )
         .unwrap();
         assert!(
             s.contains("16 of one type 1.04x, 256 of 16 types 1.30x"),
@@ -528,13 +518,13 @@ mod tests {
             s.contains("Verdict: over the goal on tidepool-256-distinct-types"),
             "{s}"
         );
-        let s = verdict(&exp(vec![result("tidepool-64-one-type", 1.1, 2.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-64-one-type", 1.1, 2.0)]).unwrap();
         assert!(
             s.contains("Verdict: within 1.15x on every tidepool row (1)"),
             "{s}"
         );
         assert_eq!(
-            verdict(&exp(vec![result("tokio-16-one-type", 1.0, 2.0)])),
+            verdict_of(&EXPERIMENT, vec![result("tokio-16-one-type", 1.0, 2.0)]),
             None
         );
     }

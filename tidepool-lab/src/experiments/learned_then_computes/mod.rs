@@ -348,43 +348,33 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("Does what tidepool learned"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "Does what tidepool learned");
     }
 
     fn result(id: &str, quota: f64, failed: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("over_quota_ms", quota);
-        m.put("burst_presumptions_failed", failed);
-        m.put("peak_computing", 3.0);
-        m.put("wall_vs_ideal", 1.04);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            ("over_quota_ms", quota),
+            ("burst_presumptions_failed", failed),
+            ("peak_computing", 3.0),
+            ("wall_vs_ideal", 1.04),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_each_tidepool_row_to_both_targets() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result("tidepool-burst-60", 12.0, 1.0),
-            result("tidepool-burst-300", 140.0, 2.0),
-            result("tokio-burst-60", 0.0, 0.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-burst-60", 12.0, 1.0),
+                result("tidepool-burst-300", 140.0, 2.0),
+                result("tokio-burst-60", 0.0, 0.0),
+            ],
+        )
         .unwrap();
         assert!(
             s.contains("burst of 60: 12 ms over the quota, 1 presumptions failed, at most 3 computing at once, wall 1.04x the slot-bound"),
@@ -395,15 +385,15 @@ mod tests {
             s.contains("Verdict: missed on burst 300: time over quota"),
             "{s}"
         );
-        let s = verdict(&exp(vec![result("tidepool-burst-60", 99.0, 3.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-burst-60", 99.0, 3.0)]).unwrap();
         assert!(s.contains("missed on burst 60: presumptions failed"), "{s}");
-        let s = verdict(&exp(vec![result("tidepool-burst-60", 0.0, 0.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-burst-60", 0.0, 0.0)]).unwrap();
         assert!(
             s.contains("both goals met on every tidepool row (1)"),
             "{s}"
         );
         assert_eq!(
-            verdict(&exp(vec![result("rayon-burst-60", 0.0, 0.0)])),
+            verdict_of(&EXPERIMENT, vec![result("rayon-burst-60", 0.0, 0.0)]),
             None
         );
     }

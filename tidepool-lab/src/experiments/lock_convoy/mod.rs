@@ -395,13 +395,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("A lock convoy"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "A lock convoy");
     }
 
     #[test]
@@ -459,49 +457,43 @@ mod tests {
     }
 
     fn result(id: &str, threads: f64, wall: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("peak_threads", threads);
-        m.put(WALL, wall);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        done_run(&EXPERIMENT, id, &[("peak_threads", threads), (WALL, wall)])
     }
 
     #[test]
     fn the_verdict_holds_tidepool_to_both_targets() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result("tidepool-10k-5us", 4.0, 60.0),
-            result("fixed-10k-5us", 2.0, 50.0),
-            result("tidepool-100k-20us", 14.0, 2100.0),
-            result("fixed-100k-20us", 2.0, 2050.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-10k-5us", 4.0, 60.0),
+                result("fixed-10k-5us", 2.0, 50.0),
+                result("tidepool-100k-20us", 14.0, 2100.0),
+                result("fixed-100k-20us", 2.0, 2050.0),
+            ],
+        )
         .unwrap();
         assert!(
             s.contains("10k x 5 µs 4 threads, 60 ms = 1.20x the Fixed pool's; 100k x 20 µs 14 threads, 2.1 s = 1.02x"),
             "{s}"
         );
         assert!(s.contains("Verdict: missed on 100k-20us threads ("), "{s}");
-        let s = verdict(&exp(vec![
-            result("tidepool-10k-5us", 4.0, 70.0),
-            result("fixed-10k-5us", 2.0, 50.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-10k-5us", 4.0, 70.0),
+                result("fixed-10k-5us", 2.0, 50.0),
+            ],
+        )
         .unwrap();
         assert!(s.contains("missed on 10k-5us wall"), "{s}");
-        let s = verdict(&exp(vec![result("tidepool-10k-20us", 3.0, 1.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-10k-20us", 3.0, 1.0)]).unwrap();
         assert!(
             s.contains("both goals met on every tidepool row (1)"),
             "{s}"
         );
-        assert_eq!(verdict(&exp(vec![result("fixed-10k-5us", 2.0, 1.0)])), None);
+        assert_eq!(
+            verdict_of(&EXPERIMENT, vec![result("fixed-10k-5us", 2.0, 1.0)]),
+            None
+        );
     }
 }

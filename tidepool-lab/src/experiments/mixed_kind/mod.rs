@@ -280,13 +280,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("One closure type, two kinds of work"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "One closure type, two kinds of work");
     }
 
     #[test]
@@ -304,36 +302,29 @@ mod tests {
     }
 
     fn result(id: &str, quota: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("over_quota_ms", quota);
-        m.put("peak_computing", 3.0);
-        m.put("presumptions_failed", 1.0);
-        m.put("wall_vs_ideal", 1.05);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            ("over_quota_ms", quota),
+            ("peak_computing", 3.0),
+            ("presumptions_failed", 1.0),
+            ("wall_vs_ideal", 1.05),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_tidepool_to_the_target() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![result(TIDEPOOL, 40.0), result(TOKIO, 2400.0)])).unwrap();
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![result(TIDEPOOL, 40.0), result(TOKIO, 2400.0)],
+        )
+        .unwrap();
         assert!(
             s.contains("tidepool 40 ms over the quota, at most 3 computing at once, 1 presumptions failed, wall 1.05x the slot-bound; tokio with spawn_blocking 2.4 s over the quota"),
             "{s}"
         );
         assert!(s.contains("Verdict: tidepool meets the goal"), "{s}");
-        let s = verdict(&exp(vec![result(TIDEPOOL, 300.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result(TIDEPOOL, 300.0)]).unwrap();
         assert!(s.contains("Verdict: tidepool 50 ms over the goal"), "{s}");
-        assert_eq!(verdict(&exp(vec![result(RAYON, 0.0)])), None);
+        assert_eq!(verdict_of(&EXPERIMENT, vec![result(RAYON, 0.0)]), None);
     }
 }
