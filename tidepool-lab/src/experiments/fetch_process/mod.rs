@@ -1,10 +1,6 @@
 #![doc = include_str!("about.md")]
 //!
-//! (That paragraph is the experiment's `about` in the report and
-//! `results.json`; the rest of this description is here only. What the
-//! four experiments of issue #41 share, the pools, the computing count,
-//! the time over quota and the threads, is described once in
-//! `experiments/quota/mod.rs`.)
+#![doc = include_str!("../quota/about_rest.md")]
 //!
 //! # Items
 //!
@@ -74,7 +70,7 @@ use super::done;
 use super::fresh_process::in_fresh_process;
 use super::quota::ideal;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::{duration, CONCURRENCY};
+use super::quota::{duration, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::{metric_bars, per_item_plot};
 use crate::model::plot::Plot;
@@ -245,13 +241,13 @@ fn describe_scale(scale: Scale) -> String {
 
 /// The longest a row can take: every item's wait and computation on 2
 /// threads, one after the other (rayon's way).
-fn serial(items: usize, t: Times) -> Duration {
-    (t.wait + t.compute) * u32::try_from(items.div_ceil(CONCURRENCY)).unwrap_or(u32::MAX)
+fn longest(items: usize, t: Times) -> Duration {
+    serial(items, t.wait + t.compute)
 }
 
 /// One repetition of one row, in a process of its own.
 fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
-    let limit = serial(row.items, SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
+    let limit = longest(row.items, SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| measure(ctx, row))
 }
 
@@ -259,16 +255,19 @@ fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
 /// reports.
 fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let t = SCALES.at(ctx.scale);
-    let session = Session::start(ctx, row.way, true, row.items)?;
-    let phase = session.phase(row.items);
-    ctx.bar.phase("items");
-    for i in 0..row.items {
-        let kind = if row.distinct { i % TYPES } else { 0 };
-        SUBMIT[kind](session.system(), phase.clone(), i, t);
-    }
-    let waited = phase.wait(serial(row.items, t) * 4 + Duration::from_secs(30));
-    ctx.bar.phase("shutting down");
-    let ended = session.finish();
+    let limit = longest(row.items, t) * 4 + Duration::from_secs(30);
+    let (waited, ended) = Session::one_batch(
+        ctx,
+        row.way,
+        true,
+        "items",
+        row.items,
+        limit,
+        |system, phase, i| {
+            let kind = if row.distinct { i % TYPES } else { 0 };
+            SUBMIT[kind](system, phase.clone(), i, t);
+        },
+    )?;
     let done = waited?;
 
     let ideal_mean = ideal::mean_completion(row.items, CONCURRENCY, t.wait, t.compute);
@@ -276,9 +275,12 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let mean = done.mean();
     let mut m = Measured::default();
     m.put("items", row.items as f64);
-    m.put(MEAN, mean.as_secs_f64() * 1e3);
-    m.put("ideal_mean_ms", ideal_mean.as_secs_f64() * 1e3);
-    m.put(MEAN_VS_IDEAL, mean.as_secs_f64() / ideal_mean.as_secs_f64());
+    put_against(
+        &mut m,
+        [MEAN, "ideal_mean_ms", MEAN_VS_IDEAL],
+        mean,
+        ideal_mean,
+    );
     m.put("wall_ms", done.last().as_secs_f64() * 1e3);
     m.put("ideal_wall_ms", ideal_wall.as_secs_f64() * 1e3);
     ended.put_computing(&mut m);
@@ -439,7 +441,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
     use std::any::TypeId;
 
     fn type_of<T: 'static>(_: &T) -> TypeId {
@@ -448,9 +450,7 @@ mod tests {
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("Items that each wait 20 ms"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "Items that each wait 20 ms");
     }
 
     #[test]
@@ -488,33 +488,25 @@ mod tests {
     }
 
     fn result(id: &str, x: f64, peak: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put(MEAN_VS_IDEAL, x);
-        m.put("peak_computing", peak);
-        m.put("over_quota_ms", 0.0);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            (MEAN_VS_IDEAL, x),
+            ("peak_computing", peak),
+            ("over_quota_ms", 0.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_each_tidepool_row_to_the_target() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result("tidepool-16-one-type", 1.04, 2.0),
-            result("tidepool-256-distinct-types", 1.3, 5.0),
-            result("tokio-16-one-type", 1.02, 2.0),
-            result("rayon-16-one-type", 1.9, 2.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-16-one-type", 1.04, 2.0),
+                result("tidepool-256-distinct-types", 1.3, 5.0),
+                result("tokio-16-one-type", 1.02, 2.0),
+                result("rayon-16-one-type", 1.9, 2.0),
+            ],
+        )
         .unwrap();
         assert!(
             s.contains("16 of one type 1.04x, 256 of 16 types 1.30x"),
@@ -526,13 +518,13 @@ mod tests {
             s.contains("Verdict: over the goal on tidepool-256-distinct-types"),
             "{s}"
         );
-        let s = verdict(&exp(vec![result("tidepool-64-one-type", 1.1, 2.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-64-one-type", 1.1, 2.0)]).unwrap();
         assert!(
             s.contains("Verdict: within 1.15x on every tidepool row (1)"),
             "{s}"
         );
         assert_eq!(
-            verdict(&exp(vec![result("tokio-16-one-type", 1.0, 2.0)])),
+            verdict_of(&EXPERIMENT, vec![result("tokio-16-one-type", 1.0, 2.0)]),
             None
         );
     }
