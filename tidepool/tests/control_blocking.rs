@@ -573,14 +573,71 @@ enum Items {
     Grouped,
 }
 
+/// When the items of [`items_behind_computing_tasks`] are spawned.
+#[derive(Clone, Copy)]
+enum Spawn {
+    /// Once every CPU task runs: queued behind them.
+    BehindRunningTasks,
+    /// Once a lend was offered and is over (refused: only computing tasks
+    /// were queued then), so that the items need a lend offered again.
+    AfterARefusedLend,
+}
+
+/// The time of the monitor's latest look, its last point of the thread
+/// series (the monitor records one at the end of each tick while the
+/// pool is busy).
+fn last_look(pool: &Pool) -> Option<Duration> {
+    pool.metrics().thread_series.last().map(|point| point.at)
+}
+
+/// Waits until the monitor has ended a tick it began after this call: what
+/// it decided in the tick under way when called is then all carried out.
+fn a_whole_monitor_tick(pool: &Pool) -> bool {
+    let before = last_look(pool);
+    // Two new points: the first may end the tick already under way.
+    let after_one = common::eventually(HANG, || last_look(pool) > before);
+    let one = last_look(pool);
+    after_one && common::eventually(HANG, || last_look(pool) > one)
+}
+
+/// Waits until the quantum rule has lent a slot and every lend so far is
+/// over; returns how many there were, or `None` after `HANG`. A lend is
+/// counted before its tick raises the target, so one snapshot with the
+/// target at the slots does not say the lend is over: the target must still
+/// be there a whole tick later, with no lend counted since.
+fn lends_offered_and_over(pool: &Pool) -> Option<u64> {
+    let deadline = Instant::now() + HANG;
+    while Instant::now() < deadline {
+        let first = pool.metrics();
+        if first.quantum_lends >= 1 && first.concurrency_target == first.concurrency {
+            if !a_whole_monitor_tick(pool) {
+                return None;
+            }
+            let then = pool.metrics();
+            if then.quantum_lends == first.quantum_lends
+                && then.concurrency_target == then.concurrency
+            {
+                return Some(then.quantum_lends);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
 /// On a 2-slot pool, `hogs` CPU-bound tasks that run until the items are
 /// done (a lent slot ran them) or for 20 s (the items waited for them);
-/// after `settle`, `items` items spawned as `how` says that each sleep
-/// `item_sleep`. Returns whether every CPU task was ended by the items,
-/// and the pool's metrics.
-fn items_behind_computing_tasks(
+/// spawned `when` says, `items` items spawned as `how` says that each
+/// sleep `item_sleep`. Returns whether every CPU task was ended by the
+/// items, and the pool's metrics.
+///
+/// Each `K` makes the items a kind of their own: items of a kind another
+/// test's items taught to block (10 ms sleeps) are presumed blocking and
+/// start on a thread of their own, with no lend at all (seen once the test
+/// checked which lend ran them: `presumed_blocking: 3`, `quantum_lends: 1`).
+fn items_behind_computing_tasks<const K: usize>(
     hogs: usize,
-    settle: Duration,
+    when: Spawn,
     items: usize,
     item_sleep: Duration,
     how: Items,
@@ -588,17 +645,36 @@ fn items_behind_computing_tasks(
     within(HANG, move || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let items_done = Arc::new(AtomicUsize::new(0));
+        let hogs_running = Arc::new(AtomicUsize::new(0));
         let hogs: Vec<_> = (0..hogs)
             .map(|_| {
-                let items_done = items_done.clone();
+                let (items_done, hogs_running) = (items_done.clone(), hogs_running.clone());
                 pool.spawn_fn(move || {
+                    hogs_running.fetch_add(1, Ordering::SeqCst);
                     compute_until(Duration::from_secs(20), || {
                         items_done.load(Ordering::SeqCst) == items
                     })
                 })
             })
             .collect();
-        std::thread::sleep(settle);
+        // Events, not a settling sleep: on a loaded machine the monitor may
+        // find the CPU tasks computing for a quantum only after a fixed
+        // sleep (100 ms) is over, and a first lend that finds the items
+        // queued is not refused, so no lend is offered again.
+        let lends_before_items = match when {
+            Spawn::BehindRunningTasks => {
+                let running = hogs.len().min(2);
+                let ready =
+                    common::eventually(HANG, || hogs_running.load(Ordering::SeqCst) == running);
+                assert!(ready, "{:?}", pool.metrics());
+                None
+            }
+            Spawn::AfterARefusedLend => {
+                let lends = lends_offered_and_over(&pool);
+                assert!(lends.is_some(), "no lend over: {:?}", pool.metrics());
+                lends
+            }
+        };
         let group = pool.group().build().unwrap();
         let items: Vec<_> = (0..items)
             .map(|_| {
@@ -619,7 +695,14 @@ fn items_behind_computing_tasks(
         }
         // CPU tasks queued behind the items see them done at once.
         let ended: Vec<bool> = hogs.into_iter().map(|h| h.join().unwrap()).collect();
-        (ended.iter().all(|e| *e), pool.metrics())
+        let m = pool.metrics();
+        if let Some(before) = lends_before_items {
+            assert!(
+                m.quantum_lends > before,
+                "the items' lend is one offered after the others were over: {m:?}"
+            );
+        }
+        (ended.iter().all(|e| *e), m)
     })
 }
 
@@ -628,9 +711,9 @@ fn items_behind_computing_tasks(
 /// tasks end. Without the quantum they would wait for a CPU task to end.
 #[test]
 fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
-    let (ended_by_items, m) = items_behind_computing_tasks(
+    let (ended_by_items, m) = items_behind_computing_tasks::<1>(
         2,
-        Duration::from_millis(20),
+        Spawn::BehindRunningTasks,
         5,
         Duration::from_millis(10),
         Items::Plain,
@@ -641,8 +724,8 @@ fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
 
 /// More CPU-bound tasks than slots: those queued are of a kind seen
 /// computing, so the lent slot refuses them, and must look past them for
-/// the items queued behind. The items are spawned well after the first lend
-/// (100 ms: already refused, only computing tasks were queued then), so a
+/// the items queued behind. The items are spawned once a lend was offered
+/// and is over (refused: only computing tasks were queued then), so a
 /// refused lend must be offered again. Before both fixes the items waited
 /// for the CPU tasks to end (20 s here). Low-priority items and a group's
 /// items too, in FIFOs of their own (a first fix looked through the normal
@@ -651,9 +734,10 @@ fn queued_work_starts_behind_computing_tasks_after_the_quantum() {
 fn work_queued_behind_more_computing_tasks_than_slots_starts_after_the_quantum() {
     for how in [Items::Plain, Items::Low, Items::Grouped] {
         let (ended_by_items, m) =
-            items_behind_computing_tasks(5, Duration::from_millis(100), 3, Duration::ZERO, how);
+            items_behind_computing_tasks::<2>(5, Spawn::AfterARefusedLend, 3, Duration::ZERO, how);
         assert!(ended_by_items, "the items waited for the CPU tasks: {m:?}");
         assert!(m.quantum_lends >= 2, "offered again after a refusal: {m:?}");
+        assert_eq!(m.presumed_blocking, 0, "a lend ran the items: {m:?}");
         assert_eq!(m.completed, 8, "{m:?}");
     }
 }
