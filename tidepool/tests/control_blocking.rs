@@ -890,6 +890,8 @@ fn spin_for(time: Duration) {
 
 #[test]
 fn a_worker_back_from_its_block_counts_against_the_slots_again() {
+    // Within `HANG`, so that a step that never comes fails its assertion.
+    const WAIT: Duration = Duration::from_secs(20);
     within(HANG, || {
         // No quantum: its lends to queued work behind long computations
         // would start C on purpose.
@@ -898,28 +900,61 @@ fn a_worker_back_from_its_block_counts_against_the_slots_again() {
             .quantum(None)
             .build()
             .unwrap();
-        let a_done = Arc::new(AtomicBool::new(false));
+        let (a_done, b_done) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let (a_started_tx, a_started) = mpsc::channel::<()>();
-        // A blocks (its slot goes to B), then computes for long: back from
-        // its block, it is counted again, so when B ends no new task starts
-        // beside A on the pool's one slot.
+        let (b_started_tx, b_started) = mpsc::channel::<()>();
+        // A blocks until B runs (only the monitor's detection can give B
+        // A's slot), then computes: back from its block, it is counted
+        // again, so when B ends no new task starts beside A on the pool's
+        // one slot. Each step waits for the one before, not for a sleep to
+        // be long enough: with A asleep 30 ms and B computing 300 ms, the
+        // monitor, probing a sleeper less and less often and starved of a
+        // core, had not always counted A again when B ended.
         let a = pool.spawn_fn({
-            let a_done = a_done.clone();
+            let (a_done, b_done) = (a_done.clone(), b_done.clone());
             move || {
                 a_started_tx.send(()).unwrap();
-                std::thread::sleep(Duration::from_millis(30));
-                spin_for(Duration::from_millis(600));
+                let b_ran = b_started.recv_timeout(WAIT).is_ok();
+                compute_until(WAIT, || b_done.load(Ordering::SeqCst));
+                // The time in which C, were A not counted, would start on
+                // B's worker beside A (it does at once): how long the test
+                // watches, not a bound on the pool's speed.
+                spin_for(Duration::from_millis(300));
                 a_done.store(true, Ordering::SeqCst);
+                b_ran
             }
         });
         a_started.recv().unwrap();
-        let b = pool.spawn_fn(|| spin_for(Duration::from_millis(300)));
+        let b = pool.spawn_fn({
+            let (pool, b_done) = (pool.clone(), b_done.clone());
+            move || {
+                b_started_tx.send(()).unwrap();
+                // Computes (asleep, B would be found blocked and its slot
+                // handed to C) until the monitor counted A again, and until
+                // its next point of the thread series: the tick that
+                // counted A again has then also raised the flag that makes
+                // B's worker give its slot back at B's end (the count is
+                // bumped first, the point recorded last).
+                let counted = compute_until(WAIT, || pool.metrics().workers_counted_again >= 1);
+                let seen = last_look(&pool);
+                let ticked = compute_until(WAIT, || last_look(&pool) > seen);
+                b_done.store(true, Ordering::SeqCst);
+                counted && ticked
+            }
+        });
         let c = pool.spawn_fn({
             let a_done = a_done.clone();
             move || a_done.load(Ordering::SeqCst)
         });
-        a.join().unwrap();
-        b.join().unwrap();
+        assert!(a.join().unwrap(), "B ran while A blocked");
+        assert!(
+            b.join().unwrap(),
+            "A was counted again while B ran: {:?}",
+            pool.metrics()
+        );
         let c_started_after_a = c.join().unwrap();
         let m = pool.metrics();
         assert!(m.workers_counted_again >= 1, "{m:?}");
