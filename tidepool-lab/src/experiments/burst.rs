@@ -318,7 +318,8 @@ fn warm(
     let items = ctx.items_or(p.items);
     let warmed = move || {
         let system = make()?;
-        ctx.bar.phase("warming up: an unmeasured burst on the same pool");
+        ctx.bar
+            .phase("warming up: an unmeasured burst on the same pool");
         let (done, ended) = std::sync::mpsc::channel();
         let submitted = match work {
             Work::Sleep(share) => {
