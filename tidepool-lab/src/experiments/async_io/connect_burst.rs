@@ -458,6 +458,51 @@ mod tests {
     }
 
     #[test]
+    fn the_burst_is_a_workload_of_its_own_judged_by_its_mean_start() {
+        use crate::report::table::{format_ratio, headline_table, table};
+        assert_eq!(EXPERIMENT.headline_of(TOKIO_CURRENT_THREAD), MEAN_START);
+        assert_eq!(EXPERIMENT.headline_of(TIDEPOOL_1SLOT), MEAN_START);
+        assert_eq!(EXPERIMENT.headline_of("tokio"), "ns_per_round_trip");
+        let mut echo = Measured::default();
+        echo.put("ns_per_round_trip", 100.0);
+        let mut tokio_echo = Measured::default();
+        tokio_echo.put("ns_per_round_trip", 150.0);
+        let run = |id: &str, measured: Measured| RunResult {
+            spec: EXPERIMENT.run(id).unwrap(),
+            outcome: Outcome::Done,
+            measured,
+            spread: Vec::new(),
+            repeat: 1,
+            elapsed_s: 1.0,
+        };
+        let exp = ExperimentResult {
+            experiment: &EXPERIMENT,
+            runs: vec![
+                run(super::super::TIDEPOOL_ASYNC, echo),
+                run(super::super::TOKIO, tokio_echo),
+                done(TIDEPOOL_1SLOT, 2.0, 5.0, 0.0),
+                done(TOKIO_CURRENT_THREAD, 1.0, 2.0, 0.0),
+            ],
+            repeat: 1,
+        };
+        let t = table(&exp);
+        let ratio = t.header.len() - 2;
+        assert_eq!(
+            t.header[ratio],
+            "ns_per_round_trip or mean_start_ms ÷ same workload's tidepool (lower is better)"
+        );
+        let ratios: Vec<&str> = t.rows.iter().map(|r| r[ratio].as_str()).collect();
+        let slower = format_ratio(1.5);
+        let faster = format_ratio(0.5);
+        assert_eq!(ratios, ["baseline", &slower, "baseline", &faster]);
+        let short = headline_table(&exp, &t);
+        assert_eq!(
+            short.header[2..4],
+            ["ns_per_round_trip".to_string(), MEAN_START.to_string()]
+        );
+    }
+
+    #[test]
     fn without_tokios_row_there_is_no_verdict_and_without_tidepools_no_line() {
         let alone = verdict_of(vec![done(TIDEPOOL_1SLOT, 3.0, 7.0, 0.0)]).unwrap();
         assert!(alone.ends_with(
