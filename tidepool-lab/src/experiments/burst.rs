@@ -97,6 +97,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         (FIXED10_CPU_COLD, TIDEPOOL_SLEEP_COLD),
         (RAYON_CPU_COLD, TIDEPOOL_SLEEP_COLD),
     ],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: TIDEPOOL_SLEEP_COLD,

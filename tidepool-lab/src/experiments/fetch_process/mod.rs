@@ -197,6 +197,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         ("tokio-256-distinct-types", "tidepool-256-one-type"),
         ("rayon-256-distinct-types", "tidepool-256-one-type"),
     ],
+    headlines: &[],
     runs: &[
         row!(tidepool, Way::Tidepool, 16, one),
         row!(tidepool, Way::Tidepool, 16, distinct),

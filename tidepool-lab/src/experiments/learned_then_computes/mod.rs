@@ -161,6 +161,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         ("tokio-burst-300", "tidepool-burst-300"),
         ("rayon-burst-300", "tidepool-burst-300"),
     ],
+    headlines: &[],
     runs: &[
         row!(tidepool, Way::Tidepool, 60),
         row!(tokio, Way::Tokio, 60),

@@ -226,6 +226,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         ("threadpool-100k-100us", "fixed-100k-100us"),
         ("rayon-100k-100us", "fixed-100k-100us"),
     ],
+    headlines: &[],
     runs: &FLAT,
     opt_in: &[
         "tidepool-100k-100us",

@@ -108,6 +108,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: WALL,
     baseline: TIDEPOOL,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: TIDEPOOL,
