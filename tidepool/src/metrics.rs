@@ -768,7 +768,9 @@ pub enum WorkerState {
     /// Running a task, holding one of the pool's running slots.
     Running,
     /// Running a task whose slot was given away: found blocked, declared
-    /// blocking, or started presumed blocking.
+    /// blocking, or started presumed blocking; or back from a declared
+    /// section ([`blocking`](crate::blocking)) and waiting for a slot
+    /// before its task goes on.
     Blocked,
 }
 
