@@ -994,3 +994,198 @@ fn a_worker_back_from_its_block_counts_against_the_slots_again() {
         );
     });
 }
+
+/// The CPU time the calling thread has used so far.
+fn thread_cpu_time() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a live, writable `timespec` for the whole call, and
+    // `CLOCK_THREAD_CPUTIME_ID` is a clock id the call accepts; it writes
+    // only `t`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    assert_eq!(rc, 0, "the thread's CPU clock");
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// Computes until the calling thread has used `cpu` of CPU time.
+fn compute_for(cpu: Duration) {
+    let start = thread_cpu_time();
+    let mut x = 0u64;
+    while thread_cpu_time() - start < cpu {
+        for i in 0..1_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+    }
+}
+
+/// One fetch-then-process item (issue #41): waits 20 ms in a declared
+/// section (a sleep standing for a fetch), then computes 30 ms of its own
+/// thread's CPU time, counted in `computing` (the most at once in `most`).
+/// Each `K` is a closure type of its own: what the pool learns about one
+/// kind (it blocks: later items presumed blocking) does not carry over.
+fn fetch_then_process<const K: usize>(
+    computing: &Arc<AtomicUsize>,
+    most: &Arc<AtomicUsize>,
+) -> impl FnOnce() + Send + 'static {
+    let (computing, most) = (computing.clone(), most.clone());
+    move || {
+        tidepool::blocking(|| std::thread::sleep(Duration::from_millis(20)));
+        let now = computing.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(now, Ordering::SeqCst);
+        compute_for(Duration::from_millis(30));
+        computing.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Spawns 16 fetch-then-process items with `spawn` (on the pool, with the
+/// counters) on `concurrency(2)` and asserts that at most the slots (+1,
+/// below) computed at once.
+fn at_most_the_slots_compute(
+    spawn: impl FnOnce(&Pool, &Arc<AtomicUsize>, &Arc<AtomicUsize>) -> Vec<tidepool::JoinHandle<()>>,
+) -> tidepool::Metrics {
+    const CONCURRENCY: usize = 2;
+    let pool = Pool::builder().concurrency(CONCURRENCY).build().unwrap();
+    let computing = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let handles = spawn(&pool, &computing, &most);
+    assert_eq!(handles.len(), 16);
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let m = pool.metrics();
+    let most = most.load(Ordering::SeqCst);
+    // One more than the slots at most: the quantum rule may lend one slot
+    // beyond `concurrency` while work is queued and every slot's task has
+    // computed for a quantum (`Builder::quantum`), and a returner may take
+    // it. (A worker the monitor counts again, seen computing before its
+    // section's end moved its word, would be over the slots too, but a
+    // section's end is one compare-and-swap after the sleep returns.)
+    assert!(
+        most <= CONCURRENCY + 1,
+        "{most} items computed at once on {CONCURRENCY} slots: {m:?}"
+    );
+    assert!(m.declared_blocking >= 1, "{m:?}");
+    m
+}
+
+/// Issue #41, "fetch, then process", with items of one closure type (the
+/// kind is learned to block, so most items start presumed blocking,
+/// without a slot): a section that returns after its slot was handed over
+/// (or in a task that held none) regains a slot before its task goes on,
+/// so at most `concurrency` items compute at once. All 16 did before:
+/// each was counted again beyond the slots and computed beside the
+/// holders.
+#[test]
+fn items_back_from_their_declared_sections_compute_at_most_concurrency_at_once() {
+    within(HANG, || {
+        at_most_the_slots_compute(|pool, computing, most| {
+            (0..16)
+                .map(|_| pool.spawn_fn(fetch_then_process::<0>(computing, most)))
+                .collect()
+        })
+    });
+}
+
+/// The same with 16 closure types: nothing is presumed, every item's
+/// section is handed over by the monitor and regains a slot at its end.
+#[test]
+fn items_of_distinct_kinds_back_from_their_sections_compute_at_most_concurrency_at_once() {
+    macro_rules! spawn_kinds {
+        ($pool:expr, $c:expr, $m:expr; $($k:literal)*) => {
+            vec![$($pool.spawn_fn(fetch_then_process::<$k>($c, $m))),*]
+        };
+    }
+    within(HANG, || {
+        let m = at_most_the_slots_compute(
+            |pool, c, m| spawn_kinds!(pool, c, m; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15),
+        );
+        assert_eq!(m.presumed_blocking, 0, "one item per kind: {m:?}");
+    });
+}
+
+/// A section that returns while every slot is held waits for one; a pool
+/// stopped meanwhile (`shutdown_timeout` with a task still running) lets
+/// it go on without one, so its task ends.
+#[test]
+fn a_section_waiting_for_a_slot_goes_on_when_the_pool_stops() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .quantum(None)
+            .build()
+            .unwrap();
+        let (b_started_tx, b_started) = mpsc::channel::<()>();
+        let (a_back, release) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let a = pool.spawn_fn({
+            let a_back = a_back.clone();
+            move || {
+                // Handed over (B can only run then), and back while B
+                // holds the only slot.
+                tidepool::blocking(|| b_started.recv_timeout(HANG).is_ok());
+                a_back.store(true, Ordering::SeqCst);
+            }
+        });
+        let b = pool.spawn_fn({
+            let release = release.clone();
+            move || {
+                b_started_tx.send(()).unwrap();
+                let deadline = Instant::now() + HANG;
+                while !release.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        // A waits for B's slot (it never times out: a pause only gives a
+        // wrong A the time to show itself).
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!a_back.load(Ordering::SeqCst), "A went on beside B");
+        assert!(pool.shutdown_timeout(Duration::from_millis(10)).is_err());
+        assert!(
+            common::eventually(HANG, || a_back.load(Ordering::SeqCst)),
+            "A went on once the pool stopped"
+        );
+        a.join().unwrap();
+        release.store(true, Ordering::SeqCst);
+        let _ = b.join();
+    });
+}
+
+/// The pool's last handle dropped while a section waits for a slot: the
+/// pool stays open for its running tasks, and the section gets B's slot
+/// when B ends.
+#[test]
+fn a_section_waiting_for_a_slot_gets_one_after_the_pool_is_dropped() {
+    within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(1)
+            .quantum(None)
+            .build()
+            .unwrap();
+        let (b_started_tx, b_started) = mpsc::channel::<()>();
+        let release = Arc::new(AtomicBool::new(false));
+        let a = pool.spawn_fn(move || {
+            tidepool::blocking(|| b_started.recv_timeout(HANG).is_ok());
+            "A ended"
+        });
+        let b = pool.spawn_fn({
+            let release = release.clone();
+            move || {
+                b_started_tx.send(()).unwrap();
+                let deadline = Instant::now() + HANG;
+                while !release.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        drop(pool);
+        release.store(true, Ordering::SeqCst);
+        b.join().unwrap();
+        assert_eq!(a.join().unwrap(), "A ended");
+    });
+}
