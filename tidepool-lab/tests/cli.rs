@@ -529,7 +529,7 @@ fn tiny_run_of_the_issue_41_experiments() {
             .map(|r| r["id"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(ids("fetch-process").len(), 12);
+    assert_eq!(ids("fetch-process").len(), 15);
     assert!(!ids("fetch-process").contains(&"tokio-16-distinct-types".to_string()));
     assert_eq!(ids("lock-convoy").len(), 20);
     assert_eq!(ids("learned-then-computes").len(), 6);

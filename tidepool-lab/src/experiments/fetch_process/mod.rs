@@ -103,6 +103,8 @@ struct Row {
     way: Way,
     items: usize,
     distinct: bool,
+    /// The wait inside `tidepool::blocking` (one type).
+    declared: bool,
 }
 
 /// An item's wait, then its computation.
@@ -136,7 +138,13 @@ macro_rules! row {
     ($system:ident, $way:expr, $n:literal, distinct) => {
         row!(@ $system, $way, $n, "distinct-types", "of 16 distinct types", true)
     };
+    ($system:ident, $way:expr, $n:literal, declared) => {
+        row!(@ $system, $way, $n, "declared", "of one type, the wait inside tidepool::blocking", false, true)
+    };
     (@ $system:ident, $way:expr, $n:literal, $types:literal, $words:literal, $distinct:expr) => {
+        row!(@ $system, $way, $n, $types, $words, $distinct, false)
+    };
+    (@ $system:ident, $way:expr, $n:literal, $types:literal, $words:literal, $distinct:expr, $declared:expr) => {
         RunSpec {
             id: concat!(stringify!($system), "-", $n, "-", $types),
             system: stringify!($system),
@@ -149,6 +157,7 @@ macro_rules! row {
                         way: $way,
                         items: $n,
                         distinct: $distinct,
+                        declared: $declared,
                     },
                 )
             },
@@ -180,18 +189,21 @@ pub static EXPERIMENT: Experiment = Experiment {
     baseline: "tidepool-16-one-type",
     baselines: &[
         ("tidepool-16-distinct-types", "tidepool-16-one-type"),
+        ("tidepool-16-declared", "tidepool-16-one-type"),
         ("tokio-16-one-type", "tidepool-16-one-type"),
         ("rayon-16-one-type", "tidepool-16-one-type"),
         ("tokio-16-distinct-types", "tidepool-16-one-type"),
         ("rayon-16-distinct-types", "tidepool-16-one-type"),
         ("tidepool-64-one-type", "tidepool-64-one-type"),
         ("tidepool-64-distinct-types", "tidepool-64-one-type"),
+        ("tidepool-64-declared", "tidepool-64-one-type"),
         ("tokio-64-one-type", "tidepool-64-one-type"),
         ("rayon-64-one-type", "tidepool-64-one-type"),
         ("tokio-64-distinct-types", "tidepool-64-one-type"),
         ("rayon-64-distinct-types", "tidepool-64-one-type"),
         ("tidepool-256-one-type", "tidepool-256-one-type"),
         ("tidepool-256-distinct-types", "tidepool-256-one-type"),
+        ("tidepool-256-declared", "tidepool-256-one-type"),
         ("tokio-256-one-type", "tidepool-256-one-type"),
         ("rayon-256-one-type", "tidepool-256-one-type"),
         ("tokio-256-distinct-types", "tidepool-256-one-type"),
@@ -201,14 +213,17 @@ pub static EXPERIMENT: Experiment = Experiment {
     runs: &[
         row!(tidepool, Way::Tidepool, 16, one),
         row!(tidepool, Way::Tidepool, 16, distinct),
+        row!(tidepool, Way::Tidepool, 16, declared),
         row!(tokio, Way::Tokio, 16, one),
         row!(rayon, Way::Rayon, 16, one),
         row!(tidepool, Way::Tidepool, 64, one),
         row!(tidepool, Way::Tidepool, 64, distinct),
+        row!(tidepool, Way::Tidepool, 64, declared),
         row!(tokio, Way::Tokio, 64, one),
         row!(rayon, Way::Rayon, 64, one),
         row!(tidepool, Way::Tidepool, 256, one),
         row!(tidepool, Way::Tidepool, 256, distinct),
+        row!(tidepool, Way::Tidepool, 256, declared),
         row!(tokio, Way::Tokio, 256, one),
         row!(rayon, Way::Rayon, 256, one),
         row!(tokio, Way::Tokio, 16, distinct),
@@ -265,6 +280,10 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
         row.items,
         limit,
         |system, phase, i| {
+            if row.declared {
+                system.spawn_fn(declared_item(phase.clone(), i, t));
+                return;
+            }
             let kind = if row.distinct { i % TYPES } else { 0 };
             SUBMIT[kind](system, phase.clone(), i, t);
         },
@@ -332,6 +351,18 @@ fn fetch_item<const K: usize>(
     }
 }
 
+/// Item `i` with its wait declared (`tidepool::blocking`): its slot is
+/// handed over during the wait, and the computation after it waits for a
+/// slot again (a declared section's end regains one, as a goroutine's
+/// return from a system call reacquires a P).
+fn declared_item(phase: Arc<Phase>, i: usize, t: Times) -> impl FnOnce() + Send + 'static {
+    move || {
+        tidepool::blocking(|| thread::sleep(t.wait));
+        phase.compute(t.compute);
+        phase.end(i);
+    }
+}
+
 /// Item `i` as tokio code: the wait in `spawn_blocking`, awaited, then the
 /// computation on the runtime's worker.
 async fn fetch_task<const K: usize>(phase: Arc<Phase>, i: usize, t: Times) {
@@ -380,7 +411,11 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
 fn verdict(exp: &ExperimentResult) -> Option<String> {
     let mut rows = Vec::new();
     let mut over = Vec::new();
-    for (variant, words) in [("one-type", "one type"), ("distinct-types", "16 types")] {
+    for (variant, words) in [
+        ("one-type", "one type"),
+        ("distinct-types", "16 types"),
+        ("declared", "one type, the wait declared"),
+    ] {
         for n in COUNTS {
             let id = format!("tidepool-{n}-{variant}");
             if let Some(x) = median(exp, &id, MEAN_VS_IDEAL) {
@@ -471,12 +506,13 @@ mod tests {
     #[test]
     fn the_ids_say_what_each_row_runs() {
         let ids = EXPERIMENT.run_ids();
-        assert_eq!(ids.len(), 18);
+        assert_eq!(ids.len(), 21);
         assert!(ids.contains(&"tidepool-16-one-type"));
+        assert!(ids.contains(&"tidepool-64-declared"));
         assert!(ids.contains(&"tidepool-256-distinct-types"));
         assert!(ids.contains(&"rayon-64-one-type"));
         let defaults = EXPERIMENT.default_run_ids();
-        assert_eq!(defaults.len(), 12);
+        assert_eq!(defaults.len(), 15);
         assert!(!defaults.contains(&"tokio-256-distinct-types"));
         for id in ids {
             let n: usize = id.split('-').nth(1).unwrap().parse().unwrap();
