@@ -710,20 +710,9 @@ impl std::error::Error for Elapsed {}
 /// one monitor interval (1 ms by default; the monitor looks at it twice)
 /// gives its worker's slot to another worker, so the pool keeps
 /// `concurrency` workers running meanwhile, without asking the kernel
-/// first and on every platform. When `f` returns after that, the worker
-/// gets a slot back *before* `blocking` returns, as a goroutine back from
-/// a system call reacquires a P: a free slot if there is one, else it
-/// waits (parked, using no CPU) until a worker finishing its task hands it
-/// one. Waiting sections come before queued tasks, so what your task does
-/// after the call (processing what it fetched) never runs beside
-/// `concurrency` other tasks: 16 tasks that each fetch and then compute
-/// compute 2 at a time on `concurrency(2)`. If the pool is shut down with
-/// a timeout meanwhile, the section returns without a slot and the task
-/// goes on. A section inside another one is part of the outer one. In a
-/// task that runs without a slot (one the pool presumed blocking, because
-/// items of its closure type blocked before), nothing is handed over, but
-/// the section's end gets a slot likewise. Called outside a pool it just
-/// runs `f`.
+/// first and on every platform. When the task ends, the worker takes a
+/// slot back or, if they are all taken, gives way. Called outside a pool
+/// it just runs `f`.
 ///
 /// Without it, the monitor detects blocking by itself on Linux within
 /// about the same time; calling `f` inline is just as good there. A

@@ -611,10 +611,7 @@ pub struct Metrics {
     /// Times a worker whose slot was given away while it blocked was seen
     /// computing again and counted against the slots again, so no new
     /// task started until the running workers were back at
-    /// `concurrency` (`control::back_from_block`); and times a worker back
-    /// from a declared section ([`blocking`](crate::blocking)) regained a
-    /// slot before its task went on (taking a free one, or waiting for
-    /// one).
+    /// `concurrency` (`control::back_from_block`).
     pub workers_counted_again: u64,
     /// Running slots now.
     pub concurrency_target: usize,
@@ -771,9 +768,7 @@ pub enum WorkerState {
     /// Running a task, holding one of the pool's running slots.
     Running,
     /// Running a task whose slot was given away: found blocked, declared
-    /// blocking, or started presumed blocking; or back from a declared
-    /// section ([`blocking`](crate::blocking)) and waiting for a slot
-    /// before its task goes on.
+    /// blocking, or started presumed blocking.
     Blocked,
 }
 

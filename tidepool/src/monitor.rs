@@ -436,15 +436,6 @@ impl Monitor {
                     *track = None;
                     continue;
                 }
-                Phase::Returning => {
-                    // Back from a declared section, waiting for a slot
-                    // (`control::slots`, "Returners"): it holds none and
-                    // runs nothing; nothing to count again or mark. Once
-                    // it has a slot its task is watched afresh.
-                    sample.blocked += 1;
-                    *track = None;
-                    continue;
-                }
                 Phase::Blocked => {
                     sample.blocked += 1;
                     // A task presumed blocking, not judged yet
@@ -639,9 +630,7 @@ impl Monitor {
         for &(index, seen) in &decision.mark_blocked {
             let entry = shared.threads.entry(index);
             if entry.status.try_mark_blocked(seen) {
-                // To a returner first, before the replacement woken below
-                // (`control::slots`, "Returners").
-                shared.release_slot();
+                shared.slots.release();
                 let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
                 shared.kinds.saw_blocking(kind);
                 ThreadCounters::bump(&counters.blocked_detections);

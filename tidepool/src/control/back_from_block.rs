@@ -20,15 +20,6 @@
 //! count falls back to `concurrency` (a worker over the count gives its
 //! slot back at its next task boundary).
 //!
-//! A worker back from a *declared* section (`tidepool::blocking`) does
-//! better, and does not come here: it regains a slot before its task goes
-//! on, waiting for one if none is free (`control::slots`, "Returners";
-//! Go's `exitsyscall`). A block the monitor found by itself has no such
-//! point: the worker's own code returns from the call, and the monitor,
-//! another thread, cannot make it wait; the first point where the worker
-//! itself could is its task boundary, where the surplus slot goes back
-//! (and, with returners waiting, to one of them first).
-//!
 //! For the shared tokio runtime's workers, which tokio schedules and which
 //! tell nothing about task boundaries, the watcher also decides that a
 //! worker holding a place has **blocked**: it has held its place for at

@@ -39,37 +39,6 @@
 //!    one atomic word, so exactly one of them owns the slot's release.
 //!
 //! A slot is never held by a parked worker, so parked threads cost no slot.
-//!
-//! # Returners: a declared section that ends without its slot
-//!
-//! A worker whose declared section (`tidepool::blocking`) was handed over
-//! by the monitor gave its slot away; when the section ends it *regains* a
-//! slot before its task goes on, as a goroutine back from a system call
-//! reacquires a P: it takes a free one if there is one, else it waits,
-//! parked, as a *returner* (`runtime::park::regain_slot`). Its status word
-//! says [`Phase::Returning`] meanwhile, so the monitor neither counts it
-//! again nor marks it. Who gets a slot is one decision
-//! ([`at_task_boundary`], [`freed_slot_goes_to`]): returners first, before
-//! any queued task (they are older work):
-//!
-//! * a slot holder at a task boundary, before it takes new work, hands its
-//!   slot straight to the returner that waits longest (the count of
-//!   `active` does not change) and gives way;
-//! * whoever frees a slot (a task's block found or declared, a searcher
-//!   that parks, a surplus slot given back, a raised target) offers it to
-//!   the returners first (`runtime::park::release_slot`);
-//! * a worker without a slot between tasks takes a free one only while no
-//!   returner waits.
-//!
-//! The count of waiting returners sits beside the slot word
-//! ([`Slots::returners`]); it mirrors the returners' queue, which
-//! `runtime::park` keeps under its lock. No wake-up is lost by the same
-//! Dekker pairing as parking: a returner counts itself (`SeqCst`), fences,
-//! then tries to take a slot; a releaser gives its slot back (`SeqCst`),
-//! fences, then reads the count. Either the returner sees the slot, or the
-//! releaser sees the returner and hands a free slot over under the lock.
-//! At shutdown every returner goes on without a slot. (Checked by the loom
-//! models in `loom_models/slots.rs`.)
 
 use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
@@ -90,11 +59,6 @@ pub(crate) struct Slots {
     state: CachePadded<AtomicU64>,
     /// How many slots there are.
     target: AtomicUsize,
-    /// How many returners wait for a slot (see the module docs): the
-    /// length of `runtime::park`'s returners' queue, written under its
-    /// lock, read lock-free at every task boundary (a line written only
-    /// when a returner comes or goes).
-    returners: CachePadded<AtomicUsize>,
 }
 
 /// A consistent reading of the slot counters.
@@ -119,38 +83,7 @@ impl Slots {
         Slots {
             state: CachePadded::new(AtomicU64::new(0)),
             target: AtomicUsize::new(target),
-            returners: CachePadded::new(AtomicUsize::new(0)),
         }
-    }
-
-    /// How many returners wait for a slot now (a cheap look, for a task
-    /// boundary; a stale zero only delays a hand-off to a later boundary,
-    /// or to the next release, which reads [`Slots::returners_now`]).
-    pub(crate) fn returners(&self) -> usize {
-        self.returners.load(Ordering::Relaxed)
-    }
-
-    /// How many returners wait, read after a slot was given back: `SeqCst`
-    /// and after a `SeqCst` fence, the releaser's half of the Dekker pair
-    /// (see the module docs).
-    pub(crate) fn returners_now(&self) -> usize {
-        fence(Ordering::SeqCst);
-        self.returners.load(Ordering::SeqCst)
-    }
-
-    /// A returner joined the queue (under the queue's lock). Then the
-    /// caller tries to take a slot: the fence here is the returner's half
-    /// of the Dekker pair.
-    pub(crate) fn returner_joined(&self) {
-        self.returners.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-    }
-
-    /// A returner left the queue, with a slot or at shutdown (under the
-    /// queue's lock).
-    pub(crate) fn returner_left(&self) {
-        let previous = self.returners.fetch_sub(1, Ordering::SeqCst);
-        debug_assert!(previous > 0, "a returner left twice");
     }
 
     /// How many slots there are now.
@@ -314,17 +247,11 @@ pub(crate) enum Phase {
     InTask,
     /// Running a task whose slot was given away (detected or declared blocking).
     Blocked,
-    /// In a task whose declared section ended after its slot was given
-    /// away: regaining a slot before the task goes on (a returner, see the
-    /// module docs). Only the worker leaves this phase; the monitor
-    /// neither marks nor counts such a word.
-    Returning,
 }
 
 const PHASE_IDLE: u64 = 0;
 const PHASE_IN_TASK: u64 = 1;
 const PHASE_BLOCKED: u64 = 2;
-const PHASE_RETURNING: u64 = 3;
 
 /// One reading of a [`TaskStatus`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -336,7 +263,6 @@ impl StatusWord {
         match self.0 & 3 {
             PHASE_IN_TASK => Phase::InTask,
             PHASE_BLOCKED => Phase::Blocked,
-            PHASE_RETURNING => Phase::Returning,
             _ => Phase::Idle,
         }
     }
@@ -394,11 +320,6 @@ impl TaskStatus {
         // first and swapping after is safe.
         let tick = self.load().tick();
         let previous = self.word.swap(tick << 2 | PHASE_IDLE, Ordering::AcqRel);
-        debug_assert_ne!(
-            previous & 3,
-            PHASE_RETURNING,
-            "a task ended while returning"
-        );
         previous & 3 != PHASE_BLOCKED
     }
 
@@ -438,93 +359,6 @@ impl TaskStatus {
                 Ordering::Acquire,
             )
             .is_ok()
-    }
-}
-
-impl TaskStatus {
-    /// The worker's declared section ended in the task seen as `seen`
-    /// (`Blocked`: its slot was given away): it becomes a returner. True
-    /// if this call moved the word to `Returning`; false if the monitor
-    /// counted it again first (the word says `InTask`: it holds a slot).
-    pub(crate) fn try_start_returning(&self, seen: StatusWord) -> bool {
-        if seen.phase() != Phase::Blocked {
-            return false;
-        }
-        self.word
-            .compare_exchange(
-                seen.0,
-                seen.0 & !3 | PHASE_RETURNING,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
-    }
-
-    /// The returner regained a slot (`true`) or goes on without one at
-    /// shutdown (`false`). A plain store: nobody else writes a
-    /// `Returning` word.
-    pub(crate) fn end_returning(&self, with_slot: bool) {
-        let seen = self.load();
-        debug_assert_eq!(seen.phase(), Phase::Returning);
-        let phase = if with_slot {
-            PHASE_IN_TASK
-        } else {
-            PHASE_BLOCKED
-        };
-        self.word.store(seen.0 & !3 | phase, Ordering::Release);
-    }
-}
-
-/// What a worker does at a task boundary (a task ended, or it is about to
-/// look for the next one), about slots: the decision of the returners'
-/// protocol (module docs). Returners come before new work: they are in
-/// the middle of older tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Boundary {
-    /// Holds a slot and keeps it: on to the next task.
-    Keep,
-    /// Holds a slot and hands it straight to the returner that waits
-    /// longest, then gives way.
-    HandToReturner,
-    /// Holds a slot the pool has too many of: gives it back (offered to
-    /// returners first, by [`freed_slot_goes_to`]), then gives way.
-    GiveBack,
-    /// Holds none: takes a free slot if there is one, else gives way.
-    TakeFree,
-    /// Holds none, and returners wait: gives way, leaving free slots to
-    /// them.
-    GiveWay,
-}
-
-/// The boundary decision: `holds` a slot, the pool holds more than it has
-/// (`surplus`), and how many `returners` wait. Pure.
-pub(crate) fn at_task_boundary(holds: bool, surplus: bool, returners: usize) -> Boundary {
-    match (holds, surplus, returners > 0) {
-        (true, true, _) => Boundary::GiveBack,
-        (true, false, true) => Boundary::HandToReturner,
-        (true, false, false) => Boundary::Keep,
-        (false, _, true) => Boundary::GiveWay,
-        (false, _, false) => Boundary::TakeFree,
-    }
-}
-
-/// Who a slot just freed goes to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FreedSlot {
-    /// The returner that waits longest (handed under the queue's lock,
-    /// within the target).
-    Returner,
-    /// The pool: the next notify or searcher takes it.
-    Pool,
-}
-
-/// The release decision: with `returners` waiting, a freed slot goes to
-/// one of them before any queued task. Pure.
-pub(crate) fn freed_slot_goes_to(returners: usize) -> FreedSlot {
-    if returners > 0 {
-        FreedSlot::Returner
-    } else {
-        FreedSlot::Pool
     }
 }
 
@@ -596,54 +430,6 @@ mod tests {
             "a finished task cannot be marked"
         );
         assert!(status.end_task());
-    }
-
-    #[test]
-    fn returners_come_before_new_work_and_surplus_goes_back_first() {
-        use Boundary::*;
-        assert_eq!(at_task_boundary(true, false, 0), Keep);
-        assert_eq!(at_task_boundary(true, false, 3), HandToReturner);
-        // A surplus slot goes back; the release offers it to returners.
-        assert_eq!(at_task_boundary(true, true, 0), GiveBack);
-        assert_eq!(at_task_boundary(true, true, 2), GiveBack);
-        assert_eq!(at_task_boundary(false, false, 0), TakeFree);
-        assert_eq!(at_task_boundary(false, true, 0), TakeFree);
-        assert_eq!(at_task_boundary(false, false, 1), GiveWay);
-        assert_eq!(freed_slot_goes_to(0), FreedSlot::Pool);
-        assert_eq!(freed_slot_goes_to(1), FreedSlot::Returner);
-    }
-
-    #[test]
-    fn a_returner_is_neither_marked_nor_counted_again_until_it_ends_returning() {
-        let status = TaskStatus::default();
-        status.begin_task();
-        assert!(status.try_mark_blocked(status.load()));
-        let blocked = status.load();
-        assert!(status.try_start_returning(blocked));
-        let returning = status.load();
-        assert_eq!(returning.phase(), Phase::Returning);
-        assert_eq!(returning.tick(), 1);
-        assert!(!status.try_count_again(blocked), "the monitor's stale look");
-        assert!(!status.try_mark_blocked(returning));
-        status.end_returning(true);
-        assert_eq!(status.load().phase(), Phase::InTask);
-        assert!(status.end_task(), "it holds the slot it regained");
-
-        // Counted again by the monitor first: no returning, a slot held.
-        status.begin_task();
-        assert!(status.try_mark_blocked(status.load()));
-        let blocked = status.load();
-        assert!(status.try_count_again(blocked));
-        assert!(!status.try_start_returning(blocked));
-        assert!(status.end_task());
-
-        // At shutdown: back to blocked, no slot at the end.
-        status.begin_task();
-        assert!(status.try_mark_blocked(status.load()));
-        assert!(status.try_start_returning(status.load()));
-        status.end_returning(false);
-        assert_eq!(status.load().phase(), Phase::Blocked);
-        assert!(!status.end_task());
     }
 
     #[test]

@@ -3,9 +3,7 @@
 //! primitives through the `sync` facade. Built only for
 //! `cargo test --lib` under `--cfg tidepool_loom` (see `.ci/run`).
 //!
-//! * `slots`: slot accounting against the monitor's "mark blocked"; a
-//!   returner (back from a declared section) against a holder's release or
-//!   hand-off, the monitor's hand-over and count-again, and the pool's stop.
+//! * `slots`: slot accounting against the monitor's "mark blocked".
 //! * `park`: park/wake (no lost wake-up, no wasted thread start).
 //! * `monitor_idle`: the monitor's idle sleep against a worker starting.
 //! * `shutdown`: the shutdown latch over the sharded task counters.

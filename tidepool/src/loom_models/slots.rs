@@ -2,18 +2,8 @@
 //! while the monitor may mark it blocked and give its slot away, another
 //! worker may take that slot, and the first takes a slot back or gives way.
 //! Slots are never lost or duplicated.
-//!
-//! And the returners' hand-off (`control::slots`, "Returners";
-//! `runtime::park::regain_slot`): a worker back from its declared section
-//! without a slot, against a slot holder's release, a holder's hand-off at
-//! its task boundary, the monitor's hand-over of a blocked holder's slot
-//! (and its count-again of the returner itself), and the pool's stop. The
-//! returner never waits while a slot is free (loom reports a thread parked
-//! forever as a deadlock), never waits past a stop, and slots match their
-//! holders.
 
-use crate::control::slots::{count_worker_again, Phase, Slots, StatusWord, TaskStatus};
-use crate::runtime::park::{self, Regained, Sleepers};
+use crate::control::slots::{count_worker_again, Slots, StatusWord, TaskStatus};
 use loom::sync::Arc;
 
 #[test]
@@ -154,129 +144,5 @@ fn a_worker_leaving_its_declared_section_and_the_monitor_count_it_again_once() {
         assert!(a_holds, "A held the slot counted for it at its end");
         // B's slot is all that is left: none lost, none doubled.
         assert_eq!(slots.counts().active, 1);
-    });
-}
-
-/// Worker 0 is the returner, worker 1 the slot holder; one slot, held.
-struct Returning {
-    slots: Slots,
-    sleepers: Sleepers<u8>,
-}
-
-fn one_slot_held() -> Arc<Returning> {
-    let pool = Arc::new(Returning {
-        slots: Slots::new(1),
-        sleepers: Sleepers::new(2),
-    });
-    assert!(pool.slots.try_acquire(false));
-    pool
-}
-
-#[test]
-fn a_returner_gets_the_slot_its_holder_releases() {
-    loom::model(|| {
-        let pool = one_slot_held();
-        // The holder gives its slot up (its task blocked, or it parks).
-        let holder = {
-            let pool = pool.clone();
-            loom::thread::spawn(move || park::release_slot(&pool.sleepers, &pool.slots))
-        };
-        let regained = park::regain_slot(&pool.sleepers, &pool.slots, 0);
-        holder.join().unwrap();
-        assert_eq!(regained, Regained::Slot);
-        assert_eq!(pool.slots.counts().active, 1, "the returner's only");
-        assert_eq!(pool.slots.returners(), 0);
-    });
-}
-
-#[test]
-fn a_holder_at_its_task_boundary_hands_its_slot_to_a_returner_or_keeps_it() {
-    loom::model(|| {
-        let pool = one_slot_held();
-        // At its task boundary, as `RunLoop::hand_slot_to_returner`: a
-        // returner seen waiting gets the slot; if none is seen, the
-        // holder keeps it and later parks, releasing it.
-        let holder = {
-            let pool = pool.clone();
-            loom::thread::spawn(move || {
-                let handed =
-                    pool.slots.returners() > 0 && pool.sleepers.hand_slot_to_returner(&pool.slots);
-                if !handed {
-                    park::release_slot(&pool.sleepers, &pool.slots);
-                }
-                handed
-            })
-        };
-        let regained = park::regain_slot(&pool.sleepers, &pool.slots, 0);
-        let _handed = holder.join().unwrap();
-        assert_eq!(regained, Regained::Slot);
-        assert_eq!(pool.slots.counts().active, 1, "never lost, never doubled");
-        assert_eq!(pool.slots.returners(), 0);
-    });
-}
-
-#[test]
-fn the_monitor_hands_a_blocked_holders_slot_to_a_returner_it_may_count_again() {
-    loom::model(|| {
-        let pool = one_slot_held();
-        // The holder runs a task; the returner's section was handed over
-        // earlier (its slot given away, now held by the holder).
-        let holder_status = Arc::new(TaskStatus::default());
-        holder_status.begin_task();
-        let returner_status = Arc::new(TaskStatus::default());
-        returner_status.begin_task();
-        assert!(returner_status.try_mark_blocked(returner_status.load()));
-        let blocked = returner_status.load();
-
-        // The monitor: sees the returner compute (counts it again), and
-        // finds the holder blocked (hands its slot over, as `apply`).
-        let monitor = {
-            let (pool, holder, returner) =
-                (pool.clone(), holder_status.clone(), returner_status.clone());
-            loom::thread::spawn(move || {
-                // As `Shared::count_again`.
-                let counted =
-                    park::count_worker_again(&pool.sleepers, &pool.slots, &returner, blocked);
-                let seen = holder.load();
-                assert!(
-                    holder.try_mark_blocked(seen),
-                    "the holder is blocked for good"
-                );
-                park::release_slot(&pool.sleepers, &pool.slots);
-                counted
-            })
-        };
-        // The returner's section ends (`DeclaredSection`'s drop).
-        let returned = returner_status.try_start_returning(blocked);
-        if returned {
-            let regained = park::regain_slot(&pool.sleepers, &pool.slots, 0);
-            returner_status.end_returning(regained == Regained::Slot);
-        }
-        let counted = monitor.join().unwrap();
-        assert_eq!(returned, !counted, "counted again or returning: one of two");
-        assert_eq!(
-            returner_status.load().phase(),
-            Phase::InTask,
-            "it holds a slot"
-        );
-        assert_eq!(pool.slots.counts().active, 1, "the returner's, and only it");
-        assert_eq!(pool.slots.returners(), 0);
-    });
-}
-
-#[test]
-fn a_returner_goes_on_without_a_slot_when_the_pool_stops() {
-    loom::model(|| {
-        // The holder keeps its slot (a task that never ends).
-        let pool = one_slot_held();
-        let stopper = {
-            let pool = pool.clone();
-            loom::thread::spawn(move || pool.sleepers.stop_all())
-        };
-        let regained = park::regain_slot(&pool.sleepers, &pool.slots, 0);
-        stopper.join().unwrap();
-        assert_eq!(regained, Regained::Stopped);
-        assert_eq!(pool.slots.counts().active, 1, "the holder's");
-        assert_eq!(pool.slots.returners(), 0);
     });
 }

@@ -180,21 +180,20 @@ impl Drop for OpenHandle {
 
 impl Shared {
     /// Counts the worker at `index`, whose slot was given away in the
-    /// blocked task it was seen in (`seen`), against the slots again: the
-    /// monitor saw it compute again (`control::back_from_block`, or a
-    /// presumed task judged computing): see `park::count_worker_again`.
-    /// Over the target, the `shrink` flag makes a worker give a slot back
-    /// at its next task boundary: the monitor cannot make another thread
-    /// wait. (A declared section's end does not come here: its worker
-    /// regains a slot itself, waiting if none is free:
-    /// `worker::DeclaredSection`.) True if this call counted it.
+    /// blocked task it was seen in (`seen`), against the slots again: it
+    /// computes again (the monitor saw it, `control::back_from_block`) or
+    /// its declared section ended (`tidepool::blocking` returned, as a
+    /// goroutine reacquires a P after a system call): see
+    /// `control::slots::count_worker_again`. Over the target, the
+    /// `shrink` flag makes a worker give a slot back at its next task
+    /// boundary. True if this call counted it.
     pub(crate) fn count_again(
         &self,
         index: usize,
         seen: crate::control::slots::StatusWord,
     ) -> bool {
         let entry = self.threads.entry(index);
-        if !park::count_worker_again(&self.sleepers, &self.slots, &entry.status, seen) {
+        if !crate::control::slots::count_worker_again(&self.slots, &entry.status, seen) {
             return false;
         }
         // The flag before the counter: whoever reads the count sees the
@@ -204,13 +203,6 @@ impl Shared {
         }
         ThreadCounters::bump(&self.threads.counters.counted_again);
         true
-    }
-
-    /// Gives up a slot held by a worker: to a waiting returner first, else
-    /// back to the pool (`park::release_slot`, `control::slots`,
-    /// "Returners").
-    pub(crate) fn release_slot(&self) {
-        park::release_slot(&self.sleepers, &self.slots);
     }
 
     /// The pool is idle: its monitor found no task running or queued.
@@ -333,9 +325,6 @@ impl Shared {
         if lower {
             // Release: a worker that sees the flag sees the new target.
             self.shrink.store(true, Ordering::Release);
-        } else {
-            // New free slots: returners first (`control::slots`).
-            park::offer_free_slots(&self.sleepers, &self.slots);
         }
     }
 
@@ -570,8 +559,7 @@ impl Shared {
             entry.latency.add_to(&mut latency);
             match entry.status.load().phase() {
                 Phase::InTask => running += 1,
-                // A returner waits for a slot: its task is not running.
-                Phase::Blocked | Phase::Returning => blocked += 1,
+                Phase::Blocked => blocked += 1,
                 Phase::Idle => {}
             }
         }

@@ -129,7 +129,7 @@ impl Shared {
                     match entry.status.load().phase() {
                         Phase::Idle => WorkerState::Idle,
                         Phase::InTask => WorkerState::Running,
-                        Phase::Blocked | Phase::Returning => WorkerState::Blocked,
+                        Phase::Blocked => WorkerState::Blocked,
                     }
                 };
                 WorkerFigures {
@@ -154,7 +154,7 @@ impl Shared {
                 let blocked = match seen.phase() {
                     Phase::Idle => return None,
                     Phase::InTask => false,
-                    Phase::Blocked | Phase::Returning => true,
+                    Phase::Blocked => true,
                 };
                 // The worker publishes the kind before the status word
                 // (`worker::run_work`); read again after, so a task that

@@ -42,20 +42,8 @@
 //!   monitor had found it blocked. No slot changes hands, so this needs none
 //!   of the ordering above: the task is in the token, not in a queue.
 //!
-//! * a *regained* token ([`regain_slot`]): a slot, not searching, handed to
-//!   a *returner*: a worker whose declared section ended after its slot was
-//!   given away, and that waits for one before its task goes on
-//!   (`control::slots`, "Returners"). Returners wait in a FIFO of their
-//!   own, not on the stack: they are in the middle of a task and must not
-//!   be handed work. A slot freed while returners wait goes to the one at
-//!   the front ([`release_slot`], [`offer_free_slots`]), and a slot holder
-//!   at its task boundary hands its slot straight over
-//!   ([`Sleepers::hand_slot_to_returner`]): the decision is
-//!   `control::slots::at_task_boundary` and `freed_slot_goes_to`.
-//!
-//! Tokens, the stack and the returners' FIFO are guarded by one mutex; each
-//! worker waits on its own condition variable so a wake-up wakes exactly one
-//! thread.
+//! Tokens and the stack are guarded by one mutex; each worker waits on its
+//! own condition variable so a wake-up wakes exactly one thread.
 //!
 //! Invariants (checked by the loom model in `loom_models/park.rs`, which
 //! runs [`go_idle`], [`notify`] and [`Sleepers::hand`], the functions the
@@ -65,14 +53,9 @@
 //! 2. Every token set is consumed by exactly one return from [`Sleepers::park`]
 //!    or [`Sleepers::remove`]; a handed task comes out of exactly one of them
 //!    (or back to the caller of [`Sleepers::hand`] when nobody was parked).
-//! 3. A returner is in the returners' FIFO, or holds a regained token, or
-//!    is awake; `Slots::returners` is the FIFO's length. It waits only
-//!    while no slot is free (the Dekker pairing in `control::slots`), and
-//!    returns at shutdown (`loom_models/slots.rs`).
 
-use crate::control::slots::{freed_slot_goes_to, FreedSlot, Slots, StatusWord, TaskStatus};
+use crate::control::slots::Slots;
 use crate::sync::{fence, lock, wait, wait_timeout, AtomicUsize, Condvar, Mutex, Ordering};
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Steps 1-3 of the protocol, for a searching worker that found nothing:
@@ -91,8 +74,6 @@ pub(crate) fn go_idle<T>(
     sleepers.push(worker);
     // Releases the slot with a SeqCst fence: the pair of the notifier's.
     slots.release_searching();
-    // A returner waits for a slot: it goes first (`control::slots`).
-    offer_free_slots(sleepers, slots);
     if work_or_stop() {
         // Take a slot while still on the stack: a notifier that comes
         // meanwhile pops us and hands us its reservation, instead of finding
@@ -104,7 +85,6 @@ pub(crate) fn go_idle<T>(
                     // A notifier popped us too and reserved a slot for us
                     // (`remove` consumed its token): keep one of the two.
                     slots.release_searching();
-                    offer_free_slots(sleepers, slots);
                     Idle::Search(None)
                 }
                 // Handed a task meanwhile: ours to run, with the slot we
@@ -192,88 +172,6 @@ pub(crate) fn hand_over_with<T>(
     }
     if !start() {
         slots.release_searching();
-        offer_free_slots(sleepers, slots);
-    }
-}
-
-/// Gives up a slot held by a worker (its task blocked, declared or found;
-/// a surplus slot given back; a lent one refused): to a returner first
-/// (`control::slots::freed_slot_goes_to`), else back to the pool.
-pub(crate) fn release_slot<T>(sleepers: &Sleepers<T>, slots: &Slots) {
-    slots.release();
-    offer_free_slots(sleepers, slots);
-}
-
-/// After a slot was freed (given back, or the target raised): if
-/// returners wait, hands them free slots, the longest-waiting first, as
-/// long as there are free ones. The read of the returners' count comes
-/// after a `SeqCst` fence: the releaser's half of the Dekker pairing with
-/// [`regain_slot`] (`control::slots`, "Returners").
-pub(crate) fn offer_free_slots<T>(sleepers: &Sleepers<T>, slots: &Slots) {
-    while freed_slot_goes_to(slots.returners_now()) == FreedSlot::Returner {
-        if !sleepers.hand_free_slot_to_returner(slots) {
-            return;
-        }
-    }
-}
-
-/// `control::slots::count_worker_again` (the monitor saw a worker whose
-/// slot was given away compute again): if the worker had moved on (its
-/// task ended, or it became a returner), the slot counted for it is given
-/// back, and offered to returners: one of them may have found no free slot
-/// while it was counted.
-pub(crate) fn count_worker_again<T>(
-    sleepers: &Sleepers<T>,
-    slots: &Slots,
-    status: &TaskStatus,
-    seen: StatusWord,
-) -> bool {
-    if crate::control::slots::count_worker_again(slots, status, seen) {
-        return true;
-    }
-    offer_free_slots(sleepers, slots);
-    false
-}
-
-/// What [`regain_slot`] got.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Regained {
-    /// A slot (free, or handed over by a releaser or a slot holder).
-    Slot,
-    /// None: the pool stopped while the returner waited.
-    Stopped,
-}
-
-/// A returner (`worker`, whose declared section ended after its slot was
-/// given away) takes a free slot, or else waits, parked, until a slot is
-/// handed to it or the pool stops.
-///
-/// The order is the Dekker pairing of `control::slots`: join the FIFO and
-/// count itself, fence, then try to take a slot; a releaser gives its
-/// slot back, fences, then reads the count. Either the returner sees the
-/// free slot here, or the releaser sees the returner (already in the FIFO)
-/// and hands it one.
-pub(crate) fn regain_slot<T>(sleepers: &Sleepers<T>, slots: &Slots, worker: usize) -> Regained {
-    // Nobody waits before it, and a slot is free: the common case once
-    // the sections of a burst have returned.
-    if slots.returners() == 0 && slots.try_acquire(false) {
-        return Regained::Slot;
-    }
-    if !sleepers.join_returners(worker, slots) {
-        return Regained::Stopped;
-    }
-    if slots.try_acquire(false) {
-        if sleepers.leave_returners(worker, slots) {
-            // A releaser handed it a slot meanwhile too: one of the two
-            // goes on, to the next returner if there is one.
-            release_slot(sleepers, slots);
-        }
-        return Regained::Slot;
-    }
-    if sleepers.wait_as_returner(worker, slots) {
-        Regained::Slot
-    } else {
-        Regained::Stopped
     }
 }
 
@@ -294,9 +192,6 @@ struct SleepState<T> {
     stack: Vec<usize>,
     /// `token[i]`: what a notifier that popped worker `i` left it.
     token: Vec<Token<T>>,
-    /// Returners waiting for a slot, the longest-waiting first; its length
-    /// is mirrored in `Slots::returners`.
-    returners: VecDeque<usize>,
     /// Set once at shutdown: every park returns [`Wake::Stop`].
     stopping: bool,
 }
@@ -309,8 +204,6 @@ enum Token<T> {
     Slot,
     /// A task to run without a slot.
     Task(T),
-    /// A slot (not searching) handed to a returner.
-    Regained,
 }
 
 impl<T> Token<T> {
@@ -341,7 +234,6 @@ impl<T> Sleepers<T> {
             state: Mutex::new(SleepState {
                 stack: Vec::with_capacity(capacity),
                 token: (0..capacity).map(|_| Token::None).collect(),
-                returners: VecDeque::new(),
                 stopping: false,
             }),
             wakers: (0..capacity).map(|_| Condvar::new()).collect(),
@@ -374,9 +266,7 @@ impl<T> Sleepers<T> {
         match std::mem::replace(&mut state.token[worker], Token::None) {
             Token::Slot => Removed::Slot,
             Token::Task(task) => Removed::Task(task),
-            Token::None | Token::Regained => {
-                unreachable!("worker {worker} off the stack without a token")
-            }
+            Token::None => unreachable!("worker {worker} off the stack without a token"),
         }
     }
 
@@ -404,7 +294,6 @@ impl<T> Sleepers<T> {
                 Token::None => {}
                 Token::Slot => return Wake::Woken,
                 Token::Task(task) => return Wake::Handed(task),
-                Token::Regained => unreachable!("a parked worker is no returner"),
             }
             if state.stopping {
                 self.take_off(&mut state, worker);
@@ -478,101 +367,12 @@ impl<T> Sleepers<T> {
         Ok(())
     }
 
-    /// A returner joins the FIFO and counts itself (`Slots::returner_joined`,
-    /// with the fence of its half of the Dekker pairing). False if the pool
-    /// is stopping: it goes on without a slot.
-    fn join_returners(&self, worker: usize, slots: &Slots) -> bool {
-        let mut state = lock(&self.state);
-        if state.stopping {
-            return false;
-        }
-        debug_assert!(state.token[worker].is_none() && !state.returners.contains(&worker));
-        state.returners.push_back(worker);
-        slots.returner_joined();
-        true
-    }
-
-    /// A returner that took a free slot itself leaves the FIFO. True if a
-    /// slot was handed to it meanwhile too (it holds two: the caller gives
-    /// one on).
-    fn leave_returners(&self, worker: usize, slots: &Slots) -> bool {
-        let mut state = lock(&self.state);
-        if let Some(position) = state.returners.iter().position(|&w| w == worker) {
-            state.returners.remove(position);
-            slots.returner_left();
-            return false;
-        }
-        match std::mem::replace(&mut state.token[worker], Token::None) {
-            Token::Regained => true,
-            _ => unreachable!("returner {worker} out of the FIFO without a slot"),
-        }
-    }
-
-    /// A returner in the FIFO waits for a slot: true when one is handed to
-    /// it, false if the pool stops first (it leaves the FIFO).
-    fn wait_as_returner(&self, worker: usize, slots: &Slots) -> bool {
-        let mut state = lock(&self.state);
-        loop {
-            match std::mem::replace(&mut state.token[worker], Token::None) {
-                Token::Regained => return true,
-                Token::None => {}
-                _ => unreachable!("returner {worker} handed work"),
-            }
-            if state.stopping {
-                if let Some(position) = state.returners.iter().position(|&w| w == worker) {
-                    state.returners.remove(position);
-                    slots.returner_left();
-                }
-                return false;
-            }
-            state = wait(&self.wakers[worker], state);
-        }
-    }
-
-    /// Takes a free slot (within the target) for the returner at the front
-    /// of the FIFO and wakes it. False if none waits or no slot is free
-    /// (whoever took it hands it on at its next task boundary).
-    fn hand_free_slot_to_returner(&self, slots: &Slots) -> bool {
-        let mut state = lock(&self.state);
-        let Some(&worker) = state.returners.front() else {
-            return false;
-        };
-        if !slots.try_acquire(false) {
-            return false;
-        }
-        state.returners.pop_front();
-        slots.returner_left();
-        state.token[worker] = Token::Regained;
-        // Notified under the lock: the returner cannot miss it, and this
-        // path is a slot's hand-off, not a task's.
-        self.wakers[worker].notify_one();
-        true
-    }
-
-    /// A slot holder at its task boundary hands its slot straight to the
-    /// returner that waits longest (`control::slots::Boundary::HandToReturner`):
-    /// `active` does not change. True if one took it (the caller holds no
-    /// slot now); false if none waits.
-    pub(crate) fn hand_slot_to_returner(&self, slots: &Slots) -> bool {
-        let mut state = lock(&self.state);
-        let Some(worker) = state.returners.pop_front() else {
-            return false;
-        };
-        slots.returner_left();
-        state.token[worker] = Token::Regained;
-        self.wakers[worker].notify_one();
-        true
-    }
-
-    /// Wakes every parked worker with [`Wake::Stop`], now and forever after,
-    /// and every waiting returner, which goes on without a slot.
+    /// Wakes every parked worker with [`Wake::Stop`], now and forever after.
     pub(crate) fn stop_all(&self) {
         let parked: Vec<usize> = {
             let mut state = lock(&self.state);
             state.stopping = true;
-            let mut parked = state.stack.clone();
-            parked.extend(state.returners.iter().copied());
-            parked
+            state.stack.clone()
         };
         for worker in parked {
             self.wakers[worker].notify_one();

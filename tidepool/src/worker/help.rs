@@ -62,7 +62,6 @@
 //! would never end.
 
 use super::{find_task, run_work};
-use crate::control::slots::{at_task_boundary, Boundary};
 use crate::runtime::context;
 use crate::runtime::kinds::Kind;
 use std::cell::Cell;
@@ -181,25 +180,11 @@ pub(crate) fn help_until(mut done: impl FnMut() -> bool) -> bool {
     let mut empty_looks = 0u32;
     let mut park = Duration::from_micros(16);
     while !done() {
-        // Returners (back from a declared section, waiting for a slot)
-        // come before the queued work this wait would run: a held slot
-        // goes to one, and a free one is left to them
-        // (`control::slots::at_task_boundary`).
-        match at_task_boundary(holding, false, shared.slots.returners()) {
-            Boundary::HandToReturner => {
-                if shared.sleepers.hand_slot_to_returner(&shared.slots) {
-                    holding = false;
-                }
-            }
-            Boundary::TakeFree => {
-                if shared.slots.try_acquire(false) {
-                    holding = true;
-                    // Running again with a slot taken since the pool may
-                    // have been idle: see `control::signal`.
-                    shared.monitor.wake();
-                }
-            }
-            Boundary::Keep | Boundary::GiveBack | Boundary::GiveWay => {}
+        if !holding && shared.slots.try_acquire(false) {
+            holding = true;
+            // Running again with a slot taken since the pool may have been
+            // idle: see `control::signal`.
+            shared.monitor.wake();
         }
         if holding {
             let pick = status.load().tick().wrapping_add(1);

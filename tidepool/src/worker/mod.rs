@@ -48,7 +48,6 @@ pub(crate) use schedule::{
     spawn_detached_item, spawn_item, start_floor, start_spare, wake_or_start, DeclaredSection,
 };
 
-use crate::control::slots::{at_task_boundary, Boundary};
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
@@ -267,7 +266,7 @@ impl RunLoop<'_> {
         // With nothing queued, park at once, without a slot: searching with
         // one would spin on a core that a worker just handed a task may be
         // waiting for (the handed items of a stream started 1-3 us later).
-        if shared.has_work() && self.may_take_free_slot() && shared.slots.try_acquire(false) {
+        if shared.has_work() && shared.slots.try_acquire(false) {
             shared.monitor.wake();
             None
         } else {
@@ -288,14 +287,6 @@ impl RunLoop<'_> {
             }
             if let Some(task) = self.handed.take() {
                 if let Some(exit) = self.run_handed(task) {
-                    break exit;
-                }
-                continue;
-            }
-            // A task boundary with a slot: a returner waiting for one
-            // goes before new work.
-            if self.hand_slot_to_returner() {
-                if let Some(exit) = self.give_way() {
                     break exit;
                 }
                 continue;
@@ -363,10 +354,9 @@ impl RunLoop<'_> {
             }
         }
         if !self.run_task(task) {
-            // Our slot was given away while the task blocked. A free slot
-            // is for waiting returners first.
+            // Our slot was given away while the task blocked.
             self.shared().worker_returned(self.ctx.index);
-            if self.may_take_free_slot() && self.shared().slots.try_acquire(false) {
+            if self.shared().slots.try_acquire(false) {
                 self.shared().monitor.wake();
             } else {
                 return self.give_way();
@@ -402,7 +392,7 @@ impl RunLoop<'_> {
             self.searching = false;
             shared.slots.stop_searching();
         }
-        shared.release_slot();
+        shared.slots.release();
         notify(shared);
         None
     }
@@ -582,42 +572,6 @@ impl RunLoop<'_> {
         }
     }
 
-    /// At a task boundary, holding a slot: if a returner waits for one
-    /// (`control::slots`, "Returners"), hands the slot straight to it, or
-    /// gives it back if the pool holds more than it has (the release
-    /// offers it to the returners within the target), and returns true
-    /// (the caller, holding none now, gives way). One load of a line
-    /// written only when returners come and go, when none waits.
-    fn hand_slot_to_returner(&mut self) -> bool {
-        let shared = Arc::clone(self.shared());
-        let slots = &shared.slots;
-        let returners = slots.returners();
-        if returners == 0 {
-            return false;
-        }
-        let surplus = shared.shrink.load(Ordering::Relaxed) && slots.over_target();
-        let decision = at_task_boundary(true, surplus, returners);
-        if decision == Boundary::Keep {
-            return false;
-        }
-        if self.searching {
-            self.searching = false;
-            slots.stop_searching();
-        }
-        match decision {
-            Boundary::GiveBack => self.give_slot_back(),
-            // False if the returner took a free slot meanwhile: this
-            // worker keeps its slot (and searches again when it runs dry).
-            _ => shared.sleepers.hand_slot_to_returner(slots),
-        }
-    }
-
-    /// A worker without a slot between tasks (its task blocked and ended)
-    /// takes a free one only while no returner waits for it.
-    fn may_take_free_slot(&self) -> bool {
-        at_task_boundary(false, false, self.shared().slots.returners()) == Boundary::TakeFree
-    }
-
     /// The pool may hold more slots than there are (`Shared::shrink`): if it
     /// does, gives this worker's slot back and returns true (the caller then
     /// gives way). The flag is cleared before the check and raised again when
@@ -631,8 +585,7 @@ impl RunLoop<'_> {
         if !shared.shrink.swap(false, Ordering::AcqRel) || !shared.slots.over_target() {
             return false;
         }
-        // A returner may take it (within the target).
-        shared.release_slot();
+        shared.slots.release();
         // Others may be surplus too; let them check.
         shared.shrink.store(true, Ordering::Release);
         true
@@ -1085,7 +1038,7 @@ fn run_presumed_blocking(
     ThreadCounters::bump(&shared.threads.counters.presumed_blocking);
     shared.worker_blocked(ctx.index, kind, crate::runtime::Blocked::Presumed);
     if held_slot {
-        shared.release_slot();
+        shared.slots.release();
         schedule::notify_for(shared, StartReason::Presumed);
     }
     // Where fan-out looks first, cheaply: `Shared::has_work` would also

@@ -654,23 +654,11 @@ pub(crate) fn can_run(shared: &Arc<Shared>) -> Result<(), StartFailure> {
 /// runtime retakes a P from a goroutine in a system call at its sysmon's
 /// tick likewise), and nudges itself awake if it sleeps longer than an
 /// interval, so a long call hands over within one or two intervals. The
-/// kind learns that it blocks at the hand-over, not before.
-///
-/// A call that returns after its slot was handed over *regains* a slot
-/// before the task goes on, as a goroutine back from a system call
-/// reacquires a P (Go's `exitsyscall`): the worker takes a free slot if
-/// there is one, else it waits, parked, as a returner
-/// (`runtime::park::regain_slot`; its status word says `Returning`), until
-/// a slot holder hands it one at its next task boundary (before taking new
-/// work), a worker that parks or gives a slot back frees one, or the
-/// monitor hands over a blocked holder's slot: returners come before
-/// queued tasks (`control::slots`, "Returners"). So what follows the call
-/// (the response built from a query) never computes beside `concurrency`
-/// slot holders. If the pool stops meanwhile the worker goes on without a
-/// slot (its task ends as a blocked one). Nested sections are one section
-/// (the outer one); a section entered off a worker is nothing. A section
-/// in a task that holds no slot (presumed blocking) is handed nothing, but
-/// regains a slot at its end likewise.
+/// kind learns that it blocks at the hand-over, not before. A call that
+/// returns after its slot was handed over counts its worker against the
+/// slots again at once (`Shared::count_again`), as a goroutine reacquires
+/// a P when its system call returns: over the target, a worker gives a
+/// slot back at its next task boundary.
 #[derive(Debug)]
 pub(crate) struct DeclaredSection {
     /// The pool and worker index whose section this is; `None` off a
@@ -679,32 +667,22 @@ pub(crate) struct DeclaredSection {
 }
 
 impl DeclaredSection {
-    /// Enters a section if the current thread is a worker running a task,
-    /// and not in a section already. In a task that holds no slot (started
-    /// presumed blocking, or resumed without one after a helping wait) the
-    /// section moves nothing and the monitor hands nothing over, but its
-    /// end regains a slot all the same: the block is behind the task, and
-    /// what follows it computes as any task does, on a slot. (Without it,
-    /// 11 of 16 fetch-then-process items of one closure type, presumed
-    /// blocking once their kind had blocked, computed at once on 2 slots.)
+    /// Enters a section if the current thread is a worker running a task
+    /// with a slot, and not in a section already.
     pub(crate) fn enter() -> DeclaredSection {
-        use crate::control::slots::Phase;
         let Some(ctx) = context::current() else {
             return DeclaredSection { entered: None };
         };
         let shared = &ctx.shared;
         let entry = shared.threads.entry(ctx.index);
         let sections = &entry.declared_sections;
-        let phase = entry.status.load().phase();
         if sections.load(Ordering::Relaxed) % 2 == 1
-            || !matches!(phase, Phase::InTask | Phase::Blocked)
+            || entry.status.load().phase() != crate::control::slots::Phase::InTask
         {
             return DeclaredSection { entered: None };
         }
         sections.fetch_add(1, Ordering::Relaxed);
-        if phase == Phase::InTask {
-            shared.monitor.nudge();
-        }
+        shared.monitor.nudge();
         DeclaredSection {
             entered: Some((shared.clone(), ctx.index)),
         }
@@ -716,32 +694,16 @@ impl Drop for DeclaredSection {
         if let Some((shared, index)) = &self.entered {
             let entry = shared.threads.entry(*index);
             entry.declared_sections.fetch_add(1, Ordering::Relaxed);
+            // The call returned after the monitor handed the slot over:
+            // the worker is counted against the slots again now, not at
+            // the monitor's next look, so what follows the call (the
+            // response built from a query) does not compute beside the
+            // worker that took the slot.
             let seen = entry.status.load();
             if seen.phase() == crate::control::slots::Phase::Blocked {
-                regain_slot(shared, *index, seen);
+                shared.count_again(*index, seen);
             }
         }
-    }
-}
-
-/// The declared section of the worker at `index` ended in the task seen as
-/// `seen`, after its slot was handed over: the worker regains a slot
-/// before its task goes on (see [`DeclaredSection`]).
-fn regain_slot(shared: &Shared, index: usize, seen: StatusWord) {
-    let status = &shared.threads.entry(index).status;
-    // The monitor may have counted it again first (it saw it compute at
-    // the section's end): then it holds a slot already.
-    if !status.try_start_returning(seen) {
-        return;
-    }
-    let regained = park::regain_slot(&shared.sleepers, &shared.slots, index);
-    let with_slot = regained == park::Regained::Slot;
-    status.end_returning(with_slot);
-    if with_slot {
-        ThreadCounters::bump(&shared.threads.counters.counted_again);
-        // Running again with a slot taken since the pool may have been
-        // idle: the monitor must watch it (`control::signal`).
-        shared.monitor.wake();
     }
 }
 
@@ -775,8 +737,7 @@ fn give_slot_away(
     teach(&shared.kinds, kind);
     ThreadCounters::bump(&shared.threads.counters.declared_blocking);
     shared.worker_blocked(index, kind, crate::runtime::Blocked::Declared);
-    // To a returner first (`control::slots`, "Returners").
-    shared.release_slot();
+    shared.slots.release();
     if shared.has_work() {
         notify(shared);
     }
