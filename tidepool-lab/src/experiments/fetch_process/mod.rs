@@ -352,9 +352,9 @@ fn fetch_item<const K: usize>(
 }
 
 /// Item `i` with its wait declared (`tidepool::blocking`): its slot is
-/// handed over during the wait, and the computation after it waits for a
-/// slot again (a declared section's end regains one, as a goroutine's
-/// return from a system call reacquires a P).
+/// handed over during the wait, and the section's end counts the worker
+/// against the slots again at once, so no new item starts while it
+/// computes.
 fn declared_item(phase: Arc<Phase>, i: usize, t: Times) -> impl FnOnce() + Send + 'static {
     move || {
         tidepool::blocking(|| thread::sleep(t.wait));
