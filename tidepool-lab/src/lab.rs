@@ -56,7 +56,10 @@ pub fn run(plan: &Plan, cores: usize) -> Vec<ExperimentResult> {
         }
         let runs = pending
             .into_iter()
-            .map(|r| r.finish(experiment.headline))
+            .map(|r| {
+                let headline = experiment.headline_of(r.spec.id);
+                r.finish(headline)
+            })
             .collect();
         results.push(ExperimentResult {
             experiment,
@@ -109,7 +112,12 @@ impl Repetitions {
         self.elapsed_s += secs;
         match outcome {
             Ok(m) => {
-                bar.println(&progress_line(label, experiment.headline, &m, secs));
+                bar.println(&progress_line(
+                    label,
+                    experiment.headline_of(self.spec.id),
+                    &m,
+                    secs,
+                ));
                 self.done.push(m);
             }
             Err(e) => {

@@ -102,6 +102,8 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         "async-io/tidepool-tokio-net",
         "async-io/tokio",
         "async-io/async-executor",
+        "async-io/tidepool-connect-burst-1slot",
+        "async-io/tokio-current-thread-connect-burst",
     ];
     let only = ids.join(",");
     let o = lab(&[
@@ -175,7 +177,14 @@ fn tiny_run_of_every_experiment_writes_every_claimed_id() {
         .unwrap();
     for r in echo["runs"].as_array().unwrap() {
         assert_eq!(r["metrics"]["errors"], 0.0, "every client finished");
-        assert!(r["metrics"]["round_trips"].as_f64().unwrap() >= 1.0);
+        if r["id"].as_str().unwrap().contains("connect-burst") {
+            // The connect burst's rows: every task connected and started.
+            assert!(r["metrics"]["connections"].as_f64().unwrap() >= 1.0);
+            assert!(r["metrics"]["mean_start_ms"].is_number());
+            assert_eq!(r["baseline"], "tidepool-connect-burst-1slot");
+        } else {
+            assert!(r["metrics"]["round_trips"].as_f64().unwrap() >= 1.0);
+        }
     }
 
     // The summary opens both reports and the terminal output: one line per
@@ -520,7 +529,7 @@ fn tiny_run_of_the_issue_41_experiments() {
             .map(|r| r["id"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(ids("fetch-process").len(), 12);
+    assert_eq!(ids("fetch-process").len(), 15);
     assert!(!ids("fetch-process").contains(&"tokio-16-distinct-types".to_string()));
     assert_eq!(ids("lock-convoy").len(), 20);
     assert_eq!(ids("learned-then-computes").len(), 6);

@@ -259,6 +259,12 @@ fn a_kind_that_computes_when_presumed_blocking_is_not_presumed_again() {
         // presumption.
         let done = run_batch::<2>(&pool, Mode::Compute, 3, HANG);
         assert!(done.iter().all(|&d| d));
+        // A presumed task judged at its end is judged on its worker after
+        // its handle completes: wait for the verdict to be counted (the
+        // monitor may also have judged it while it ran).
+        common::eventually(HANG, || {
+            pool.metrics().presumptions_failed > before.presumptions_failed
+        });
         let after_first = pool.metrics();
         // The next batch starts each with a slot, like any other work.
         let done = run_batch::<2>(&pool, Mode::Compute, 3, HANG);

@@ -7,6 +7,16 @@
 //! for a design tidepool does not have yet, async-executor with one thread
 //! per core parked inside `async_io::block_on` (idle workers drive
 //! async-io's reactor, as smol does).
+//!
+//! A second workload, the connect burst of issue #40 (`connect_burst.rs`):
+//! 2,000 tasks spawned at once on one slot, each connecting over loopback
+//! and sending one byte, on a one-slot tidepool pool and on tokio's
+//! current-thread runtime. Its figure is the tasks' mean start latency
+//! (`mean_start_ms`, its workload's headline in `headlines`), not the
+//! echo's `ns_per_round_trip`; its rows are compared with tidepool's
+//! one-slot row, and run by default (about a second each).
+
+mod connect_burst;
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -24,6 +34,7 @@ use crate::report::summary::{figure, ms};
 use crate::report::table::group_digits;
 use crate::stats::Summary;
 use crate::systems::{shutdown_pool, tokio_runtime, TidepoolConfig};
+use connect_burst::{TIDEPOOL_1SLOT, TOKIO_CURRENT_THREAD};
 
 /// What the experiment shows.
 const ABOUT: &str = "An echo server and its clients on the loopback interface, all async tasks \
@@ -32,7 +43,10 @@ waiting for its echo before it sends again. tidepool's own sockets use its react
 readiness and is polled by the workers while they are busy, as tokio's workers poll theirs; \
 tokio's sockets on tidepool (the `tokio` feature) are woken by a reactor on its own thread, one \
 thread hop per event. async-executor with its threads parked in async_io::block_on (async-io's \
-reactor, as in smol) is a reference.";
+reactor, as in smol) is a reference. A second workload, a connect burst: 2,000 tasks spawned at \
+once on one slot, each opening a loopback connection, sending one byte and reading its echo, on \
+a one-slot tidepool pool with its own sockets and on tokio's current-thread runtime; its figure \
+is the tasks' mean start latency, from spawn to first poll.";
 
 /// tidepool `Async` sockets on the default pool: the baseline.
 pub(crate) const TIDEPOOL_ASYNC: &str = "tidepool-async";
@@ -47,12 +61,16 @@ pub(crate) const EXECUTOR: &str = "async-executor";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "async-io",
     about: ABOUT,
-    question: "Are tidepool's sockets as fast as tokio's?",
+    question: "Are tidepool's sockets as fast as tokio's, and do 2,000 connecting tasks on one slot start as soon as on tokio's current-thread runtime?",
     verdict,
     scale: describe_scale,
     headline: "ns_per_round_trip",
     baseline: TIDEPOOL_ASYNC,
-    baselines: &[],
+    baselines: &[
+        (TIDEPOOL_1SLOT, TIDEPOOL_1SLOT),
+        (TOKIO_CURRENT_THREAD, TIDEPOOL_1SLOT),
+    ],
+    headlines: &[(TIDEPOOL_1SLOT, connect_burst::MEAN_START)],
     runs: &[
         RunSpec {
             id: TIDEPOOL_ASYNC,
@@ -77,6 +95,18 @@ pub static EXPERIMENT: Experiment = Experiment {
             system: "async-executor",
             description: "Server and clients over async_io::Async<TcpStream> on async-executor, one thread per core, each parked in async_io::block_on (idle threads drive the reactor, as in smol): the design reference.",
             execute: |ctx| run(ctx, Sys::Executor),
+        },
+        RunSpec {
+            id: TIDEPOOL_1SLOT,
+            system: "tidepool",
+            description: "Connect burst: 2,000 tasks spawned at once from a task on a one-slot pool (Pool::builder().concurrency(1)), each connecting with tidepool::Async<TcpStream> to a listener with a backlog of 4,096 (its accept loop a task on the same pool, each echo another), sending one byte and reading it back.",
+            execute: |ctx| connect_burst::run(ctx, connect_burst::Sys::Tidepool1Slot),
+        },
+        RunSpec {
+            id: TOKIO_CURRENT_THREAD,
+            system: "tokio",
+            description: "Connect burst: 2,000 tasks spawned at once from Runtime::block_on on tokio's current-thread runtime, each connecting with tokio::net::TcpStream to a TcpSocket listening with a backlog of 4,096 (its accept loop a task on the same runtime, each echo another), sending one byte and reading it back.",
+            execute: |ctx| connect_burst::run(ctx, connect_burst::Sys::TokioCurrentThread),
         },
     ],
     opt_in: &[],
@@ -119,9 +149,10 @@ const SPARE_FDS: usize = 256;
 fn describe_scale(scale: Scale) -> String {
     let p = SCALES.at(scale);
     format!(
-        "{} connections, {} round trips of {MESSAGE} bytes",
+        "{} connections, {} round trips of {MESSAGE} bytes; {}",
         group_digits(p.connections as f64),
-        group_digits(p.round_trips as f64)
+        group_digits(p.round_trips as f64),
+        connect_burst::describe_scale(scale)
     )
 }
 
@@ -494,9 +525,10 @@ fn check(back: &[u8; MESSAGE]) -> std::io::Result<()> {
     }
 }
 
-/// Round trips per second and p99 latency, per run.
+/// Round trips per second and p99 latency, per run; the connect burst's
+/// mean start, if it ran.
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
-    vec![
+    let mut plots = vec![
         Plot::bars(
             "async-io-throughput",
             (
@@ -515,11 +547,21 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
             "p99 round trip, ms",
             metric_bars(runs, "p99_rtt_ms"),
         ),
-    ]
+    ];
+    plots.extend(connect_burst::plot(runs));
+    plots
 }
 
-/// The summary's answer: throughput and p99 of each run against tokio's.
+/// The summary's answer: the echo's part, then the connect burst's.
 fn verdict(exp: &ExperimentResult) -> Option<String> {
+    match (echo_verdict(exp), connect_burst::verdict(exp)) {
+        (Some(echo), Some(burst)) => Some(format!("{echo} {burst}")),
+        (echo, burst) => echo.or(burst),
+    }
+}
+
+/// The echo's answer: throughput and p99 of each run against tokio's.
+fn echo_verdict(exp: &ExperimentResult) -> Option<String> {
     let rate = |id| figure(exp, id, "round_trips_per_s");
     let p99 = |id| figure(exp, id, "p99_rtt_ms");
     let (ours, ours_p99) = (rate(TIDEPOOL_ASYNC)?, p99(TIDEPOOL_ASYNC)?);
@@ -542,10 +584,9 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
             );
         }
     }
-    let errors: f64 = exp
-        .runs
+    let errors: f64 = [TIDEPOOL_ASYNC, TIDEPOOL_TOKIO, TOKIO, EXECUTOR]
         .iter()
-        .filter_map(|r| r.measured.get("errors"))
+        .filter_map(|id| figure(exp, id, "errors").map(|f| f.0))
         .sum();
     let _ = write!(s, "; {errors:.0} failed clients. Verdict: ");
     match (rate(TOKIO), p99(TOKIO)) {

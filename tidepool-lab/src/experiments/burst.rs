@@ -2,20 +2,22 @@
 //! block should each get a thread at once; items that compute should run on
 //! one thread per core, never on hundreds.
 //!
-//! Every system runs twice, cold and warm. tidepool learns per process
-//! which kinds of task block, and once it knows, hands each such item a
-//! thread as it is spawned; a process also keeps what any system leaves
-//! behind (glibc's cache of thread stacks, allocator arenas). So:
+//! Every system runs twice, cold and warm. tidepool learns per pool
+//! which kinds of task block (each pool has its own table of kinds), and a
+//! process also keeps what any system leaves behind (glibc's cache of
+//! thread stacks, allocator arenas). So:
 //!
 //! - a cold run (`...-cold`) measures each repetition in a process of its
-//!   own (`fresh_process`): the first burst of its kind that process sees;
+//!   own (`fresh_process`): the first burst of its kind that process and
+//!   its pool see;
 //! - a warm run (the ids without `-cold`, as before cold runs existed)
-//!   measures in the lab's process, after one unmeasured burst of its own
-//!   there (once per lab process, before its first repetition), so every
-//!   measured burst is at least the second of its kind in the process.
+//!   measures, in the lab's process, the second burst on one pool: every
+//!   repetition builds its system, submits one unmeasured burst of the
+//!   same items to it, waits for them, then measures the next burst on
+//!   the same system (what a service's one long-lived pool meets when a
+//!   burst comes back).
 
 use std::hint::black_box;
-use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
@@ -40,7 +42,7 @@ that caps or paces its threads starts them in waves. Then 500 items of 2 ms of c
 at once (the -cpu runs): those gain nothing from more threads, so at most one per core \
 should run at a time. Each run is measured cold (-cold: every repetition the first burst \
 of a fresh process, before tidepool has learnt that the items block) and warm (the second \
-burst of its kind in the lab's process).";
+burst on the same pool, after an unmeasured one).";
 
 /// tidepool's default pool with blocking items, warm: the baseline.
 pub(crate) const TIDEPOOL_SLEEP: &str = "tidepool-sleep";
@@ -95,6 +97,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         (FIXED10_CPU_COLD, TIDEPOOL_SLEEP_COLD),
         (RAYON_CPU_COLD, TIDEPOOL_SLEEP_COLD),
     ],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: TIDEPOOL_SLEEP_COLD,
@@ -106,7 +109,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             id: TIDEPOOL_SLEEP,
             system: "tidepool",
             description: "Warm (the second burst of its kind in the lab's process): the default pool (Adaptive), Pool::execute; each item blocks in thread::sleep.",
-            execute: |ctx| warm(ctx, TIDEPOOL_SLEEP, Work::Sleep(Share::All), default_pool),
+            execute: |ctx| warm(ctx, Work::Sleep(Share::All), default_pool),
         },
         RunSpec {
             id: TOKIO_SLEEP_COLD,
@@ -118,7 +121,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             id: TOKIO_SLEEP,
             system: "tokio",
             description: "Warm: tokio's spawn_blocking on a default multi-thread runtime (up to 512 blocking threads); each item blocks in thread::sleep.",
-            execute: |ctx| warm(ctx, TOKIO_SLEEP, Work::Sleep(Share::All), tokio_blocking),
+            execute: |ctx| warm(ctx, Work::Sleep(Share::All), tokio_blocking),
         },
         RunSpec {
             id: FIXED10_SLEEP_COLD,
@@ -130,7 +133,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             id: FIXED10_SLEEP,
             system: "tidepool",
             description: "Warm: a fixed pool of 10 threads (tidepool's Controller::Fixed with concurrency 10); each item blocks in thread::sleep.",
-            execute: |ctx| warm(ctx, FIXED10_SLEEP, Work::Sleep(Share::All), fixed10),
+            execute: |ctx| warm(ctx, Work::Sleep(Share::All), fixed10),
         },
         RunSpec {
             id: RAYON_SLEEP_COLD,
@@ -142,7 +145,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             id: RAYON_SLEEP,
             system: "rayon",
             description: "Warm: rayon::ThreadPool::spawn on a default pool (one thread per core); each item blocks in thread::sleep.",
-            execute: |ctx| warm(ctx, RAYON_SLEEP, Work::Sleep(Share::Tenth), rayon),
+            execute: |ctx| warm(ctx, Work::Sleep(Share::Tenth), rayon),
         },
         RunSpec {
             id: TIDEPOOL_CPU_COLD,
@@ -154,7 +157,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             id: TIDEPOOL_CPU,
             system: "tidepool",
             description: "Warm: the default pool (Adaptive), Pool::execute; each item computes for about 2 ms.",
-            execute: |ctx| warm(ctx, TIDEPOOL_CPU, Work::Cpu, default_pool),
+            execute: |ctx| warm(ctx, Work::Cpu, default_pool),
         },
         RunSpec {
             id: TOKIO_CPU_COLD,
@@ -166,7 +169,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             id: TOKIO_CPU,
             system: "tokio",
             description: "Warm: tokio's spawn_blocking on a default multi-thread runtime; each item computes for about 2 ms.",
-            execute: |ctx| warm(ctx, TOKIO_CPU, Work::Cpu, tokio_blocking),
+            execute: |ctx| warm(ctx, Work::Cpu, tokio_blocking),
         },
         RunSpec {
             id: FIXED10_CPU_COLD,
@@ -178,7 +181,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             id: FIXED10_CPU,
             system: "tidepool",
             description: "Warm: a fixed pool of 10 threads (tidepool's Controller::Fixed with concurrency 10); each item computes for about 2 ms.",
-            execute: |ctx| warm(ctx, FIXED10_CPU, Work::Cpu, fixed10),
+            execute: |ctx| warm(ctx, Work::Cpu, fixed10),
         },
         RunSpec {
             id: RAYON_CPU_COLD,
@@ -190,7 +193,7 @@ pub static EXPERIMENT: Experiment = Experiment {
             id: RAYON_CPU,
             system: "rayon",
             description: "Warm: rayon::ThreadPool::spawn on a default pool; each item computes for about 2 ms.",
-            execute: |ctx| warm(ctx, RAYON_CPU, Work::Cpu, rayon),
+            execute: |ctx| warm(ctx, Work::Cpu, rayon),
         },
     ],
     opt_in: &[],
@@ -304,28 +307,57 @@ fn cold(
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| run(ctx, work, make))
 }
 
-/// A warm run: in the lab's process, after one unmeasured burst of its own
-/// there, the first time the run runs in the process.
+/// A warm run: in the lab's process, the second burst on one system:
+/// [`run`] builds it, hands it one unmeasured burst of the same items and
+/// waits for their end, then measures the next.
 fn warm(
     ctx: &RunCtx,
-    id: &'static str,
     work: Work,
     make: fn() -> Result<System, String>,
 ) -> Result<Measured, String> {
-    static WARMED: Mutex<Vec<&str>> = Mutex::new(Vec::new());
-    let first = {
-        let mut warmed = WARMED.lock().unwrap_or_else(|e| e.into_inner());
-        let first = !warmed.contains(&id);
-        if first {
-            warmed.push(id);
+    let p = SCALES.at(ctx.scale);
+    let items = ctx.items_or(p.items);
+    let warmed = move || {
+        let system = make()?;
+        ctx.bar
+            .phase("warming up: an unmeasured burst on the same pool");
+        let (done, ended) = std::sync::mpsc::channel();
+        let submitted = match work {
+            Work::Sleep(share) => {
+                let wait = Duration::from_millis(p.sleep_ms);
+                let submitted = share.of(items);
+                for _ in 0..submitted {
+                    let done = done.clone();
+                    system.spawn_fn(move || {
+                        thread::sleep(wait);
+                        // The receiver outlives every item (it waits below).
+                        let _ = done.send(());
+                    });
+                }
+                submitted
+            }
+            Work::Cpu => {
+                let rounds = calibrated_rounds(Duration::from_micros(p.cpu_us));
+                for _ in 0..items {
+                    let done = done.clone();
+                    system.spawn_fn(move || {
+                        black_box(fib_rounds(rounds));
+                        let _ = done.send(());
+                    });
+                }
+                items
+            }
+        };
+        let deadline = std::time::Instant::now() + time_limit(p, work, items);
+        for _ in 0..submitted {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            ended
+                .recv_timeout(left)
+                .map_err(|_| "the warm-up burst did not end in time".to_string())?;
         }
-        first
+        Ok(system)
     };
-    if first {
-        ctx.bar.phase("warming up: an unmeasured burst");
-        run(ctx, work, make).map_err(|e| format!("the warm-up burst: {e}"))?;
-    }
-    run(ctx, work, make)
+    run(ctx, work, warmed)
 }
 
 /// How long a burst may take before its run fails: one item after the
@@ -349,7 +381,11 @@ fn time_limit(p: Params, work: Work, items: usize) -> Duration {
 /// latencies `cpu_*`, so that the ratio column (which divides the blocking
 /// burst's p50) leaves them out, and also count the threads running
 /// (`peak_running`, and without tidepool's monitor `peak_running_workers`).
-fn run(ctx: &RunCtx, work: Work, make: fn() -> Result<System, String>) -> Result<Measured, String> {
+fn run(
+    ctx: &RunCtx,
+    work: Work,
+    make: impl FnOnce() -> Result<System, String>,
+) -> Result<Measured, String> {
     let p = SCALES.at(ctx.scale);
     let items = ctx.items_or(p.items);
     let mut m = match work {

@@ -40,6 +40,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "mean_job_s",
     baseline: ADAPTIVE,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: THREADS10,

@@ -44,6 +44,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "urgent_start_ms",
     baseline: UNTHROTTLED,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: UNTHROTTLED,

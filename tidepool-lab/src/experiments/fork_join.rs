@@ -59,6 +59,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         ("words-iter", "words-rayon"),
         ("words-rayon", "words-rayon"),
     ],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: "fib-join",

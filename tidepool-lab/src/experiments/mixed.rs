@@ -83,6 +83,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "mean_start_ms",
     baseline: TIDEPOOL,
     baselines: &[],
+    headlines: &[],
     runs: RUNS,
     opt_in: &[],
     plots,

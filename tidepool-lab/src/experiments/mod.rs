@@ -217,6 +217,14 @@ mod tests {
                     e.name
                 );
             }
+            for (base, metric) in e.headlines {
+                assert!(
+                    e.all_baselines().contains(base),
+                    "{}: {base}, measured by {metric}, is a workload's baseline",
+                    e.name
+                );
+                assert_eq!(e.headline_of(base), *metric, "{}", e.name);
+            }
             for id in e.opt_in {
                 assert!(e.run(id).is_some(), "{}: opt-in {id} is a run", e.name);
             }

@@ -45,6 +45,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "wall_ms",
     baseline: TIDEPOOL,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: TIDEPOOL,

@@ -44,6 +44,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "wall_ms",
     baseline: ADAPTIVE,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: FIXED2,

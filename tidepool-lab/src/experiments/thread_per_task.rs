@@ -32,6 +32,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "ns_per_task",
     baseline: TIDEPOOL,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: THREAD_PER_TASK,

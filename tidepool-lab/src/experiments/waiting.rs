@@ -52,6 +52,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "mean_start_ms",
     baseline: ADAPTIVE_SLEEP,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: FIXED10_SLEEP,

@@ -45,6 +45,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "mean_start_ms",
     baseline: ADAPTIVE_BLOCKING,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: FIXED10_BLOCKING,

@@ -110,6 +110,11 @@ pub struct Experiment {
     /// baseline): an experiment with several workloads compares each run
     /// with the baseline of its own workload. Empty for one workload.
     pub baselines: &'static [(&'static str, &'static str)],
+    /// Workloads measured by another metric than `headline`, as (the
+    /// workload's baseline run, its headline metric): their runs' ratios,
+    /// progress lines and README row use that metric. Empty in most
+    /// experiments.
+    pub headlines: &'static [(&'static str, &'static str)],
     /// Its runs, in the order they run.
     pub runs: &'static [RunSpec],
     /// Runs that run only when `--only` names them: rows too long for the
@@ -154,6 +159,27 @@ impl Experiment {
             .iter()
             .find(|(run, _)| *run == id)
             .map_or(self.baseline, |(_, base)| base)
+    }
+
+    /// The metric run `id` is judged by: its workload's headline (see
+    /// [`headlines`](Experiment::headlines)), else `headline`.
+    pub fn headline_of(&self, id: &str) -> &'static str {
+        let base = self.baseline_of(id);
+        self.headlines
+            .iter()
+            .find(|(run, _)| *run == base)
+            .map_or(self.headline, |(_, metric)| metric)
+    }
+
+    /// Every headline metric, `headline` first, each once.
+    pub fn all_headlines(&self) -> Vec<&'static str> {
+        let mut all = vec![self.headline];
+        for (_, metric) in self.headlines {
+            if !all.contains(metric) {
+                all.push(metric);
+            }
+        }
+        all
     }
 
     /// Every baseline run, `baseline` first, each once.

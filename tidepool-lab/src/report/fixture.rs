@@ -24,6 +24,7 @@ pub(crate) static SAMPLE: Experiment = Experiment {
     headline: "mean_start_ms",
     baseline: "adaptive-sleep",
     baselines: &[],
+    headlines: &[],
     runs: &[
         run(
             "adaptive-sleep",

@@ -103,6 +103,11 @@ pub struct RunDoc {
     /// unless the experiment has several workloads.
     #[serde(default)]
     pub baseline: String,
+    /// The metric its ratio divides: the experiment's `headline`, unless
+    /// its workload is measured by another (empty in documents written
+    /// before runs carried it).
+    #[serde(default)]
+    pub headline: String,
 }
 
 /// Documents written before `commit` existed do not know it.
@@ -189,6 +194,7 @@ fn experiment(e: &ExperimentResult) -> ExperimentDoc {
                     repeat: r.repeat,
                     elapsed_s: r.elapsed_s,
                     baseline: e.experiment.baseline_of(r.spec.id).to_string(),
+                    headline: e.experiment.headline_of(r.spec.id).to_string(),
                 }
             })
             .collect(),

@@ -2,7 +2,8 @@
 //! (`tidepool-lab readme-table`).
 //!
 //! One row per experiment (per workload, in an experiment that has
-//! several): the experiment's headline figure for tidepool's run and for
+//! several): the workload's headline figure (the experiment's, unless the
+//! runs name another) for tidepool's run and for
 //! every peer that ran beside it, each `median (min-max)` over the
 //! repetitions, the peer's median over tidepool's, and the command and
 //! commit that made the run. Several documents merge: an experiment in a
@@ -110,7 +111,7 @@ pub fn render(docs: &[Document], order: &[&str]) -> String {
                 s,
                 "| {} | `{}` | {} | {} | {} |",
                 cell(&e.name),
-                cell(&e.headline),
+                cell(&row.headline),
                 cell(&row.tidepool),
                 cell(&row.peers),
                 cell(&format!("run {number}{}", repetitions(e)))
@@ -165,6 +166,8 @@ pub fn splice(text: &str, block: &str) -> Result<String, String> {
 /// One row: tidepool's cell and the peers' cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Row {
+    /// The workload's headline metric.
+    headline: String,
     tidepool: String,
     peers: String,
 }
@@ -194,7 +197,14 @@ fn rows(e: &ExperimentDoc) -> Vec<Row> {
         .iter()
         .map(|w| {
             let runs: Vec<&RunDoc> = e.runs.iter().filter(|r| workload_of(r) == *w).collect();
-            row(&runs, w, &e.headline, also)
+            // Documents written before runs carried their headline use the
+            // experiment's.
+            let headline = runs
+                .iter()
+                .map(|r| r.headline.as_str())
+                .find(|h| !h.is_empty())
+                .unwrap_or(&e.headline);
+            row(&runs, w, headline, also)
         })
         .collect()
 }
@@ -229,6 +239,7 @@ fn row(runs: &[&RunDoc], baseline: &str, headline: &str, also: &[&str]) -> Row {
         .filter_map(|r| peer(r, headline, tidepool_median))
         .collect();
     Row {
+        headline: headline.to_string(),
         tidepool,
         peers: if peers.is_empty() {
             "-".into()
@@ -353,6 +364,32 @@ mod tests {
         assert_eq!(r[0].tidepool, "`fib-join` 128.4 (115-134)");
         assert_eq!(r[0].peers, "rayon `fib-rayon` 123.7 (119.3-147.4), 0.96x");
         assert_eq!(r[1].tidepool, "`fine-join` 16.8 (13.2-19.9)");
+    }
+
+    #[test]
+    fn a_workload_whose_runs_name_another_headline_is_shown_by_it() {
+        let run = |id: &str, system: &str, baseline: &str, headline: &str, v: f64| {
+            serde_json::json!({"id": id, "system": system, "description": "", "status": "ok",
+                "metrics": {headline: v}, "baseline": baseline, "headline": headline})
+        };
+        let e: ExperimentDoc = serde_json::from_value(serde_json::json!({
+            "name": "async-io", "about": "", "baseline": "tidepool-async",
+            "headline": "ns_per_round_trip",
+            "runs": [
+                run("tidepool-async", "tidepool", "tidepool-async", "ns_per_round_trip", 100.0),
+                run("tokio", "tokio", "tidepool-async", "ns_per_round_trip", 110.0),
+                run("burst-1slot", "tidepool", "burst-1slot", "mean_start_ms", 2.0),
+                run("burst-tokio", "tokio", "burst-1slot", "mean_start_ms", 1.0),
+            ]
+        }))
+        .unwrap();
+        let r = rows(&e);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].headline, "ns_per_round_trip");
+        assert_eq!(r[0].peers, "`tokio` 110, 1.10x");
+        assert_eq!(r[1].headline, "mean_start_ms");
+        assert_eq!(r[1].tidepool, "`burst-1slot` 2");
+        assert_eq!(r[1].peers, "tokio `burst-tokio` 1, 0.50x");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! An experiment's results as a table: one row per run, one column per
 //! metric, and a ratio column against tidepool's default run.
 
-use crate::model::{ExperimentResult, Outcome};
+use crate::model::{Experiment, ExperimentResult, Outcome};
 use crate::report::plot::format_value;
 use crate::stats::ratio;
 
@@ -29,7 +29,7 @@ pub fn ratio_legend(exp: &ExperimentResult) -> String {
         format!(
             "ratio: each run's {} divided by that of the baseline run of its workload ({}: {}); \
              lower is better",
-            e.headline,
+            headline_words(e),
             all.join(", "),
             baseline_is(exp)
         )
@@ -44,10 +44,24 @@ pub fn ratio_header(exp: &ExperimentResult) -> String {
     } else {
         format!(
             "{} ÷ same workload's {} (lower is better)",
-            e.headline,
+            e.all_headlines().join(" or "),
             baseline_system(exp)
         )
     }
+}
+
+/// The headline metric in words: `headline`, and each workload measured by
+/// another (`mean_start_ms in tidepool-connect-burst-1slot's workload`).
+fn headline_words(e: &Experiment) -> String {
+    if e.headlines.is_empty() {
+        return e.headline.to_string();
+    }
+    let others: Vec<String> = e
+        .headlines
+        .iter()
+        .map(|(run, metric)| format!("{metric} in {run}'s workload"))
+        .collect();
+    format!("{} ({})", e.headline, others.join(", "))
 }
 
 /// The system of the baseline run (`?` if the experiment has no such run).
@@ -80,13 +94,13 @@ pub fn table(exp: &ExperimentResult) -> Table {
             }
         }
     }
-    let headline = exp.experiment.headline;
+    // A run and its baseline share a workload, so a headline.
     let base_of = |id: &str| {
         let base = exp.experiment.baseline_of(id);
         exp.runs
             .iter()
             .find(|r| r.spec.id == base && r.outcome == Outcome::Done)
-            .and_then(|r| r.measured.get(headline))
+            .and_then(|r| r.measured.get(exp.experiment.headline_of(id)))
     };
 
     let mut header = vec!["run".to_string(), "system".to_string()];
@@ -107,7 +121,7 @@ pub fn table(exp: &ExperimentResult) -> Table {
             }
             let x = r
                 .measured
-                .get(headline)
+                .get(exp.experiment.headline_of(r.spec.id))
                 .zip(base_of(r.spec.id))
                 .and_then(|(v, b)| ratio(v, b));
             row.push(
@@ -132,7 +146,14 @@ pub fn table(exp: &ExperimentResult) -> Table {
 pub fn headline_table(exp: &ExperimentResult, full: &Table) -> Table {
     let n = full.header.len();
     let keep: Vec<usize> = (0..n)
-        .filter(|&c| c < 2 || c + 2 >= n || full.header[c] == exp.experiment.headline)
+        .filter(|&c| {
+            c < 2
+                || c + 2 >= n
+                || exp
+                    .experiment
+                    .all_headlines()
+                    .contains(&full.header[c].as_str())
+        })
         .collect();
     Table {
         header: keep.iter().map(|&c| full.header[c].clone()).collect(),

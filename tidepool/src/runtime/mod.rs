@@ -196,10 +196,12 @@ impl Shared {
         if !crate::control::slots::count_worker_again(&self.slots, &entry.status, seen) {
             return false;
         }
-        ThreadCounters::bump(&self.threads.counters.counted_again);
+        // The flag before the counter: whoever reads the count sees the
+        // pool already asking a worker over the target to give way.
         if self.slots.over_target() {
             self.shrink.store(true, Ordering::Release);
         }
+        ThreadCounters::bump(&self.threads.counters.counted_again);
         true
     }
 

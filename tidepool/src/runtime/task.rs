@@ -1124,16 +1124,15 @@ pub(crate) mod local_free {
             }
         }
 
-        /// Prefetches the line of the cell's state word, which the drop of
-        /// the waker updates ([`PREFETCH_AHEAD`] spawns later). The
-        /// metadata sits right after async-task's header fields (a state
-        /// word, the awaiter, the vtable: 32 bytes in async-task 4.7), so
-        /// both its line and the one 32 bytes before are fetched. A hint:
-        /// if a later async-task moves them, the prefetch fetches a line
-        /// for nothing and nothing else changes.
+        /// Prefetches the line of the task's metadata, in its cell
+        /// ([`PREFETCH_AHEAD`] spawns before the waker's drop updates the
+        /// cell). Only the address async-task makes public
+        /// (`Runnable::metadata`): a second prefetch 32 bytes before it,
+        /// where async-task 4.7 keeps its private header, measured no
+        /// faster without and went (docs/measurements.md, "The futures
+        /// ring's prefetch").
         fn prefetch(&self) {
             crate::sys::prefetch(self.metadata as *const u8);
-            crate::sys::prefetch(self.metadata.wrapping_sub(32) as *const u8);
         }
     }
 

@@ -69,9 +69,12 @@ pub(crate) const MAX_WAIT_NANOS: u32 = 8_000;
 /// The first non-zero wait (nanoseconds): the wait grows from here.
 pub(crate) const FIRST_WAIT_NANOS: u32 = 250;
 
-/// The most tasks one steal from a worker's deque takes (crossbeam-deque's
-/// batch limit, the popped task included): it takes about half of what the
-/// deque holds, so a full batch means the deque held twice as many.
+/// The most tasks one steal from a worker's deque takes, the popped task
+/// included: the limit the steal passes to crossbeam-deque's
+/// `steal_batch_with_limit_and_pop`. A steal takes about half of what the
+/// deque holds (crossbeam's documented aim), so a full batch means the
+/// deque held about twice as many. 32 is also crossbeam's own default
+/// batch, so naming it changed no steal.
 pub(crate) const FULL_STEAL: usize = 32;
 
 /// One worker's current wait, adapted from what its looks find. Pure state:

@@ -444,8 +444,15 @@ impl RunLoop<'_> {
             }
         };
         consider(first, &mut found, &mut put_back_into);
-        while let Some(work) = oldest_local(self.ctx) {
-            consider(work, &mut found, &mut put_back_into);
+        // In the order this worker would run them: its own `pop`. The
+        // thieves' end is not the oldest of a batch taken from a lane (the
+        // batch is written into the LIFO deque newest first, so that `pop`
+        // serves it in lane order): taken from there, a batch's jobs went
+        // back to the lane turned around (`[1, 4, 3, 2, 5, ...]` in
+        // `tests/control_blocking.rs`, whenever no second pass happened to
+        // turn them around again).
+        while let Some(work) = self.ctx.local.pop() {
+            consider(work.into_work(), &mut found, &mut put_back_into);
         }
         for (index, (lane, admitted)) in FIFOS.into_iter().enumerate() {
             let queued = lengths[index];
@@ -766,7 +773,9 @@ fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
             let Some(stealer) = entries[victim].stealer().filter(|s| !s.is_empty()) else {
                 continue;
             };
-            match stealer.steal_batch_and_pop(&ctx.local) {
+            // Our own limit, so that a full batch (`coalesce::FULL_STEAL`)
+            // means what the coalescer reads it as.
+            match stealer.steal_batch_with_limit_and_pop(&ctx.local, coalesce::FULL_STEAL) {
                 Steal::Success(task) => return Some(task.into_work()),
                 Steal::Retry => retry = true,
                 Steal::Empty => {}

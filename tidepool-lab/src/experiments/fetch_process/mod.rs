@@ -1,10 +1,6 @@
 #![doc = include_str!("about.md")]
 //!
-//! (That paragraph is the experiment's `about` in the report and
-//! `results.json`; the rest of this description is here only. What the
-//! four experiments of issue #41 share, the pools, the computing count,
-//! the time over quota and the threads, is described once in
-//! `experiments/quota/mod.rs`.)
+#![doc = include_str!("../quota/about_rest.md")]
 //!
 //! # Items
 //!
@@ -74,7 +70,7 @@ use super::done;
 use super::fresh_process::in_fresh_process;
 use super::quota::ideal;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::{duration, CONCURRENCY};
+use super::quota::{duration, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::{metric_bars, per_item_plot};
 use crate::model::plot::Plot;
@@ -107,6 +103,8 @@ struct Row {
     way: Way,
     items: usize,
     distinct: bool,
+    /// The wait inside `tidepool::blocking` (one type).
+    declared: bool,
 }
 
 /// An item's wait, then its computation.
@@ -140,7 +138,13 @@ macro_rules! row {
     ($system:ident, $way:expr, $n:literal, distinct) => {
         row!(@ $system, $way, $n, "distinct-types", "of 16 distinct types", true)
     };
+    ($system:ident, $way:expr, $n:literal, declared) => {
+        row!(@ $system, $way, $n, "declared", "of one type, the wait inside tidepool::blocking", false, true)
+    };
     (@ $system:ident, $way:expr, $n:literal, $types:literal, $words:literal, $distinct:expr) => {
+        row!(@ $system, $way, $n, $types, $words, $distinct, false)
+    };
+    (@ $system:ident, $way:expr, $n:literal, $types:literal, $words:literal, $distinct:expr, $declared:expr) => {
         RunSpec {
             id: concat!(stringify!($system), "-", $n, "-", $types),
             system: stringify!($system),
@@ -153,6 +157,7 @@ macro_rules! row {
                         way: $way,
                         items: $n,
                         distinct: $distinct,
+                        declared: $declared,
                     },
                 )
             },
@@ -184,34 +189,41 @@ pub static EXPERIMENT: Experiment = Experiment {
     baseline: "tidepool-16-one-type",
     baselines: &[
         ("tidepool-16-distinct-types", "tidepool-16-one-type"),
+        ("tidepool-16-declared", "tidepool-16-one-type"),
         ("tokio-16-one-type", "tidepool-16-one-type"),
         ("rayon-16-one-type", "tidepool-16-one-type"),
         ("tokio-16-distinct-types", "tidepool-16-one-type"),
         ("rayon-16-distinct-types", "tidepool-16-one-type"),
         ("tidepool-64-one-type", "tidepool-64-one-type"),
         ("tidepool-64-distinct-types", "tidepool-64-one-type"),
+        ("tidepool-64-declared", "tidepool-64-one-type"),
         ("tokio-64-one-type", "tidepool-64-one-type"),
         ("rayon-64-one-type", "tidepool-64-one-type"),
         ("tokio-64-distinct-types", "tidepool-64-one-type"),
         ("rayon-64-distinct-types", "tidepool-64-one-type"),
         ("tidepool-256-one-type", "tidepool-256-one-type"),
         ("tidepool-256-distinct-types", "tidepool-256-one-type"),
+        ("tidepool-256-declared", "tidepool-256-one-type"),
         ("tokio-256-one-type", "tidepool-256-one-type"),
         ("rayon-256-one-type", "tidepool-256-one-type"),
         ("tokio-256-distinct-types", "tidepool-256-one-type"),
         ("rayon-256-distinct-types", "tidepool-256-one-type"),
     ],
+    headlines: &[],
     runs: &[
         row!(tidepool, Way::Tidepool, 16, one),
         row!(tidepool, Way::Tidepool, 16, distinct),
+        row!(tidepool, Way::Tidepool, 16, declared),
         row!(tokio, Way::Tokio, 16, one),
         row!(rayon, Way::Rayon, 16, one),
         row!(tidepool, Way::Tidepool, 64, one),
         row!(tidepool, Way::Tidepool, 64, distinct),
+        row!(tidepool, Way::Tidepool, 64, declared),
         row!(tokio, Way::Tokio, 64, one),
         row!(rayon, Way::Rayon, 64, one),
         row!(tidepool, Way::Tidepool, 256, one),
         row!(tidepool, Way::Tidepool, 256, distinct),
+        row!(tidepool, Way::Tidepool, 256, declared),
         row!(tokio, Way::Tokio, 256, one),
         row!(rayon, Way::Rayon, 256, one),
         row!(tokio, Way::Tokio, 16, distinct),
@@ -245,13 +257,13 @@ fn describe_scale(scale: Scale) -> String {
 
 /// The longest a row can take: every item's wait and computation on 2
 /// threads, one after the other (rayon's way).
-fn serial(items: usize, t: Times) -> Duration {
-    (t.wait + t.compute) * u32::try_from(items.div_ceil(CONCURRENCY)).unwrap_or(u32::MAX)
+fn longest(items: usize, t: Times) -> Duration {
+    serial(items, t.wait + t.compute)
 }
 
 /// One repetition of one row, in a process of its own.
 fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
-    let limit = serial(row.items, SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
+    let limit = longest(row.items, SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| measure(ctx, row))
 }
 
@@ -259,16 +271,23 @@ fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
 /// reports.
 fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let t = SCALES.at(ctx.scale);
-    let session = Session::start(ctx, row.way, true, row.items)?;
-    let phase = session.phase(row.items);
-    ctx.bar.phase("items");
-    for i in 0..row.items {
-        let kind = if row.distinct { i % TYPES } else { 0 };
-        SUBMIT[kind](session.system(), phase.clone(), i, t);
-    }
-    let waited = phase.wait(serial(row.items, t) * 4 + Duration::from_secs(30));
-    ctx.bar.phase("shutting down");
-    let ended = session.finish();
+    let limit = longest(row.items, t) * 4 + Duration::from_secs(30);
+    let (waited, ended) = Session::one_batch(
+        ctx,
+        row.way,
+        true,
+        "items",
+        row.items,
+        limit,
+        |system, phase, i| {
+            if row.declared {
+                system.spawn_fn(declared_item(phase.clone(), i, t));
+                return;
+            }
+            let kind = if row.distinct { i % TYPES } else { 0 };
+            SUBMIT[kind](system, phase.clone(), i, t);
+        },
+    )?;
     let done = waited?;
 
     let ideal_mean = ideal::mean_completion(row.items, CONCURRENCY, t.wait, t.compute);
@@ -276,9 +295,12 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let mean = done.mean();
     let mut m = Measured::default();
     m.put("items", row.items as f64);
-    m.put(MEAN, mean.as_secs_f64() * 1e3);
-    m.put("ideal_mean_ms", ideal_mean.as_secs_f64() * 1e3);
-    m.put(MEAN_VS_IDEAL, mean.as_secs_f64() / ideal_mean.as_secs_f64());
+    put_against(
+        &mut m,
+        [MEAN, "ideal_mean_ms", MEAN_VS_IDEAL],
+        mean,
+        ideal_mean,
+    );
     m.put("wall_ms", done.last().as_secs_f64() * 1e3);
     m.put("ideal_wall_ms", ideal_wall.as_secs_f64() * 1e3);
     ended.put_computing(&mut m);
@@ -324,6 +346,18 @@ fn fetch_item<const K: usize>(
     move || {
         black_box(K);
         thread::sleep(t.wait);
+        phase.compute(t.compute);
+        phase.end(i);
+    }
+}
+
+/// Item `i` with its wait declared (`tidepool::blocking`): its slot is
+/// handed over during the wait, and the section's end counts the worker
+/// against the slots again at once, so no new item starts while it
+/// computes.
+fn declared_item(phase: Arc<Phase>, i: usize, t: Times) -> impl FnOnce() + Send + 'static {
+    move || {
+        tidepool::blocking(|| thread::sleep(t.wait));
         phase.compute(t.compute);
         phase.end(i);
     }
@@ -377,7 +411,11 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
 fn verdict(exp: &ExperimentResult) -> Option<String> {
     let mut rows = Vec::new();
     let mut over = Vec::new();
-    for (variant, words) in [("one-type", "one type"), ("distinct-types", "16 types")] {
+    for (variant, words) in [
+        ("one-type", "one type"),
+        ("distinct-types", "16 types"),
+        ("declared", "one type, the wait declared"),
+    ] {
         for n in COUNTS {
             let id = format!("tidepool-{n}-{variant}");
             if let Some(x) = median(exp, &id, MEAN_VS_IDEAL) {
@@ -439,7 +477,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
     use std::any::TypeId;
 
     fn type_of<T: 'static>(_: &T) -> TypeId {
@@ -448,9 +486,7 @@ mod tests {
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("Items that each wait 20 ms"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "Items that each wait 20 ms");
     }
 
     #[test]
@@ -470,12 +506,13 @@ mod tests {
     #[test]
     fn the_ids_say_what_each_row_runs() {
         let ids = EXPERIMENT.run_ids();
-        assert_eq!(ids.len(), 18);
+        assert_eq!(ids.len(), 21);
         assert!(ids.contains(&"tidepool-16-one-type"));
+        assert!(ids.contains(&"tidepool-64-declared"));
         assert!(ids.contains(&"tidepool-256-distinct-types"));
         assert!(ids.contains(&"rayon-64-one-type"));
         let defaults = EXPERIMENT.default_run_ids();
-        assert_eq!(defaults.len(), 12);
+        assert_eq!(defaults.len(), 15);
         assert!(!defaults.contains(&"tokio-256-distinct-types"));
         for id in ids {
             let n: usize = id.split('-').nth(1).unwrap().parse().unwrap();
@@ -488,33 +525,25 @@ mod tests {
     }
 
     fn result(id: &str, x: f64, peak: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put(MEAN_VS_IDEAL, x);
-        m.put("peak_computing", peak);
-        m.put("over_quota_ms", 0.0);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            (MEAN_VS_IDEAL, x),
+            ("peak_computing", peak),
+            ("over_quota_ms", 0.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_each_tidepool_row_to_the_target() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result("tidepool-16-one-type", 1.04, 2.0),
-            result("tidepool-256-distinct-types", 1.3, 5.0),
-            result("tokio-16-one-type", 1.02, 2.0),
-            result("rayon-16-one-type", 1.9, 2.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-16-one-type", 1.04, 2.0),
+                result("tidepool-256-distinct-types", 1.3, 5.0),
+                result("tokio-16-one-type", 1.02, 2.0),
+                result("rayon-16-one-type", 1.9, 2.0),
+            ],
+        )
         .unwrap();
         assert!(
             s.contains("16 of one type 1.04x, 256 of 16 types 1.30x"),
@@ -526,13 +555,13 @@ mod tests {
             s.contains("Verdict: over the goal on tidepool-256-distinct-types"),
             "{s}"
         );
-        let s = verdict(&exp(vec![result("tidepool-64-one-type", 1.1, 2.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-64-one-type", 1.1, 2.0)]).unwrap();
         assert!(
             s.contains("Verdict: within 1.15x on every tidepool row (1)"),
             "{s}"
         );
         assert_eq!(
-            verdict(&exp(vec![result("tokio-16-one-type", 1.0, 2.0)])),
+            verdict_of(&EXPERIMENT, vec![result("tokio-16-one-type", 1.0, 2.0)]),
             None
         );
     }

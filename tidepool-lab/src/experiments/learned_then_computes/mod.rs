@@ -1,15 +1,11 @@
 #![doc = include_str!("about.md")]
 //!
-//! (That paragraph is the experiment's `about` in the report and
-//! `results.json`; the rest of this description is here only. What the
-//! four experiments of issue #41 share, the pools, the computing count,
-//! the time over quota and the threads, is described once in
-//! `experiments/quota/mod.rs`.)
+#![doc = include_str!("../quota/about_rest.md")]
 //!
 //! # The program
 //!
-//! Every item, of both phases, is the one closure `item` returns: a
-//! `Job` decides whether it sleeps or computes, so to tidepool it is one
+//! Every item, of both phases, is the one closure `Phase::item` returns:
+//! a `Job` decides whether it sleeps or computes, so to tidepool it is one
 //! kind of task, the kind that was seen blocking.
 //!
 //! 1. Teaching: 100 items that sleep 5 ms (1 ms at `--tiny`), handed over
@@ -49,14 +45,13 @@
 //! starts.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::ideal;
-use super::quota::session::{Job, Phase, Session, Way};
-use super::quota::{duration, CONCURRENCY};
+use super::quota::session::{Job, Session, Way};
+use super::quota::{duration, over_quota_plot, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
@@ -166,6 +161,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         ("tokio-burst-300", "tidepool-burst-300"),
         ("rayon-burst-300", "tidepool-burst-300"),
     ],
+    headlines: &[],
     runs: &[
         row!(tidepool, Way::Tidepool, 60),
         row!(tokio, Way::Tokio, 60),
@@ -191,64 +187,46 @@ fn describe_scale(scale: Scale) -> String {
 
 /// The longest a row should take: the teaching and the burst, each on 2
 /// threads one item after the other.
-fn serial(row: Row, t: Times) -> Duration {
-    let pairs = |n: usize| u32::try_from(n.div_ceil(CONCURRENCY)).unwrap_or(u32::MAX);
-    t.teach_sleep * pairs(TEACH_ITEMS) + t.compute * pairs(row.burst)
+fn longest(row: Row, t: Times) -> Duration {
+    serial(TEACH_ITEMS, t.teach_sleep) + serial(row.burst, t.compute)
 }
 
 /// One repetition of one row, in a process of its own.
 fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
-    let limit = serial(row, SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
+    let limit = longest(row, SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| measure(ctx, row))
-}
-
-/// Every item of both phases: one closure type, whatever it does.
-fn item(phase: Arc<Phase>, i: usize, job: Job) -> impl FnOnce() + Send + 'static {
-    move || phase.run(i, job)
-}
-
-/// Hands `n` items doing `job` to the session's system and waits for them.
-fn batch(
-    session: &Session,
-    n: usize,
-    job: Job,
-    limit: Duration,
-) -> Result<(Instant, Duration), String> {
-    let phase = session.phase(n);
-    for i in 0..n {
-        session.system().spawn_fn(item(phase.clone(), i, job));
-    }
-    let done = phase.wait(limit)?;
-    Ok((phase.origin(), done.last()))
 }
 
 /// Teaches, then bursts, and reports.
 fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let t = SCALES.at(ctx.scale);
-    let limit = serial(row, t) * 4 + Duration::from_secs(30);
+    let limit = longest(row, t) * 4 + Duration::from_secs(30);
     let session = Session::start(ctx, row.way, true, TEACH_ITEMS + row.burst)?;
-    ctx.bar.phase("teaching");
-    let taught = batch(&session, TEACH_ITEMS, Job::Sleep(t.teach_sleep), limit);
+    let batch = |label, n, job| {
+        session.hand_over(ctx, label, n, limit, |system, phase, i| {
+            system.spawn_fn(phase.item(i, job));
+        })
+    };
+    let taught = batch("teaching", TEACH_ITEMS, Job::Sleep(t.teach_sleep));
     let before = session.tidepool_metrics();
-    ctx.bar.phase("burst");
     let burst = match &taught {
-        Ok(_) => batch(&session, row.burst, Job::Compute(t.compute), limit),
+        Ok(_) => batch("burst", row.burst, Job::Compute(t.compute)),
         Err(_) => Err("no burst: the teaching did not end".to_string()),
     };
     let after = session.tidepool_metrics();
-    ctx.bar.phase("shutting down");
-    let ended = session.finish();
-    let (_, teach_wall) = taught.map_err(|e| format!("teaching: {e}"))?;
-    let (burst_from, burst_wall) = burst?;
+    let ended = session.finish(ctx);
+    let teach_wall = taught.map_err(|e| format!("teaching: {e}"))?.last();
+    let burst = burst?;
+    let (burst_from, burst_wall) = (burst.origin, burst.last());
 
     let ideal = ideal::last_completion(row.burst, CONCURRENCY, Duration::ZERO, t.compute);
     let mut m = Measured::default();
     m.put("items", row.burst as f64);
-    m.put(WALL, burst_wall.as_secs_f64() * 1e3);
-    m.put("ideal_wall_ms", ideal.as_secs_f64() * 1e3);
-    m.put(
-        "wall_vs_ideal",
-        burst_wall.as_secs_f64() / ideal.as_secs_f64(),
+    put_against(
+        &mut m,
+        [WALL, "ideal_wall_ms", "wall_vs_ideal"],
+        burst_wall,
+        ideal,
     );
     ended.put_computing(&mut m);
     if let (Some(before), Some(after)) = (&before, &after) {
@@ -282,14 +260,10 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
 /// the bursts of 300.
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
     let mut out = vec![
-        Plot::bars(
+        over_quota_plot(
+            runs,
             "learned-then-computes-over-quota",
-            (
-                "Time with more than concurrency + 2 computing",
-                "The burst after the teaching; the issue's target for tidepool is at most 100 ms.",
-            ),
-            "ms over the quota",
-            metric_bars(runs, "over_quota_ms"),
+            "The burst after the teaching; the issue's target for tidepool is at most 100 ms.",
         ),
         Plot::bars(
             "learned-then-computes-peak-computing",
@@ -375,56 +349,33 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
-    use std::any::TypeId;
-
-    fn type_of<T: 'static>(_: &T) -> TypeId {
-        TypeId::of::<T>()
-    }
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("Does what tidepool learned"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
-    }
-
-    #[test]
-    fn teaching_and_burst_are_one_closure_type() {
-        let phase = Phase::for_test(2);
-        let sleeps = item(phase.clone(), 0, Job::Sleep(Duration::from_millis(5)));
-        let computes = item(phase, 1, Job::Compute(Duration::from_millis(50)));
-        assert_eq!(type_of(&sleeps), type_of(&computes));
+        assert_plain_about(ABOUT, "Does what tidepool learned");
     }
 
     fn result(id: &str, quota: f64, failed: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("over_quota_ms", quota);
-        m.put("burst_presumptions_failed", failed);
-        m.put("peak_computing", 3.0);
-        m.put("wall_vs_ideal", 1.04);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            ("over_quota_ms", quota),
+            ("burst_presumptions_failed", failed),
+            ("peak_computing", 3.0),
+            ("wall_vs_ideal", 1.04),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_each_tidepool_row_to_both_targets() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result("tidepool-burst-60", 12.0, 1.0),
-            result("tidepool-burst-300", 140.0, 2.0),
-            result("tokio-burst-60", 0.0, 0.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-burst-60", 12.0, 1.0),
+                result("tidepool-burst-300", 140.0, 2.0),
+                result("tokio-burst-60", 0.0, 0.0),
+            ],
+        )
         .unwrap();
         assert!(
             s.contains("burst of 60: 12 ms over the quota, 1 presumptions failed, at most 3 computing at once, wall 1.04x the slot-bound"),
@@ -435,15 +386,15 @@ mod tests {
             s.contains("Verdict: missed on burst 300: time over quota"),
             "{s}"
         );
-        let s = verdict(&exp(vec![result("tidepool-burst-60", 99.0, 3.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-burst-60", 99.0, 3.0)]).unwrap();
         assert!(s.contains("missed on burst 60: presumptions failed"), "{s}");
-        let s = verdict(&exp(vec![result("tidepool-burst-60", 0.0, 0.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-burst-60", 0.0, 0.0)]).unwrap();
         assert!(
             s.contains("both goals met on every tidepool row (1)"),
             "{s}"
         );
         assert_eq!(
-            verdict(&exp(vec![result("rayon-burst-60", 0.0, 0.0)])),
+            verdict_of(&EXPERIMENT, vec![result("rayon-burst-60", 0.0, 0.0)]),
             None
         );
     }

@@ -1,9 +1,6 @@
 #![doc = include_str!("about.md")]
 //!
-//! (That paragraph is the experiment's `about` in the report and
-//! `results.json`; the rest of this description is here only. What the
-//! four experiments of issue #41 share, the pools and the threads, is
-//! described once in `experiments/quota/mod.rs`.)
+#![doc = include_str!("../quota/about_rest.md")]
 //!
 //! # Items
 //!
@@ -57,7 +54,7 @@ use std::time::Duration;
 use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::CONCURRENCY;
+use super::quota::{put_against, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
@@ -229,6 +226,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         ("threadpool-100k-100us", "fixed-100k-100us"),
         ("rayon-100k-100us", "fixed-100k-100us"),
     ],
+    headlines: &[],
     runs: &FLAT,
     opt_in: &[
         "tidepool-100k-100us",
@@ -268,18 +266,19 @@ fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
 fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let items = (row.items / DIVIDE.at(ctx.scale)).max(1);
     let bound = lock_bound(items, row.hold);
-    let session = Session::start(ctx, row.way, false, items)?;
     let lock = Arc::new(Mutex::new(0_usize));
-    let phase = session.phase(items);
-    ctx.bar.phase("convoy");
-    for i in 0..items {
-        session
-            .system()
-            .spawn_fn(item(phase.clone(), lock.clone(), i, row.hold));
-    }
-    let waited = phase.wait(bound * 20 + Duration::from_secs(60));
-    ctx.bar.phase("shutting down");
-    let ended = session.finish();
+    let limit = bound * 20 + Duration::from_secs(60);
+    let (waited, ended) = Session::one_batch(
+        ctx,
+        row.way,
+        false,
+        "convoy",
+        items,
+        limit,
+        |system, phase, i| {
+            system.spawn_fn(item(phase.clone(), lock.clone(), i, row.hold));
+        },
+    )?;
     let done = waited?;
     let counted = *lock.lock().unwrap_or_else(|e| e.into_inner());
     if counted != items {
@@ -289,11 +288,11 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let wall = done.last();
     let mut m = Measured::default();
     m.put("items", items as f64);
-    m.put(WALL, wall.as_secs_f64() * 1e3);
-    m.put("lock_bound_ms", bound.as_secs_f64() * 1e3);
-    m.put(
-        "wall_vs_lock_bound",
-        wall.as_secs_f64() / bound.as_secs_f64(),
+    put_against(
+        &mut m,
+        [WALL, "lock_bound_ms", "wall_vs_lock_bound"],
+        wall,
+        bound,
     );
     ended.put_threads_and_pool(&mut m);
     m.note = Some(format!(
@@ -397,13 +396,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("A lock convoy"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "A lock convoy");
     }
 
     #[test]
@@ -461,49 +458,43 @@ mod tests {
     }
 
     fn result(id: &str, threads: f64, wall: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("peak_threads", threads);
-        m.put(WALL, wall);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        done_run(&EXPERIMENT, id, &[("peak_threads", threads), (WALL, wall)])
     }
 
     #[test]
     fn the_verdict_holds_tidepool_to_both_targets() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result("tidepool-10k-5us", 4.0, 60.0),
-            result("fixed-10k-5us", 2.0, 50.0),
-            result("tidepool-100k-20us", 14.0, 2100.0),
-            result("fixed-100k-20us", 2.0, 2050.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-10k-5us", 4.0, 60.0),
+                result("fixed-10k-5us", 2.0, 50.0),
+                result("tidepool-100k-20us", 14.0, 2100.0),
+                result("fixed-100k-20us", 2.0, 2050.0),
+            ],
+        )
         .unwrap();
         assert!(
             s.contains("10k x 5 µs 4 threads, 60 ms = 1.20x the Fixed pool's; 100k x 20 µs 14 threads, 2.1 s = 1.02x"),
             "{s}"
         );
         assert!(s.contains("Verdict: missed on 100k-20us threads ("), "{s}");
-        let s = verdict(&exp(vec![
-            result("tidepool-10k-5us", 4.0, 70.0),
-            result("fixed-10k-5us", 2.0, 50.0),
-        ]))
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-10k-5us", 4.0, 70.0),
+                result("fixed-10k-5us", 2.0, 50.0),
+            ],
+        )
         .unwrap();
         assert!(s.contains("missed on 10k-5us wall"), "{s}");
-        let s = verdict(&exp(vec![result("tidepool-10k-20us", 3.0, 1.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-10k-20us", 3.0, 1.0)]).unwrap();
         assert!(
             s.contains("both goals met on every tidepool row (1)"),
             "{s}"
         );
-        assert_eq!(verdict(&exp(vec![result("fixed-10k-5us", 2.0, 1.0)])), None);
+        assert_eq!(
+            verdict_of(&EXPERIMENT, vec![result("fixed-10k-5us", 2.0, 1.0)]),
+            None
+        );
     }
 }

@@ -1,19 +1,15 @@
 #![doc = include_str!("about.md")]
 //!
-//! (That paragraph is the experiment's `about` in the report and
-//! `results.json`; the rest of this description is here only. What the
-//! four experiments of issue #41 share, the pools, the computing count,
-//! the time over quota and the threads, is described once in
-//! `experiments/quota/mod.rs`.)
+#![doc = include_str!("../quota/about_rest.md")]
 //!
 //! # Items
 //!
 //! Which items sleep is `sleepers`: exactly half of them, picked by a
 //! Fisher-Yates shuffle driven by SplitMix64 from a fixed seed, so every
 //! run and every system gets the same items in the same order. Every item
-//! is the one closure `item` returns, a `Job` deciding what it does; the
-//! lab's thread hands all 200 over in a loop with no pause, the clock
-//! starting just before the first. At full scale the sleep is 20 ms and
+//! is the one closure `Phase::item` returns, a `Job` deciding what it
+//! does; the lab's thread hands all 200 over in a loop with no pause, the
+//! clock starting just before the first. At full scale the sleep is 20 ms and
 //! the computation 50 ms; at `--quick` 5 ms and 12.5 ms; at `--tiny` 1 ms
 //! and 2 ms.
 //!
@@ -45,16 +41,14 @@
 //! a round at full scale.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::ideal;
-use super::quota::session::{Job, Phase, Session, Way};
-use super::quota::{duration, CONCURRENCY};
+use super::quota::session::{Job, Session, Way};
+use super::quota::{duration, over_quota_plot, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
-use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::report::summary::{median, ms};
@@ -114,6 +108,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: WALL,
     baseline: TIDEPOOL,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: TIDEPOOL,
@@ -170,39 +165,30 @@ fn sleepers(n: usize, seed: u64) -> Vec<bool> {
 
 /// The longest a row should take: every item on 2 threads, one after the
 /// other (rayon's way).
-fn serial(t: Times) -> Duration {
-    (t.sleep + t.compute) * u32::try_from(ITEMS / CONCURRENCY).unwrap_or(u32::MAX)
+fn longest(t: Times) -> Duration {
+    serial(ITEMS, t.sleep + t.compute)
 }
 
 /// One repetition of one system, in a process of its own.
 fn run(ctx: &RunCtx, id: &str, way: Way) -> Result<Measured, String> {
-    let limit = serial(SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
+    let limit = longest(SCALES.at(ctx.scale)) * 4 + Duration::from_secs(60);
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| measure(ctx, way))
-}
-
-/// Every item: one closure type, whatever it does.
-fn item(phase: Arc<Phase>, i: usize, job: Job) -> impl FnOnce() + Send + 'static {
-    move || phase.run(i, job)
 }
 
 /// Builds the system, hands it the items, waits for them, and reports.
 fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
     let t = SCALES.at(ctx.scale);
     let sleeps = sleepers(ITEMS, SEED);
-    let session = Session::start(ctx, way, true, ITEMS)?;
-    let phase = session.phase(ITEMS);
-    ctx.bar.phase("items");
-    for (i, sleeps) in sleeps.iter().enumerate() {
-        let job = if *sleeps {
-            Job::Sleep(t.sleep)
-        } else {
-            Job::Compute(t.compute)
-        };
-        session.system().spawn_fn(item(phase.clone(), i, job));
-    }
-    let waited = phase.wait(serial(t) * 4 + Duration::from_secs(30));
-    ctx.bar.phase("shutting down");
-    let ended = session.finish();
+    let limit = longest(t) * 4 + Duration::from_secs(30);
+    let (waited, ended) =
+        Session::one_batch(ctx, way, true, "items", ITEMS, limit, |system, phase, i| {
+            let job = if sleeps[i] {
+                Job::Sleep(t.sleep)
+            } else {
+                Job::Compute(t.compute)
+            };
+            system.spawn_fn(phase.item(i, job));
+        })?;
     let done = waited?;
 
     let computing = sleeps.iter().filter(|s| !**s).count();
@@ -211,9 +197,12 @@ fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
     let wall = done.last();
     let mut m = Measured::default();
     m.put("items", ITEMS as f64);
-    m.put(WALL, wall.as_secs_f64() * 1e3);
-    m.put("ideal_wall_ms", ideal.as_secs_f64() * 1e3);
-    m.put("wall_vs_ideal", wall.as_secs_f64() / ideal.as_secs_f64());
+    put_against(
+        &mut m,
+        [WALL, "ideal_wall_ms", "wall_vs_ideal"],
+        wall,
+        ideal,
+    );
     ended.put_computing(&mut m);
     ended.put_threads_and_pool(&mut m);
     m.note = Some(format!(
@@ -228,14 +217,10 @@ fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
 
 /// Time over quota per system, and threads over time.
 fn plots(runs: &[RunResult]) -> Vec<Plot> {
-    let mut out = vec![Plot::bars(
+    let mut out = vec![over_quota_plot(
+        runs,
         "mixed-kind-over-quota",
-        (
-            "Time with more than concurrency + 2 computing",
-            "One closure type that sleeps or computes; the issue's target for tidepool is at most 250 ms.",
-        ),
-        "ms over the quota",
-        metric_bars(runs, "over_quota_ms"),
+        "One closure type that sleeps or computes; the issue's target for tidepool is at most 250 ms.",
     )];
     out.extend(threads_plot(
         runs,
@@ -296,13 +281,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
 
     #[test]
     fn the_about_text_is_plain() {
-        assert!(ABOUT.starts_with("One closure type, two kinds of work"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "One closure type, two kinds of work");
     }
 
     #[test]
@@ -320,36 +303,29 @@ mod tests {
     }
 
     fn result(id: &str, quota: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("over_quota_ms", quota);
-        m.put("peak_computing", 3.0);
-        m.put("presumptions_failed", 1.0);
-        m.put("wall_vs_ideal", 1.05);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            ("over_quota_ms", quota),
+            ("peak_computing", 3.0),
+            ("presumptions_failed", 1.0),
+            ("wall_vs_ideal", 1.05),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_tidepool_to_the_target() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![result(TIDEPOOL, 40.0), result(TOKIO, 2400.0)])).unwrap();
+        let s = verdict_of(
+            &EXPERIMENT,
+            vec![result(TIDEPOOL, 40.0), result(TOKIO, 2400.0)],
+        )
+        .unwrap();
         assert!(
             s.contains("tidepool 40 ms over the quota, at most 3 computing at once, 1 presumptions failed, wall 1.05x the slot-bound; tokio with spawn_blocking 2.4 s over the quota"),
             "{s}"
         );
         assert!(s.contains("Verdict: tidepool meets the goal"), "{s}");
-        let s = verdict(&exp(vec![result(TIDEPOOL, 300.0)])).unwrap();
+        let s = verdict_of(&EXPERIMENT, vec![result(TIDEPOOL, 300.0)]).unwrap();
         assert!(s.contains("Verdict: tidepool 50 ms over the goal"), "{s}");
-        assert_eq!(verdict(&exp(vec![result(RAYON, 0.0)])), None);
+        assert_eq!(verdict_of(&EXPERIMENT, vec![result(RAYON, 0.0)]), None);
     }
 }

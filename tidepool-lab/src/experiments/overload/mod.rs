@@ -145,6 +145,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: MAX_START,
     baseline: TIDEPOOL_EXECUTE,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: TIDEPOOL_EXECUTE,

@@ -60,12 +60,28 @@
 //! `--tiny`; `lock-convoy`'s holds are those of its ids, its counts shrink
 //! (a tenth, a hundredth). `--items` does not apply to these experiments:
 //! the ids name the counts. Each run's note says what it ran.
+//!
+//! # What each experiment keeps
+//!
+//! Its module doc opens with its `about.md` (the report's paragraph) and
+//! then `quota/about_rest.md`, the note that says so; its rows, items,
+//! figures and verdict. A run with one batch of items is
+//! [`session::Session::one_batch`]; the time it measured against its
+//! yardstick is [`put_against`]; the longest a row should take is from
+//! [`serial`]; the time-over-quota bars are [`over_quota_plot`].
 
 use std::time::Duration;
+
+use crate::aggregate::Measured;
+use crate::experiments::metric_bars;
+use crate::model::plot::Plot;
+use crate::model::RunResult;
 
 pub(crate) mod computing;
 pub(crate) mod ideal;
 pub(crate) mod session;
+#[cfg(test)]
+pub(crate) mod testing;
 
 /// The slots (threads, workers) of every pool.
 pub(crate) const CONCURRENCY: usize = 2;
@@ -81,6 +97,37 @@ pub(crate) fn duration(d: Duration) -> String {
     format!("{tenths} ms")
 }
 
+/// The longest `items` items of `each` take on the [`CONCURRENCY`] slots
+/// when nothing overlaps: the slots take them in turn, `ceil(items / 2)`
+/// rounds (rayon's way, a sleep holding its thread).
+pub(crate) fn serial(items: usize, each: Duration) -> Duration {
+    each * u32::try_from(items.div_ceil(CONCURRENCY)).unwrap_or(u32::MAX)
+}
+
+/// Puts a measured time, its yardstick and the one over the other:
+/// `names` are the time's (ms), the yardstick's (ms) and the ratio's.
+pub(crate) fn put_against(
+    m: &mut Measured,
+    [time, yardstick_ms, ratio]: [&'static str; 3],
+    got: Duration,
+    yardstick: Duration,
+) {
+    m.put(time, got.as_secs_f64() * 1e3);
+    m.put(yardstick_ms, yardstick.as_secs_f64() * 1e3);
+    m.put(ratio, got.as_secs_f64() / yardstick.as_secs_f64());
+}
+
+/// A bar per row of its time with more than [`QUOTA`] computing, the
+/// plot `key`, `note` under its title.
+pub(crate) fn over_quota_plot(runs: &[RunResult], key: &str, note: &str) -> Plot {
+    Plot::bars(
+        key,
+        ("Time with more than concurrency + 2 computing", note),
+        "ms over the quota",
+        metric_bars(runs, "over_quota_ms"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +138,24 @@ mod tests {
         assert_eq!(duration(Duration::from_micros(12_500)), "12.5 ms");
         assert_eq!(duration(Duration::from_micros(7_500)), "7.5 ms");
         assert_eq!(duration(Duration::from_millis(1)), "1 ms");
+    }
+
+    #[test]
+    fn serial_is_the_slots_taking_the_items_in_turn() {
+        let ms = Duration::from_millis;
+        assert_eq!(serial(16, ms(50)), ms(400));
+        assert_eq!(serial(3, ms(10)), ms(20), "an odd item takes a round");
+        assert_eq!(serial(0, ms(10)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_time_goes_with_its_yardstick_and_the_ratio() {
+        let mut m = Measured::default();
+        let ms = Duration::from_millis;
+        put_against(&mut m, ["wall_ms", "ideal_ms", "x"], ms(30), ms(20));
+        assert_eq!(
+            m.metrics,
+            vec![("wall_ms", 30.0), ("ideal_ms", 20.0), ("x", 1.5)]
+        );
     }
 }

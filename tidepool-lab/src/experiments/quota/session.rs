@@ -1,7 +1,8 @@
 //! One run of an issue #41 experiment in its process: the systems (each
 //! built in one place, [`Way`]), the samplers around the system
-//! ([`Session`]), a batch of items and when each ended ([`Phase`]), and
-//! the figures every run reports ([`Ended`]).
+//! ([`Session`]), a batch of items and when each ended ([`Phase`],
+//! [`Session::hand_over`], [`Session::one_batch`]), and the figures every
+//! run reports ([`Ended`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -144,14 +145,9 @@ impl Session {
         }
     }
 
-    /// The system under test.
-    pub(crate) fn system(&self) -> &System {
-        &self.system
-    }
-
     /// A batch of `items` items, its origin now: call just before the
     /// first is handed over.
-    pub(crate) fn phase(&self, items: usize) -> Arc<Phase> {
+    fn phase(&self, items: usize) -> Arc<Phase> {
         Arc::new(Phase {
             origin: Instant::now(),
             ended: (0..items).map(|_| AtomicU64::new(UNSET)).collect(),
@@ -166,9 +162,56 @@ impl Session {
         self.system.tidepool_metrics()
     }
 
+    /// Starts a session, hands the system one batch of `items` items
+    /// ([`Session::hand_over`]) and finishes ([`Session::finish`]): the
+    /// whole of a run that has one batch. The items' times are an error
+    /// when they did not all end within `limit`.
+    ///
+    /// # Errors
+    ///
+    /// When the system or the sampler cannot be started.
+    pub(crate) fn one_batch(
+        ctx: &RunCtx,
+        way: Way,
+        count_computing: bool,
+        label: &str,
+        items: usize,
+        limit: Duration,
+        hand: impl FnMut(&System, &Arc<Phase>, usize),
+    ) -> Result<(Result<Completions, String>, Ended), String> {
+        let session = Session::start(ctx, way, count_computing, items)?;
+        let waited = session.hand_over(ctx, label, items, limit, hand);
+        Ok((waited, session.finish(ctx)))
+    }
+
+    /// Hands the system a batch of `items` items, one after the other with
+    /// no pause (`hand(system, phase, i)` hands over item `i`), the bar's
+    /// phase `label`, the batch's origin just before the first; waits up to
+    /// `limit` for all of them to end.
+    ///
+    /// # Errors
+    ///
+    /// How many had ended when the limit passed.
+    pub(crate) fn hand_over(
+        &self,
+        ctx: &RunCtx,
+        label: &str,
+        items: usize,
+        limit: Duration,
+        mut hand: impl FnMut(&System, &Arc<Phase>, usize),
+    ) -> Result<Completions, String> {
+        ctx.bar.phase(label);
+        let phase = self.phase(items);
+        for i in 0..items {
+            hand(&self.system, &phase, i);
+        }
+        phase.wait(limit)
+    }
+
     /// Shuts the system down (it drains what is left), stops the samplers
-    /// and waits for the system's threads to go.
-    pub(crate) fn finish(self) -> Ended {
+    /// and waits for the system's threads to go; the bar says so.
+    pub(crate) fn finish(self, ctx: &RunCtx) -> Ended {
+        ctx.bar.phase("shutting down");
         let counted_again = self
             .system
             .tidepool_metrics()
@@ -217,6 +260,13 @@ pub(crate) struct Phase {
 }
 
 impl Phase {
+    /// Item `i` as a closure that does `job`: one closure type whatever
+    /// the job, so to tidepool every item is one kind of task.
+    pub(crate) fn item(self: &Arc<Self>, i: usize, job: Job) -> impl FnOnce() + Send + 'static {
+        let phase = self.clone();
+        move || phase.run(i, job)
+    }
+
     /// Does `job`, then ends item `i`.
     pub(crate) fn run(&self, i: usize, job: Job) {
         match job {
@@ -240,11 +290,6 @@ impl Phase {
         self.progress.count_down();
     }
 
-    /// When the batch began.
-    pub(crate) fn origin(&self) -> Instant {
-        self.origin
-    }
-
     /// Waits up to `limit` for every item to end; returns when each
     /// ended, after the origin.
     ///
@@ -261,6 +306,7 @@ impl Phase {
             ));
         }
         Ok(Completions {
+            origin: self.origin,
             times: self
                 .ended
                 .iter()
@@ -287,6 +333,8 @@ impl Phase {
 /// When each item of a batch ended, after the batch's origin.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Completions {
+    /// When the batch began.
+    pub(crate) origin: Instant,
     /// In item order.
     pub(crate) times: Vec<Duration>,
 }
@@ -422,6 +470,7 @@ mod tests {
     #[test]
     fn completions_have_a_mean_and_a_last() {
         let c = Completions {
+            origin: Instant::now(),
             times: vec![
                 Duration::from_millis(10),
                 Duration::from_millis(30),
@@ -431,7 +480,10 @@ mod tests {
         assert_eq!(c.mean(), Duration::from_millis(20));
         assert_eq!(c.last(), Duration::from_millis(30));
         assert_eq!(c.ms(), vec![10.0, 30.0, 20.0]);
-        let none = Completions { times: Vec::new() };
+        let none = Completions {
+            origin: Instant::now(),
+            times: Vec::new(),
+        };
         assert_eq!((none.mean(), none.last()), (Duration::ZERO, Duration::ZERO));
     }
 
@@ -445,5 +497,17 @@ mod tests {
         assert!(c.times[1] >= Duration::from_millis(1));
         assert!(c.times[0] >= c.times[1]);
         assert_eq!(phase.computing.peak(), 1);
+    }
+
+    fn type_of<T: 'static>(_: &T) -> std::any::TypeId {
+        std::any::TypeId::of::<T>()
+    }
+
+    #[test]
+    fn items_that_sleep_and_items_that_compute_are_one_closure_type() {
+        let phase = Phase::for_test(2);
+        let sleeps = phase.item(0, Job::Sleep(Duration::from_millis(5)));
+        let computes = phase.item(1, Job::Compute(Duration::from_millis(50)));
+        assert_eq!(type_of(&sleeps), type_of(&computes));
     }
 }

@@ -188,6 +188,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     headline: "fixed_p99_ms",
     baseline: TOKIO_SPAWN_BLOCKING,
     baselines: &[],
+    headlines: &[],
     runs: &[
         RunSpec {
             id: TIDEPOOL_SERVE,
