@@ -42,11 +42,11 @@
 //! pool whose handles are gone is never kept alive by it.
 
 use crate::control::back_from_block::{judge, Look, Verdict};
-use crate::control::growth::{policy_max_threads, stalled};
+use crate::control::growth::{Climb, Step};
 use crate::control::policy::{
     Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
 };
-use crate::control::presumption::computes_while_running;
+use crate::control::presumption::{computes_while_running, look_cap};
 use crate::control::slots::{Phase, StatusWord};
 use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
@@ -230,14 +230,18 @@ struct Monitor {
     presumed_computing: Vec<(usize, StatusWord)>,
     /// The presumed tasks seen this tick, per kind.
     presumed_looks: PresumedLooks,
-    /// Every task at work at the last look was of a kind whose recent
-    /// presumed ends were short (`control::growth::policy_max_threads`).
-    all_short: bool,
-    /// The pool's ended tasks at the last tick that saw the count change,
-    /// and when (`control::growth::stalled`).
-    last_end: (u64, Duration),
-    /// Work waited and no task ended for a while (`control::growth`).
-    stalled: bool,
+    /// The growth climb of each kind with presumed tasks: how far a look
+    /// may raise its cap (`control::growth`), dropped once not looked at
+    /// for a while.
+    climbs: Vec<(Kind, Climb)>,
+    /// The task each worker ran at the last tick (its status tick and
+    /// kind), unless presumed: one that is gone by this tick ended, and
+    /// counts toward its kind's `slot_ends`.
+    last_tasks: Vec<Option<(u64, Kind)>>,
+    /// Tasks of kinds with a growth climb seen to end on slots since the
+    /// last look (at most one per worker per tick): evidence for the
+    /// climb that the kind's tasks end (`control::growth`).
+    slot_ends: Vec<(Kind, u32)>,
     /// Kinds whose queued tasks were handed threads at the last look:
     /// looked for again at the next while the kind has room
     /// (`Monitor::judge_presumed`).
@@ -265,9 +269,9 @@ impl Monitor {
             counted_again: Vec::new(),
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
-            all_short: false,
-            last_end: (0, Duration::ZERO),
-            stalled: false,
+            climbs: Vec::new(),
+            last_tasks: Vec::new(),
+            slot_ends: Vec::new(),
             presume_again: Vec::new(),
             quick_ticks: 0,
             #[cfg(feature = "metrics")]
@@ -380,27 +384,7 @@ impl Monitor {
             .take()
             .unwrap_or_else(|| Policy::new(config.controller));
         let (sample, mut any_suspect) = self.observe(shared, &policy, &limits);
-        // While every task at work is of a kind whose waits are short (a
-        // lock convoy's signature), the policy replaces blocked workers
-        // and grows bursts only up to a few threads (`control::growth`);
-        // the stuck watch below keeps the real `max_threads`.
-        if sample.ended != self.last_end.0 {
-            self.last_end = (sample.ended, sample.now);
-        }
-        self.stalled = stalled(
-            sample.queued > 0,
-            sample.now.saturating_sub(self.last_end.1),
-            config.monitor_interval,
-        );
-        let held = Limits {
-            max_threads: policy_max_threads(
-                limits.max_threads,
-                limits.concurrency,
-                self.all_short && !self.stalled,
-            ),
-            ..limits
-        };
-        let decision = policy.decide(&held, &sample);
+        let decision = policy.decide(&limits, &sample);
         self.policy = Some(policy);
         // Declared sections first: the worker said it blocks, which is
         // what the kernel's look in `apply` would find too.
@@ -416,10 +400,11 @@ impl Monitor {
         for (index, seen) in std::mem::take(&mut self.counted_again) {
             shared.count_again(index, seen);
         }
-        if self.judge_presumed(shared) {
+        if self.judge_presumed(shared, sample.now) {
             // A kind's presumed tasks were (mostly) found asleep and it
-            // has more room: look again soon, so they double within a few
-            // intervals (`control::presumption`).
+            // has more room, or its growth climb gathers evidence: look
+            // again soon, so they double within a few intervals
+            // (`control::presumption`, `control::growth`).
             self.quick_ticks = QUICK_PACE_TICKS;
             any_suspect = true;
         }
@@ -455,22 +440,18 @@ impl Monitor {
         if self.tracks.len() < entries.len() {
             self.tracks.resize(entries.len(), None);
         }
+        if self.last_tasks.len() < entries.len() {
+            self.last_tasks.resize(entries.len(), None);
+        }
         let mut sample = Sample {
             now: now.duration_since(shared.built_at),
             ..Sample::default()
         };
         let mut any_suspect = false;
-        // Whether every task at work is of a kind whose recent presumed
-        // ends were short (`control::growth::policy_max_threads`).
-        let mut all_short = None;
         for (index, entry) in entries.iter().enumerate() {
-            let track = &mut self.tracks[index];
             let seen = entry.status.load();
-            if seen.phase() != Phase::Idle && all_short != Some(false) {
-                let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-                let history = shared.kinds.wait_history(kind);
-                all_short = Some(history.is_known() && !history.is_long());
-            }
+            self.saw_task_end(entry, index, seen);
+            let track = &mut self.tracks[index];
             match seen.phase() {
                 Phase::Idle => {
                     *track = None;
@@ -581,7 +562,6 @@ impl Monitor {
             }
             sample.in_task.push(view);
         }
-        self.all_short = all_short == Some(true);
         sample.queued = shared.queued();
         sample.slots = shared.slots.counts();
         sample.target = shared.slots.target();
@@ -598,14 +578,37 @@ impl Monitor {
         (sample, any_suspect)
     }
 
+    /// Notes whether the task the worker at `index` ran at the last tick
+    /// ended by this one (`seen` is its status word now), for the growth
+    /// climb of its kind, if it has one (`Monitor::slot_ends`). Presumed
+    /// tasks are counted exactly where their end is recorded instead.
+    fn saw_task_end(&mut self, entry: &crate::runtime::Entry, index: usize, seen: StatusWord) {
+        let running = (seen.phase() != Phase::Idle).then(|| seen.tick());
+        if let Some((tick, kind)) = self.last_tasks[index] {
+            if running != Some(tick) && self.climbs.iter().any(|(k, _)| *k == kind) {
+                match self.slot_ends.iter_mut().find(|(k, _)| *k == kind) {
+                    Some((_, n)) => *n += 1,
+                    None => self.slot_ends.push((kind, 1)),
+                }
+            }
+        }
+        self.last_tasks[index] = running
+            .filter(|&tick| entry.presumed.load(Ordering::Relaxed) != tick)
+            .map(|tick| (tick, Kind::from_bits(entry.kind.load(Ordering::Relaxed))));
+    }
+
     /// Carries out what this tick's looks at presumed tasks found
     /// (`control::presumption`): a presumed task judged computing stops
     /// its kind's presumption at once, counts as a wrong guess, and its
     /// worker is counted against the slots again; then each kind's look
-    /// sets its cap, and a kind given more room has queued tasks handed
+    /// sets its cap, within the level its growth climb allows `now`
+    /// (`control::growth`: only while its completions per second rise with
+    /// the cap), and a kind given more room has queued tasks handed
     /// threads (`worker::presume_queued`: their fan-out fills the room).
-    /// True if a cap grew.
-    fn judge_presumed(&mut self, shared: &Arc<Shared>) -> bool {
+    /// True if a cap grew, or a climb gathers evidence (the next look
+    /// should come soon).
+    fn judge_presumed(&mut self, shared: &Arc<Shared>, now: Duration) -> bool {
+        let interval = shared.config.monitor_interval;
         let counters = &shared.threads.counters;
         for (index, seen) in std::mem::take(&mut self.presumed_computing) {
             let entry = shared.threads.entry(index);
@@ -625,8 +628,30 @@ impl Monitor {
         }
         let mut grew = false;
         let again = std::mem::take(&mut self.presume_again);
+        self.climbs.retain(|(_, c)| !c.forgotten(now, interval));
+        let climbs = &self.climbs;
+        self.slot_ends
+            .retain(|(k, n)| *n > 0 && climbs.iter().any(|(c, _)| c == k));
         for (kind, seen, asleep) in self.presumed_looks.take() {
-            let more_room = shared.kinds.looked(kind, seen, asleep, self.stalled);
+            // The ends since the last look, and what the look would set:
+            // the climb says how far it may.
+            let record = shared.kinds.take_ends(kind);
+            let (cap, wants) = (record.cap(), look_cap(record, seen, asleep));
+            let (climb, ends) = match self.climbs.iter_mut().position(|(k, _)| *k == kind) {
+                Some(at) => (&mut self.climbs[at].1, record.ends()),
+                None => {
+                    self.climbs.push((kind, Climb::new(now, cap)));
+                    (&mut self.climbs.last_mut().expect("just pushed").1, 0)
+                }
+            };
+            let sampled = self
+                .slot_ends
+                .iter_mut()
+                .find(|(k, _)| *k == kind)
+                .map_or(0, |(_, n)| std::mem::take(n));
+            let step = climb.look(now, (ends, sampled), cap, wants, interval);
+            grew |= step == Step::Gathering;
+            let more_room = shared.kinds.looked(kind, seen, asleep, climb.level());
             grew |= more_room;
             // Queued tasks of the kind are handed threads when a look gives
             // it more room, and at each look after one that found some, as

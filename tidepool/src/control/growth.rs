@@ -1,242 +1,602 @@
-//! The growth gate: when the threads presumption hands a kind may keep
-//! doubling, and when a kind's waits look like a lock convoy's (issue #41,
-//! "lock convoys stay small").
+//! The growth climb: how far a monitor look may raise the cap on a kind's
+//! presumed tasks (`control::presumption`), from whether the kind's
+//! completions per second rise as its cap does (issue #41, "lock convoys
+//! stay small").
 //!
-//! # The problem
+//! # Design note
+//!
+//! ## The problem
 //!
 //! Tiny items that all take one mutex form a convoy: the lock lets one of
 //! them run at a time, and the others sleep in a futex. Asleep, they look
-//! like waits to the monitor. A kind known to block (`control::presumption`)
-//! has its presumed tasks' cap doubled at every look that finds them
-//! mostly asleep, and a convoy's waiters are asleep: each thread added
-//! joins the queue on the lock, so each item waits longer and the next
-//! look finds more of them asleep. 10,000 items holding one mutex for
-//! 100 µs, of a kind taught to block, reached 512 threads (`max_threads`)
-//! on 2 slots with presumption alone (`tests/control_convoy.rs`,
-//! `convoy_sources`, at c895626). Waiting for a sibling that holds the lock
-//! is not evidence that a thread helps: the lock's rate is the pool's
-//! rate, whatever the thread count.
+//! like waits to the monitor. A kind known to block has its presumed
+//! tasks' cap doubled at every look that finds them mostly asleep, and a
+//! convoy's waiters are asleep: each thread added joins the queue on the
+//! lock, so each item waits longer and the next look finds more of them
+//! asleep. 10,000 items holding one mutex for 100 µs, of a kind taught to
+//! block first, reached 512 threads (`max_threads`) on 2 slots at
+//! c895626. Waiting for a sibling that holds the lock is not evidence that
+//! a thread helps: the lock's rate is the kind's rate, whatever the count.
 //!
-//! # The rule
+//! ## The rule
 //!
-//! One owner decides how many presumed tasks of a kind may be in flight:
-//! its cap in `control::presumption`. This module only bounds how far a
-//! look may raise that cap ([`ceiling`]), on the kind's own evidence about
-//! how long its waits are, recorded as its presumed tasks end:
+//! Little's law: `L` presumed tasks in flight, each waiting `W`, complete
+//! `L / W` per second. A task that waits for something outside the pool
+//! (a sleep, a socket, a peer) waits as long however many wait beside it:
+//! doubling `L` doubles the completions. A convoy's item waits for the
+//! items ahead of it on the lock, `W = L × hold`: its completions stay at
+//! one per hold whatever `L`. So a kind's cap may rise only while its
+//! completions per second rise with it: a hill climb on the rate.
 //!
-//! * **A kind known to wait long is not gated.** Each presumed task's wall
-//!   time is recorded at its end into its kind's [`WaitHistory`] (two bits
-//!   in the kind's record): a wait of [`LONG_WAIT_INTERVALS`] monitor
-//!   intervals or more (16 ms at the default 1 ms) is long, anything
-//!   shorter is short (a task judged computing counts as short). When the
-//!   kind's last two presumed tasks to end both waited long, that is
-//!   evidence that more threads help, at once: a second burst of 500
-//!   items that sleep 200 ms gets its cap doubled at every look, as fast
-//!   as presumption allows, from its first look (the first burst's ends
-//!   taught it).
-//! * **One short end gates it** (the convoy's signature: waits that end
-//!   within a few intervals). A convoy on std's mutex, which is unfair,
-//!   ends items both ways at any size: waiters that starve behind the
-//!   threads that barge in wait long, the ones that barge in end within
-//!   microseconds. Gated, the cap stops at [`GATED_CAP`] presumed tasks in
-//!   flight.
-//! * **A long end in a crowd changes nothing**: with more than
-//!   [`GATED_CAP`] of the kind in flight, a long wait may be a wait for
-//!   the crowd itself (a convoy's waiters queue behind each other), and a
-//!   stream of true long waits keeps the history it has.
-//! * **A kind with no presumed task ended yet is gated.** Its first burst
-//!   gets its threads from the policy's replacements and bursts
-//!   (`control::policy`), as before, and from presumption once two of its
-//!   presumed tasks end after long waits.
+//! The monitor keeps one [`Climb`] per kind with presumed tasks. Its
+//! *level* is the most the kind's cap may be after a look (the look's
+//! `limit`); presumption sets the cap below it as it always did. A look
+//! that would raise the cap above the level (`presumption::look_cap`:
+//! twice those asleep, when most are) asks the climb to step up, and the
+//! climb answers from the presumed tasks' ends, counted in the kind's
+//! record as they end and taken at each look ([`Step`]):
 //!
-//! **A stalled pool is not gated**: with work queued and no task of the
-//! pool ended for [`STALL_INTERVALS`] monitor intervals, both limits
-//! lift ([`stalled`]). A convoy completes at its lock's rate; tasks that
-//! wait for each other (a barrier of eight on a pool the gate held to
-//! seven threads hung) complete nothing, and only threads end that.
+//! * **Nothing ended yet: up at every look, after one interval.** While no
+//!   presumed task of the kind has ended since the climb began, and it
+//!   began at least a monitor interval ago, the level follows the look up:
+//!   a kind whose tasks all wait longer than that (a rendezvous, a 200 ms
+//!   sleep, a slow backend) doubles at every look from its first burst,
+//!   as presumption alone would, one interval later. A convoy's items end
+//!   within a few holds, well inside that interval, and go on to be
+//!   measured.
+//! * **Then the rate decides.** Once tasks end, the climb measures the
+//!   ends per second while the kind presses against its level (a window
+//!   that starts when the level changes, or when a look does not press),
+//!   and judges once the window holds [`MIN_ENDS`] ends. The first
+//!   judgement has nothing to compare with: the level steps up once (a
+//!   probe), and that window's rate is the base. After that a step up
+//!   needs the window's rate to have risen over the base by at least half
+//!   as much as the level did ([`Rate::rose_over`]: 1.5 times for a
+//!   doubling; waits outside the pool give twice); each kept step makes
+//!   its rate the new base. A window that did not rise holds the level
+//!   (*refuted*): the window starts again, and only a rate that rises over
+//!   the same base lifts it. A convoy gets its fresh 2, one probe to 4,
+//!   and stays there.
+//! * **Nothing ends for long: up again.** A refuted kind whose window sees
+//!   no end at all for [`STALE_INTERVALS`] intervals while it presses
+//!   (tasks that now wait long, or wait for each other: a rendezvous of 8
+//!   held at 4 would never end) starts climbing as if nothing had ended
+//!   yet. A convoy's lock holder kept off the cores for 64 ms by other
+//!   load is rare.
+//! * **The crowd left: start over.** When the kind's cap has fallen below
+//!   half the level (its presumed tasks ended, so presumption's own rule
+//!   brought the cap down to twice those still in flight), the climb
+//!   starts over from the cap: a level is evidence about the crowd that
+//!   earned it, not credit (a kind taught by a burst of sleeps that then
+//!   convoys starts from 2, not from the sleeps' 512). A climb not looked
+//!   at for [`FORGET_INTERVALS`] intervals is dropped (`monitor.rs`).
 //!
-//! The policy's own replacements and bursts are held too, by the same
-//! evidence ([`policy_max_threads`]): while every task at work is of a kind
-//! whose recent presumed ends were short, to `concurrency +`
-//! [`CONVOY_EXTRA_THREADS`]. A kind never presumed, or known to wait long,
-//! is not held. On 2 slots a convoy then has 2 slot holders, 2
-//! replacements, 4 presumed tasks and a spare or two: `concurrency + 8`.
+//! Only presumed tasks' ends are counted (a count in the kind's record,
+//! bumped where a presumed task's end is recorded anyway): the ends of
+//! the kind's tasks that ran on a slot are not, since counting every
+//! task's end per kind would put a shared write on every task's path.
+//! In a convoy the presumed share of the lock's rate does grow with the
+//! presumed count (2 of 4 threads on the lock, then 4 of 6: 1.33 times
+//! for a doubling), which is why a step needs 1.5 times.
 //!
-//! Why ends and a threshold of 16 intervals: the ends of a convoy held to
-//! a few threads are short on a quiet machine whatever the threshold, but
-//! on a loaded one the lock's holder is kept off the cores for
-//! milliseconds now and then, and each stall makes the waiters behind it
-//! wait that long. With a threshold of 4 intervals, with one long end
-//! freeing a kind, or with the ages of presumed tasks still running
-//! counting for a kind with no ends yet, a convoy beside another process
-//! starting 500 threads grew to 50-500 threads in about half the runs
-//! (`tests/control_convoy.rs`, two copies at once); with these rules, 1
-//! run in 10 peaked at 13 threads (`concurrency + 11`), the others within
-//! the bar.
+//! Why not only the rate: a kind whose tasks wait 200 ms shows no rate
+//! for 200 ms, and a gate that waits for the rate to rise holds a burst of
+//! true waits for that long (the gate on branch `h-convoy` started a warm
+//! burst at 20.6 ms p50 against 0.142 ms without it). Why not a kind's
+//! end times (branch `h-convoy2`: unbounded once its last two presumed
+//! tasks waited 16 ms or more, else 4): a kind with no ends yet was held
+//! at 4, so a rendezvous of 200 taught to block had 72 presumed, and a
+//! rendezvous's last arrivals end at once, short, which held its next
+//! burst too.
 //!
-//! Why a kind's own end times and not completions per second: the rate
-//! rises for long waits only when their first tasks end (200 ms after a
-//! burst starts), so a gate that waits for the rate to rise holds a burst
-//! of true waits at its allowance for that long (the earlier gate on
-//! branch `h-convoy` started a warm burst at 20.6 ms p50 against 0.142 ms
-//! without it).
+//! What this does not do: step a level *down* when a higher one did not
+//! help (the cap falls with the ends anyway, and a refuted level is at
+//! most one probe above a useful one); count the kind's ends on slots;
+//! tell a convoy from a backend that slows down as it is given more
+//! concurrent requests (both are held, which is the point).
 //!
-//! What this does not do (yet):
-//!
-//! * add threads beyond the gate for a kind of short waits whose
-//!   completions per second do rise with threads (true waits of 1-15 ms
-//!   each, a database round trip): such a kind is held like a convoy
-//!   whenever one of its presumed tasks ends short. Hill climbing on the
-//!   rate (the `h-convoy` gate's) for that case is not built here.
-//! * tell a convoy whose holder stalls twice in a row for 16 ms (two long
-//!   ends with few in flight) from long waits: the kind is freed until its
-//!   next short end.
-//!
-//! Pure: the monitor and the workers report what they see; the tests below
-//! script it with a fake clock.
+//! Pure: the monitor takes the counts and carries out the answers; the
+//! tests below script a lock and sleeps with a fake clock.
 
-use super::presumption::MAX_CAP;
+use super::presumption::{FRESH_CAP, MAX_CAP};
 use std::time::Duration;
 
-/// A presumed task that waited this many monitor intervals or more waited
-/// long (16 ms at the default 1 ms): a convoy held to a few threads waits
-/// a few holds, a fraction of an interval each, and a stall of its holder
-/// on a loaded machine rarely lasts this long (see the module docs).
-pub(crate) const LONG_WAIT_INTERVALS: u32 = 16;
+/// Monitor intervals in which no task of a kind may end, from its climb's
+/// first look, before the level follows each look up: a convoy's items end
+/// within a few holds, but on a loaded machine the whole convoy stalls
+/// now and then, its lock's holder preempted (2.2 ms with nothing ending
+/// seen beside another process on 2 cores; at 1 interval, a stall like it
+/// took a convoy to 41 threads).
+pub(crate) const FREE_AFTER_INTERVALS: u32 = 4;
+/// Ends a window must hold before its rate is judged: fewer are noise (a
+/// rate of 2 ends against 3 is 1.5 times).
+pub(crate) const MIN_ENDS: u32 = 16;
+/// Monitor intervals a pressing window of a refuted kind may see no end
+/// before the kind climbs as if nothing had ended.
+pub(crate) const STALE_INTERVALS: u32 = 64;
+/// Monitor intervals without a look after which a kind's climb is
+/// dropped ([`Climb::forgotten`]).
+pub(crate) const FORGET_INTERVALS: u32 = 64;
 
-/// The most presumed tasks in flight of a kind whose waits are not known
-/// to be long.
-pub(crate) const GATED_CAP: u32 = 4;
-
-/// Threads beyond `concurrency` the policy may have for blocked work
-/// while every task at work is of a kind whose waits are short
-/// ([`policy_max_threads`]).
-pub(crate) const CONVOY_EXTRA_THREADS: usize = 2;
-
-/// The `max_threads` the policy's replacements of blocked workers and its
-/// bursts (`control::policy`) work within: `concurrency +`
-/// [`CONVOY_EXTRA_THREADS`] (at most `max_threads`) while every task at
-/// work is of a kind whose recent presumed ends were short
-/// (`all_short`: known, not long: the convoy's signature), `max_threads`
-/// otherwise. A kind never presumed, or one known to wait long, is not
-/// held: its blocked workers are replaced as before.
-pub(crate) fn policy_max_threads(max_threads: usize, concurrency: usize, all_short: bool) -> usize {
-    if all_short {
-        (concurrency + CONVOY_EXTRA_THREADS).min(max_threads)
-    } else {
-        max_threads
-    }
-}
-
-/// What a kind's presumed tasks' recent ends say about its waits, in two
-/// bits (see the module docs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct WaitHistory(u8);
-
-/// No presumed task of the kind ended yet.
-const UNKNOWN: u8 = 0;
-/// The last end was short.
-const SHORT: u8 = 1;
-/// The last end was long, the one before it short (or there was none).
-const LONG_ONCE: u8 = 2;
-/// The last two ends were long.
-const LONG: u8 = 3;
-
-impl WaitHistory {
-    /// The history in two bits (for the kind's packed record).
-    pub(crate) fn to_bits(self) -> u32 {
-        u32::from(self.0)
-    }
-
-    /// The history packed in the two low bits of `bits`.
-    pub(crate) fn from_bits(bits: u32) -> Self {
-        WaitHistory((bits & 3) as u8)
-    }
-
-    /// Whether the kind's last two presumed tasks to end waited long.
-    pub(crate) fn is_long(self) -> bool {
-        self.0 == LONG
-    }
-
-    /// Whether a presumed task of the kind ever ended.
-    pub(crate) fn is_known(self) -> bool {
-        self.0 != UNKNOWN
-    }
-
-    /// The history after a presumed task of the kind ended (`None`: how
-    /// long it waited is not known; nothing changes), with `in_flight`
-    /// presumed tasks of the kind in flight, itself among them: long once
-    /// two long ends in a row came, short at the first short end. A long
-    /// end in a crowd (more than [`GATED_CAP`] in flight) changes nothing:
-    /// it may have waited for the crowd itself, as a convoy's waiters
-    /// queue behind each other.
-    pub(crate) fn after(self, wait: Option<Wait>, in_flight: u32) -> Self {
-        let Some(wait) = wait else {
-            return self;
-        };
-        WaitHistory(match (self.0, wait) {
-            (_, Wait::Short) => SHORT,
-            (now, Wait::Long) if in_flight > GATED_CAP => now,
-            (LONG_ONCE | LONG, Wait::Long) => LONG,
-            (_, Wait::Long) => LONG_ONCE,
-        })
-    }
-}
-
-/// How long a presumed task waited, judged at its end ([`wait_of`]).
+/// Ends counted over a time, at a level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wait {
-    /// [`LONG_WAIT_INTERVALS`] monitor intervals or more, not computing.
-    Long,
-    /// Less, or it computed.
-    Short,
+pub(crate) struct Rate {
+    ends: u32,
+    over: Duration,
+    level: u32,
 }
 
-/// How long a presumed task that ended after `wall` waited, `computed` if
-/// it was judged computing, with monitor interval `interval`.
-pub(crate) fn wait_of(wall: Duration, computed: bool, interval: Duration) -> Wait {
-    if !computed && wall >= interval * LONG_WAIT_INTERVALS {
-        Wait::Long
-    } else {
-        Wait::Short
+impl Rate {
+    /// Whether this rate rose over `base` (measured at a lower level) by at
+    /// least half as much as the level did: `ends / over >= base's × (1 +
+    /// (level / base level - 1) / 2)`. Waits outside the pool rise in
+    /// proportion to the level; a convoy's do not rise at all.
+    pub(crate) fn rose_over(self, base: Rate) -> bool {
+        let (e, b) = (u128::from(self.ends), u128::from(base.ends));
+        let (over, base_over) = (self.over.as_nanos(), base.over.as_nanos());
+        let (level, base_level) = (u128::from(self.level), u128::from(base.level.max(1)));
+        e * base_over * 2 * base_level >= b * over * (base_level + level)
     }
 }
 
-/// No task of the pool ended for this many monitor intervals while work
-/// was queued: the gate gives way ([`stalled`]).
-pub(crate) const STALL_INTERVALS: u32 = 64;
-
-/// Whether the pool is stalled: work queued and no task ended for
-/// [`STALL_INTERVALS`] (`since_last_end`). A convoy completes at its
-/// lock's rate; tasks that wait for each other (a barrier of more tasks
-/// than the gate lets run, a producer waiting on a queued consumer)
-/// complete nothing, and only more threads end the wait. Stalled, the gate
-/// lifts ([`ceiling`], [`policy_max_threads`]'s caller).
-pub(crate) fn stalled(queued: bool, since_last_end: Duration, interval: Duration) -> bool {
-    queued && since_last_end >= interval * STALL_INTERVALS
+/// What a look's climb said ([`Climb::look`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The look asks for no more than the level: nothing to judge.
+    Within,
+    /// The level rose to what the look asked for.
+    Up,
+    /// Held for the climb's first interval, while nothing ended: look
+    /// again soon (a look after it steps up if still nothing ended).
+    Gathering,
+    /// Held while a window gathers its [`MIN_ENDS`] ends, before any
+    /// refutation (the ends are counted as they come: no need to look
+    /// sooner).
+    Measuring,
+    /// Held: the rate did not rise with the level (a convoy).
+    Held,
 }
 
-/// The most presumed tasks of a kind a look may allow in flight: no gate
-/// ([`MAX_CAP`]) if its waits are known to be long, or the pool is
-/// [`stalled`]; else [`GATED_CAP`].
-pub(crate) fn ceiling(history: WaitHistory, stalled: bool) -> u32 {
-    if history.is_long() || stalled {
-        MAX_CAP
-    } else {
-        GATED_CAP
+/// One kind's growth climb (see the module docs), kept by the monitor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Climb {
+    /// The most the kind's cap may be after a look.
+    level: u32,
+    /// When the climb began, or began again.
+    began: Duration,
+    /// Whether a presumed task of the kind ended since it began.
+    ended: bool,
+    /// The last look that counted an end (or when it began).
+    last_end: Duration,
+    /// When the current window began, and the ends counted in it.
+    window: Duration,
+    window_ends: u32,
+    /// The rate of the last window that stepped the level up.
+    base: Option<Rate>,
+    /// A window after the base did not rise over it.
+    refuted: bool,
+    /// The last look.
+    looked: Duration,
+}
+
+impl Climb {
+    /// A climb beginning `now` for a kind whose cap is `cap`: its level is
+    /// the cap (at least [`FRESH_CAP`]), and nothing ended yet.
+    pub(crate) fn new(now: Duration, cap: u32) -> Climb {
+        Climb {
+            level: cap.clamp(FRESH_CAP, MAX_CAP),
+            began: now,
+            ended: false,
+            last_end: now,
+            window: now,
+            window_ends: 0,
+            base: None,
+            refuted: false,
+            looked: now,
+        }
+    }
+
+    /// The most the kind's cap may be after a look: the look's `limit`.
+    pub(crate) fn level(&self) -> u32 {
+        self.level
+    }
+
+    /// Whether the climb was not looked at for [`FORGET_INTERVALS`]
+    /// monitor `interval`s by `now`: the kind's next look begins anew.
+    pub(crate) fn forgotten(&self, now: Duration, interval: Duration) -> bool {
+        now.saturating_sub(self.looked) >= interval * FORGET_INTERVALS
+    }
+
+    /// One look at the kind, `now`: `ends` of its presumed tasks ended
+    /// since the last look (taken from its record; 0 at a climb's first
+    /// look, whose count is older than the climb), and the monitor saw
+    /// `sampled` of its tasks that ran on a slot end (at most one per
+    /// worker per tick: evidence that tasks of the kind end, never counted
+    /// in a rate); its cap is `cap`, and the look would set the cap to
+    /// `wants` (`presumption::look_cap`). Moves the level
+    /// ([`Climb::level`]) and says why.
+    pub(crate) fn look(
+        &mut self,
+        now: Duration,
+        (ends, sampled): (u32, u32),
+        cap: u32,
+        wants: u32,
+        interval: Duration,
+    ) -> Step {
+        self.looked = now;
+        if cap < self.level / 2 {
+            // The crowd that earned the level left: its ends are its own.
+            *self = Climb::new(now, cap);
+        } else if ends > 0 || sampled > 0 {
+            self.ended = true;
+            self.last_end = now;
+            self.window_ends = self.window_ends.saturating_add(ends);
+        }
+        if wants <= self.level {
+            // Not pressing: the window measures the level only while the
+            // kind presses against it.
+            self.window = now;
+            self.window_ends = 0;
+            return Step::Within;
+        }
+        let waited = |since: Duration| now.saturating_sub(since);
+        if !self.ended {
+            return if waited(self.began) >= interval * FREE_AFTER_INTERVALS {
+                self.up(now, wants)
+            } else {
+                Step::Gathering
+            };
+        }
+        let measuring = if self.refuted {
+            Step::Held
+        } else {
+            Step::Measuring
+        };
+        if waited(self.last_end.max(self.window)) >= interval * STALE_INTERVALS {
+            // Tasks that wait long now: climb as if nothing had ended.
+            self.ended = false;
+            self.base = None;
+            return self.up(now, wants);
+        }
+        if self.window_ends < MIN_ENDS || waited(self.window).is_zero() {
+            return measuring;
+        }
+        let rate = Rate {
+            ends: self.window_ends,
+            over: waited(self.window),
+            level: self.level,
+        };
+        match self.base {
+            Some(base) if !rate.rose_over(base) => {
+                self.refuted = true;
+                self.window = now;
+                self.window_ends = 0;
+                Step::Held
+            }
+            // The first judgement probes; a rise is kept.
+            _ => {
+                self.base = Some(rate);
+                self.up(now, wants)
+            }
+        }
+    }
+
+    /// Steps the level up to `wants`, and begins a window there.
+    fn up(&mut self, now: Duration, wants: u32) -> Step {
+        self.level = wants.min(MAX_CAP);
+        self.window = now;
+        self.window_ends = 0;
+        self.refuted = false;
+        Step::Up
     }
 }
 
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;
-    use crate::control::presumption::{decide, Act, Record, Seen};
+    use crate::control::presumption::{decide, look_cap, Act, Record, Seen};
     use std::collections::VecDeque;
 
     const INTERVAL: Duration = Duration::from_millis(1);
     /// The monitor's quick pace while a cap grows: four looks an interval.
     const LOOK: Duration = Duration::from_micros(250);
-    const CONCURRENCY: usize = 2;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn a_rate_rose_if_it_rose_by_half_as_much_as_the_level() {
+        let base = Rate {
+            ends: 20,
+            over: us(1000),
+            level: 4,
+        };
+        let at = |ends, over, level| Rate { ends, over, level };
+        assert!(at(40, us(1000), 8).rose_over(base), "doubled with it");
+        assert!(at(30, us(1000), 8).rose_over(base), "1.5 times");
+        assert!(!at(29, us(1000), 8).rose_over(base), "a convoy's 1.33");
+        assert!(at(15, us(500), 8).rose_over(base), "per second");
+        assert!(
+            at(25, us(1000), 6).rose_over(base),
+            "1.25 for 1.5 times the level"
+        );
+        assert!(!at(20, us(1000), 8).rose_over(base), "flat");
+    }
+
+    #[test]
+    fn with_nothing_ended_the_level_follows_each_look_up_after_an_interval() {
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = Duration::ZERO;
+        let mut level = FRESH_CAP;
+        // The first intervals gather: a convoy's items end within them.
+        while now < INTERVAL * FREE_AFTER_INTERVALS {
+            assert_eq!(
+                c.look(now, (0, 0), level, 2 * level, INTERVAL),
+                Step::Gathering
+            );
+            now += LOOK;
+        }
+        // Then it doubles at every look, as presumption asks.
+        for _ in 0..9 {
+            assert_eq!(c.look(now, (0, 0), level, 2 * level, INTERVAL), Step::Up);
+            level *= 2;
+            assert_eq!(c.level(), level);
+            now += LOOK;
+        }
+        assert_eq!(level, 1024);
+        assert_eq!(
+            c.look(now, (0, 0), level, 2 * level, INTERVAL),
+            Step::Up,
+            "at most MAX_CAP"
+        );
+        assert_eq!(c.level(), MAX_CAP);
+        // Asked for less: nothing to judge.
+        assert_eq!(c.look(now, (3, 0), level, 10, INTERVAL), Step::Within);
+        assert_eq!(c.level(), MAX_CAP);
+    }
+
+    #[test]
+    fn once_tasks_end_a_step_needs_the_rate_to_rise() {
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = LOOK;
+        // Ends at once: gathering until a window holds MIN_ENDS.
+        let mut look = |c: &mut Climb, ends, level| {
+            let step = c.look(now, (ends, 0), level, 2 * level, INTERVAL);
+            now += LOOK;
+            step
+        };
+        for _ in 0..3 {
+            assert_eq!(look(&mut c, 4, 2), Step::Measuring);
+        }
+        // The fourth look brings the window to 16: a probe.
+        assert_eq!(look(&mut c, 4, 2), Step::Up);
+        assert_eq!(c.level(), 4);
+        // At 4 the rate is flat: held, and again at the next windows.
+        for _ in 0..3 {
+            assert_eq!(look(&mut c, 4, 4), Step::Measuring);
+        }
+        assert_eq!(look(&mut c, 4, 4), Step::Held);
+        for _ in 0..8 {
+            assert_eq!(look(&mut c, 4, 4), Step::Held);
+        }
+        assert_eq!(c.level(), 4);
+        // The rate rises over the base (twice the ends per second at
+        // twice the level): up.
+        assert_eq!(look(&mut c, 8, 4), Step::Held);
+        assert_eq!(look(&mut c, 8, 4), Step::Up);
+        assert_eq!(c.level(), 8);
+    }
+
+    #[test]
+    fn a_refuted_kind_that_stops_ending_climbs_again() {
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = LOOK;
+        for level in [2, 2, 2, 2, 4, 4, 4, 4] {
+            c.look(now, (4, 0), level, 2 * level, INTERVAL);
+            now += LOOK;
+        }
+        assert_eq!(c.look(now, (4, 0), 4, 8, INTERVAL), Step::Held);
+        // Nothing ends (a rendezvous bigger than the level): up once no
+        // end came for STALE_INTERVALS, then at every look.
+        let stale = now + INTERVAL * STALE_INTERVALS;
+        while now + LOOK < stale {
+            now += LOOK;
+            assert_eq!(c.look(now, (0, 0), 4, 8, INTERVAL), Step::Held);
+        }
+        now += LOOK;
+        assert_eq!(c.look(now, (0, 0), 4, 8, INTERVAL), Step::Up);
+        now += LOOK;
+        assert_eq!(c.look(now, (0, 0), 8, 16, INTERVAL), Step::Up);
+        assert_eq!(c.level(), 16);
+    }
+
+    #[test]
+    fn presumed_waiters_starved_by_a_lock_while_its_tasks_on_slots_end_are_no_long_wait() {
+        // std's mutex is unfair: the slot holders that release it and take
+        // it again for their next item barge in, and the presumed waiters,
+        // asleep in the futex, may see no end for 10 ms and more. The kind
+        // ends tasks all the while, on the slots: not a wait that threads
+        // help, so no free step, and too few presumed ends to judge.
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = Duration::ZERO;
+        while now < INTERVAL * 2 * STALE_INTERVALS {
+            now += LOOK;
+            let step = c.look(now, (0, 2), FRESH_CAP, 2 * FRESH_CAP, INTERVAL);
+            assert_eq!(step, Step::Measuring, "{now:?}");
+        }
+        assert_eq!(c.level(), FRESH_CAP);
+    }
+
+    #[test]
+    fn a_climb_starts_over_when_its_crowd_left_and_is_forgotten_unlooked() {
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = INTERVAL * FREE_AFTER_INTERVALS;
+        let mut level = FRESH_CAP;
+        while level < 512 {
+            c.look(now, (0, 0), level, 2 * level, INTERVAL);
+            level *= 2;
+            now += LOOK;
+        }
+        assert_eq!(c.level(), 512);
+        // They end; the cap falls with them. The next look begins anew,
+        // from the cap, and its ends were the old crowd's.
+        assert_eq!(c.look(now, (255, 0), 2, 4, INTERVAL), Step::Gathering);
+        assert_eq!(c.level(), 2);
+        assert_eq!(c, Climb::new(now, 2));
+        // Within half the level: not a new crowd.
+        let mut c = Climb::new(Duration::ZERO, 8);
+        assert_eq!(c.look(now, (1, 0), 4, 4, INTERVAL), Step::Within);
+        assert_eq!(c.level(), 8);
+        assert!(!c.forgotten(now + INTERVAL * (FORGET_INTERVALS - 1), INTERVAL));
+        assert!(c.forgotten(now + INTERVAL * FORGET_INTERVALS, INTERVAL));
+    }
+
+    /// A fake-clock pool of one kind on [`SLOTS`] slots: `items` queued
+    /// tasks of the kind, presumed while it has room (the workers'
+    /// fan-out), the rest run on the slots. Each task either holds one
+    /// lock for `hold` (a FIFO lock: slot holders and presumed tasks queue
+    /// on it alike; each slot holder takes the next item when its own is
+    /// served) or sleeps `sleep` (the slot holders too). The monitor looks
+    /// every [`LOOK`] with the climb, as `monitor.rs` does, and all
+    /// presumed tasks are asleep at a look (a lock's waiters and sleepers
+    /// alike).
+    struct Model {
+        record: Record,
+        climb: Option<Climb>,
+        now: Duration,
+        /// Most presumed in flight at once, and when the last item ended.
+        most: u32,
+        done_at: Duration,
+    }
+
+    const SLOTS: usize = 2;
+
+    #[derive(Clone, Copy)]
+    enum Work {
+        Lock(Duration),
+        Sleep(Duration),
+    }
+
+    impl Model {
+        fn taught() -> Model {
+            let mut record = Record::default();
+            see(&mut record, Seen::Declared);
+            Model {
+                record,
+                climb: None,
+                now: Duration::ZERO,
+                most: 0,
+                done_at: Duration::ZERO,
+            }
+        }
+
+        fn run(&mut self, items: usize, work: Work) {
+            let start = self.now;
+            self.most = 0;
+            let mut queued = items;
+            // Presumed tasks in flight: when each ends (sleeps), or a FIFO
+            // of who waits for the lock (`true`: presumed).
+            let mut sleeping: Vec<Duration> = Vec::new();
+            let mut lock: VecDeque<bool> = VecDeque::new();
+            let mut lock_free = self.now;
+            let mut slot_sleeps: Vec<Duration> = Vec::new();
+            let step = us(5);
+            let mut next_look = self.now;
+            let mut ended = 0;
+            // The slots take the first items.
+            for _ in 0..SLOTS.min(queued) {
+                queued -= 1;
+                match work {
+                    Work::Lock(_) => lock.push_back(false),
+                    Work::Sleep(d) => slot_sleeps.push(self.now + d),
+                }
+            }
+            while ended < items {
+                // Ends due by now.
+                match work {
+                    Work::Lock(hold) => {
+                        while self.now >= lock_free + hold && !lock.is_empty() {
+                            lock_free += hold;
+                            let presumed = lock.pop_front().unwrap();
+                            ended += 1;
+                            if presumed {
+                                see(&mut self.record, Seen::Ended(None));
+                            } else if queued > 0 {
+                                queued -= 1;
+                                lock.push_back(false);
+                            }
+                        }
+                        if lock.is_empty() {
+                            lock_free = self.now;
+                        }
+                    }
+                    Work::Sleep(_) => {
+                        let now = self.now;
+                        let before = sleeping.len();
+                        sleeping.retain(|&end| end > now);
+                        for _ in sleeping.len()..before {
+                            ended += 1;
+                            see(&mut self.record, Seen::Ended(None));
+                        }
+                        for end in &mut slot_sleeps {
+                            if *end <= now && *end != Duration::MAX {
+                                ended += 1;
+                                *end = Duration::MAX;
+                                if queued > 0 {
+                                    queued -= 1;
+                                    let Work::Sleep(d) = work else { unreachable!() };
+                                    *end = now + d;
+                                }
+                            }
+                        }
+                    }
+                }
+                // Queued tasks presumed while there is room.
+                while queued > 0 && see(&mut self.record, Seen::Presume) == Act::Presume {
+                    queued -= 1;
+                    match work {
+                        Work::Lock(_) => lock.push_back(true),
+                        Work::Sleep(d) => sleeping.push(self.now + d),
+                    }
+                }
+                let in_flight = match work {
+                    Work::Lock(_) => lock.iter().filter(|&&p| p).count(),
+                    Work::Sleep(_) => sleeping.len(),
+                } as u32;
+                self.most = self.most.max(in_flight);
+                if self.now >= next_look && in_flight > 0 {
+                    self.look(in_flight);
+                    next_look = self.now + LOOK;
+                }
+                self.now += step;
+            }
+            self.done_at = self.now - start;
+        }
+
+        /// A monitor look at `seen` presumed tasks, all asleep, as
+        /// `Monitor::judge_presumed` carries it out.
+        fn look(&mut self, seen: u32) {
+            let now = self.now;
+            let (record, _) = decide(self.record, Seen::TakeEnds);
+            let old = self.record;
+            self.record = record;
+            let mut ends = old.ends();
+            if self.climb.is_none_or(|c| c.forgotten(now, INTERVAL)) {
+                self.climb = Some(Climb::new(now, old.cap()));
+                ends = 0;
+            }
+            let climb = self.climb.as_mut().unwrap();
+            let wants = look_cap(old, seen, seen);
+            climb.look(now, (ends, 0), old.cap(), wants, INTERVAL);
+            let look = Seen::Look {
+                seen,
+                asleep: seen,
+                limit: climb.level(),
+            };
+            see(&mut self.record, look);
+        }
+    }
 
     fn see(record: &mut Record, seen: Seen) -> Act {
         let (new, act) = decide(*record, seen);
@@ -246,221 +606,48 @@ mod tests {
     }
 
     #[test]
-    fn long_ends_raise_the_history_and_two_short_ones_take_it_back() {
-        let long = Some(wait_of(INTERVAL * LONG_WAIT_INTERVALS, false, INTERVAL));
-        let short = Some(wait_of(
-            INTERVAL * LONG_WAIT_INTERVALS - Duration::from_nanos(1),
-            false,
-            INTERVAL,
-        ));
-        assert_eq!(long, Some(Wait::Long));
-        assert_eq!(short, Some(Wait::Short));
-        assert_eq!(
-            wait_of(INTERVAL * 100, true, INTERVAL),
-            Wait::Short,
-            "a task that computed did not wait"
-        );
-        let h = WaitHistory::default();
-        assert!(!h.is_known() && !h.is_long());
-        assert_eq!(h.after(None, 1), h, "no time: nothing");
-        let h = h.after(long, 1);
-        assert!(!h.is_long(), "one long end may be a stalled lock holder");
-        let h = h.after(long, 1);
-        assert!(h.is_long(), "two in a row");
-        let h = h.after(long, 1).after(short, 1);
-        assert!(!h.is_long() && h.is_known(), "a short end gates it again");
-        assert!(!h.after(long, 1).is_long(), "one long end among short ones");
-        let crowd = GATED_CAP + 1;
-        assert_eq!(
-            h.after(long, crowd).after(long, crowd),
-            h,
-            "long in a crowd"
-        );
-        assert_eq!(
-            WaitHistory(LONG).after(long, crowd),
-            WaitHistory(LONG),
-            "a stream of long waits stays long"
-        );
+    fn a_convoy_of_a_kind_known_to_block_stays_within_a_probe_of_its_fresh_cap() {
+        for hold in [20, 100] {
+            let mut m = Model::taught();
+            m.run(10_000, Work::Lock(us(hold)));
+            assert!(m.most <= 2 * FRESH_CAP, "{hold} µs: {} presumed", m.most);
+            let level = m.climb.unwrap().level();
+            assert!(level <= 2 * FRESH_CAP, "{hold} µs: level {level}");
+        }
+    }
+
+    #[test]
+    fn a_kind_taught_by_sleeps_that_then_convoys_starts_over() {
+        let mut m = Model::taught();
+        m.run(200, Work::Sleep(Duration::from_millis(20)));
+        assert!(m.most >= 190, "the sleeps: {} presumed at once", m.most);
+        m.run(10_000, Work::Lock(us(100)));
+        assert!(m.most <= 2 * FRESH_CAP, "the convoy: {} presumed", m.most);
+    }
+
+    #[test]
+    fn long_waits_double_at_every_look_from_the_first_burst() {
+        // 500 sleeps of 200 ms: all presumed within the first
+        // FREE_AFTER_INTERVALS intervals and nine looks, and the burst takes one sleep (plus
+        // those looks), not 500 / 4 sleeps.
+        let mut m = Model::taught();
+        m.run(500, Work::Sleep(Duration::from_millis(200)));
+        assert!(m.most >= 490, "{} presumed at once", m.most);
         assert!(
-            !WaitHistory(LONG).after(short, crowd).is_long(),
-            "short in a crowd"
-        );
-        assert!(!WaitHistory(UNKNOWN).after(long, crowd).is_known());
-        for bits in 0..4 {
-            assert_eq!(WaitHistory::from_bits(bits).to_bits(), bits);
-        }
-    }
-
-    #[test]
-    fn the_policy_is_held_only_while_every_kind_at_work_waits_briefly() {
-        assert_eq!(policy_max_threads(512, 2, true), 2 + CONVOY_EXTRA_THREADS);
-        assert_eq!(policy_max_threads(512, 2, false), 512);
-        assert_eq!(policy_max_threads(3, 2, true), 3, "never past max_threads");
-    }
-
-    #[test]
-    fn the_ceiling_is_lifted_by_long_waits_that_ended_or_a_stall() {
-        assert_eq!(ceiling(WaitHistory(LONG), false), MAX_CAP);
-        assert_eq!(ceiling(WaitHistory(LONG_ONCE), false), GATED_CAP);
-        assert_eq!(ceiling(WaitHistory(SHORT), false), GATED_CAP);
-        assert_eq!(
-            ceiling(WaitHistory(UNKNOWN), false),
-            GATED_CAP,
-            "nothing ended yet"
-        );
-        assert_eq!(ceiling(WaitHistory(SHORT), true), MAX_CAP, "stalled");
-    }
-
-    #[test]
-    fn a_pool_where_nothing_ends_while_work_waits_is_stalled() {
-        let gap = INTERVAL * STALL_INTERVALS;
-        assert!(stalled(true, gap, INTERVAL));
-        assert!(
-            !stalled(true, gap - INTERVAL, INTERVAL),
-            "a convoy completes"
-        );
-        assert!(!stalled(false, gap * 10, INTERVAL), "nothing queued");
-    }
-
-    /// A fake-clock model of one kind's presumed tasks on a pool of
-    /// [`CONCURRENCY`] slots: `items` queued tasks of the kind, each a
-    /// wait of `wait(in_flight)` once started presumed (a lock's waiters
-    /// wait for those queued ahead; a sleep waits its own time). The
-    /// monitor looks every [`LOOK`]; between looks, queued tasks are
-    /// presumed while the kind has room (the workers' fan-out). Returns
-    /// the most presumed in flight at once and the time each task
-    /// started.
-    struct Model {
-        record: Record,
-        now: Duration,
-        /// Presumed tasks in flight: when each started and when it ends.
-        running: VecDeque<(Duration, Duration)>,
-        most: usize,
-        starts: Vec<Duration>,
-    }
-
-    impl Model {
-        fn new(record: Record) -> Self {
-            Model {
-                record,
-                now: Duration::ZERO,
-                running: VecDeque::new(),
-                most: 0,
-                starts: Vec::new(),
-            }
-        }
-
-        fn run(&mut self, items: usize, wait: impl Fn(usize) -> Duration) {
-            let mut queued = items;
-            self.starts.clear();
-            self.most = 0;
-            while queued > 0 || !self.running.is_empty() {
-                // Ends due by now, each recorded with its wall time.
-                let now = self.now;
-                let (due, left): (Vec<_>, Vec<_>) =
-                    self.running.iter().partition(|&&(_, end)| end <= now);
-                self.running = left.into_iter().collect();
-                for (start, end) in due {
-                    let wait = wait_of(end - start, false, INTERVAL);
-                    see(&mut self.record, Seen::Ended(None, Some(wait)));
-                }
-                // Queued tasks presumed while there is room.
-                while queued > 0 && see(&mut self.record, Seen::Presume) == Act::Presume {
-                    queued -= 1;
-                    let end = now + wait(self.running.len() + 1);
-                    self.running.push_back((now, end));
-                    self.starts.push(now);
-                }
-                self.most = self.most.max(self.running.len());
-                // A look: all asleep (a lock's waiters and sleepers alike).
-                let seen = self.running.len() as u32;
-                see(
-                    &mut self.record,
-                    Seen::Look {
-                        seen,
-                        asleep: seen,
-                        stalled: false,
-                    },
-                );
-                self.now += LOOK;
-            }
-        }
-
-        /// The `n`th start (0-based) after sorting, as a share of the run.
-        fn start_p50(&self) -> Duration {
-            let mut s = self.starts.clone();
-            s.sort();
-            s[s.len() / 2] - s[0]
-        }
-    }
-
-    /// A kind the pool learned blocks (its record), with `history`.
-    fn learned(history: WaitHistory) -> Record {
-        let mut r = Record::default();
-        see(&mut r, Seen::Declared);
-        let wait = |long| Some(if long { Wait::Long } else { Wait::Short });
-        match history.0 {
-            UNKNOWN => {}
-            SHORT => drop(see(&mut r, Seen::Ended(None, wait(false)))),
-            _ => {
-                see(&mut r, Seen::Ended(None, wait(true)));
-                see(&mut r, Seen::Ended(None, wait(true)));
-            }
-        }
-        assert_eq!(r.history(), history);
-        r
-    }
-
-    #[test]
-    fn a_convoy_of_20_us_holds_stays_within_concurrency_plus_8() {
-        // Every presumed item waits for those ahead of it on the lock, 20 µs
-        // each: a queue of n waits n holds. Taught to block, and even taught
-        // that it waits long (its first tasks slept 200 ms): its first two
-        // short ends gate it.
-        for history in [WaitHistory(UNKNOWN), WaitHistory(SHORT), WaitHistory(LONG)] {
-            let mut m = Model::new(learned(history));
-            m.run(10_000, |queue| Duration::from_micros(20) * queue as u32);
-            // Presumed threads beside the slots, plus a spare or two.
-            assert!(
-                CONCURRENCY + m.most + 2 <= CONCURRENCY + 8,
-                "{history:?}: {} presumed at once",
-                m.most
-            );
-            assert!(!m.record.history().is_long(), "{:?}", m.record);
-        }
-    }
-
-    #[test]
-    fn a_kind_known_to_sleep_200_ms_gets_a_burst_of_500_as_fast_as_presumption_allows() {
-        let sleep = |_| Duration::from_millis(200);
-        // A first burst, cold: presumption holds it at the gated cap until
-        // its first two end, long (in a pool, the policy's burst gives the
-        // rest threads meanwhile: not modelled here), then doubles.
-        let mut m = Model::new(learned(WaitHistory::default()));
-        m.run(500, sleep);
-        assert!(m.most >= 500 - GATED_CAP as usize, "{}", m.most);
-        assert!(m.record.history().is_long());
-        let cold = m.start_p50();
-        // The second burst: the same as with no gate at all.
-        m.run(500, sleep);
-        assert_eq!(m.most, 500);
-        let warm = m.start_p50();
-        let mut ungated = Model::new(learned(WaitHistory(LONG)));
-        ungated.run(500, sleep);
-        assert_eq!(warm, ungated.start_p50(), "the gate held a known sleeper");
-        assert!(warm < cold, "warm {warm:?}, cold {cold:?}");
-        assert!(
-            warm <= LOOK * 10,
-            "{warm:?}: doubling from 2 at four looks an interval reaches 500 in 8 looks"
+            m.done_at <= Duration::from_millis(200) + INTERVAL * FREE_AFTER_INTERVALS + LOOK * 10,
+            "{:?}",
+            m.done_at
         );
     }
 
     #[test]
-    fn a_kind_whose_sleepers_turn_into_a_convoy_is_gated_after_two_ends() {
-        let mut m = Model::new(learned(WaitHistory::default()));
-        m.run(200, |_| Duration::from_millis(200));
-        assert!(m.record.history().is_long());
-        m.run(10_000, |queue| Duration::from_micros(100) * queue as u32);
-        assert!(m.most <= 6, "{} presumed at once", m.most);
+    fn short_true_waits_keep_climbing_on_their_rising_rate() {
+        // 2 ms waits outside the pool: ends come from the first interval
+        // on, so the rate decides, and it rises with the level.
+        let mut m = Model::taught();
+        m.run(4_000, Work::Sleep(Duration::from_millis(2)));
+        assert!(m.most >= 64, "{} presumed at once", m.most);
+        // Held at 4 the burst would take 4,000 / 6 × 2 ms = 1.3 s.
+        assert!(m.done_at <= Duration::from_millis(300), "{:?}", m.done_at);
     }
 }

@@ -9,9 +9,9 @@
 //! * `stuck`: when a pool with every thread blocked counts as stuck.
 //! * `presumption`: what a pool learned per kind of task, and when its
 //!   tasks are presumed blocking (pure decisions on a kind's record).
-//! * `growth`: the growth gate: how far a look may raise a kind's
-//!   presumption cap, from how long its waits are (lock convoys stay
-//!   small).
+//! * `growth`: the growth climb: how far a look may raise a kind's
+//!   presumption cap, only while its completions per second rise with it
+//!   (lock convoys stay small).
 
 /// Why a worker thread was started (each start is counted under its reason in
 /// [`Metrics`](crate::Metrics)).

@@ -87,6 +87,7 @@
 //!   works is never judged by time: a CPU-bound task there is never
 //!   compensated.
 
+use super::growth::Climb;
 use super::slots::{SlotCounts, StatusWord};
 use super::Controller;
 use std::time::Duration;
@@ -269,6 +270,10 @@ pub(crate) struct Burst {
     last: Option<(u64, Duration)>,
     /// `Sample::presumed` at the previous tick.
     last_presumed: u64,
+    /// The burst's growth climb (`control::growth`): the target it may
+    /// raise to, while the pool's completions per second rise with it.
+    /// Begun at the burst's first raise, dropped when the burst ends.
+    climb: Option<Climb>,
 }
 
 impl Default for Burst {
@@ -279,6 +284,7 @@ impl Default for Burst {
             no_lend_until: None,
             last: None,
             last_presumed: 0,
+            climb: None,
         }
     }
 }
@@ -450,6 +456,9 @@ impl Burst {
         let computing = sample.in_task.iter().any(|w| {
             matches!(w.kernel, Some(k) if !k.waiting || k.cpu_share.is_some_and(|s| s >= BUSY_CPU_SHARE))
         });
+        let ended_since = self
+            .last
+            .map_or(0, |(ended, _)| sample.ended.saturating_sub(ended));
         let flowing = self.last.is_some_and(|(ended, at)| {
             let intervals =
                 sample.now.saturating_sub(at).as_nanos() / limits.threshold.as_nanos().max(1);
@@ -461,6 +470,7 @@ impl Burst {
         self.last_presumed = sample.presumed;
         if sample.queued == 0 || computing || flowing {
             self.factor = 1;
+            self.climb = None;
             if self.raised == 0 {
                 return None;
             }
@@ -473,6 +483,7 @@ impl Burst {
         // Burst threads started for the same queue found it empty: 25 of
         // 225 threads idle for 200 items, beyond items + slots.
         if blocked_now == 0 || presuming {
+            self.climb_within(limits, sample, ended_since);
             return None;
         }
         // Queued work the plain replacements (one per blocked worker) leave
@@ -480,13 +491,57 @@ impl Burst {
         let waiting = sample.queued.saturating_sub(blocked_now);
         let room = limits.max_threads.saturating_sub(sample.target);
         let extra = (blocked_now * (self.factor - 1)).min(waiting).min(room);
-        self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
+        // Raised only while the pool's completions per second rise with
+        // the target (`control::growth`), from the burst's first tick with
+        // blocked workers: a lock convoy's workers, found asleep on the
+        // lock, complete no faster for more threads (a convoy of a kind
+        // taught to block reached 512 threads, 460 of them the burst's,
+        // before this). The factor doubles only with a raise.
+        let target = to_u32(sample.target);
+        let (climb, ends) = match &mut self.climb {
+            Some(climb) => (climb, to_u32(ended_since)),
+            none => (none.insert(Climb::new(sample.now, target)), 0),
+        };
+        climb.look(
+            sample.now,
+            (ends, 0),
+            target,
+            to_u32(sample.target + extra),
+            limits.threshold,
+        );
+        if extra == 0 {
+            self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
+            return None;
+        }
+        let allowed = climb.level().saturating_sub(target) as usize;
+        let extra = extra.min(allowed);
         if extra == 0 {
             return None;
         }
+        self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
         self.raised += extra;
         Some(sample.target + extra)
     }
+
+    /// A tick that raises nothing still counts its ends toward the burst's
+    /// climb (it does not press: `Climb::look` with the target as it is).
+    fn climb_within(&mut self, limits: &Limits, sample: &Sample, ended_since: u64) {
+        if let Some(climb) = &mut self.climb {
+            let target = to_u32(sample.target);
+            climb.look(
+                sample.now,
+                (to_u32(ended_since), 0),
+                target,
+                target,
+                limits.threshold,
+            );
+        }
+    }
+}
+
+/// `n` as a `u32`, at most `u32::MAX`.
+fn to_u32(n: impl TryInto<u32>) -> u32 {
+    n.try_into().unwrap_or(u32::MAX)
 }
 
 /// Free slots after the decision, filled only while work waits and only with
@@ -621,6 +676,10 @@ mod tests {
     use crate::control::slots::TaskStatus;
 
     const MS: Duration = Duration::from_millis(1);
+    /// How long a burst's climb waits with nothing ended before it lets
+    /// the burst grow (`control::growth`): a tick that far apart.
+    const FREE: Duration =
+        Duration::from_millis(crate::control::growth::FREE_AFTER_INTERVALS as u64);
 
     fn limits() -> Limits {
         Limits::for_tests(2, 4)
@@ -943,8 +1002,11 @@ mod tests {
         let limits = wide_limits();
         let mut target = 2;
         let mut raises = Vec::new();
-        for _ in 0..5 {
+        for tick in 0..5 {
             let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            // Nothing ends, so the burst's climb (`control::growth`) lets
+            // it grow at every tick once FREE_AFTER_INTERVALS passed.
+            s.now = FREE * tick;
             s.target = target;
             s.threads = target;
             let d = policy.decide(&limits, &s);
@@ -960,6 +1022,7 @@ mod tests {
         assert_eq!(target, 54);
         // The wakes fill the freed and raised slots.
         let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        s.now = FREE * 5;
         s.target = target;
         s.threads = target;
         let d = policy.decide(&limits, &s);
@@ -989,7 +1052,7 @@ mod tests {
         s.now = MS * 7;
         s.ended = ended;
         policy.decide(&limits, &s);
-        s.now = MS * 8;
+        s.now = MS * 7 + FREE;
         assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
     }
 
@@ -1011,6 +1074,7 @@ mod tests {
         let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
         s.presumed = 50;
         policy.decide(&limits, &s);
+        s.now = FREE;
         assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
     }
 
@@ -1020,6 +1084,7 @@ mod tests {
         let limits = wide_limits();
         let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
         policy.decide(&limits, &s);
+        s.now = FREE;
         let raised = policy.decide(&limits, &s).set_target.unwrap();
         assert!(raised > 2);
         s.target = raised;
@@ -1038,8 +1103,9 @@ mod tests {
         let mut policy = Policy::new(Controller::Adaptive);
         let wide = wide_limits();
         let blocked = || vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
-        let s = sample(blocked(), 3);
+        let mut s = sample(blocked(), 3);
         policy.decide(&wide, &s);
+        s.now = FREE;
         // Factor 2: two extra wanted, but only one item waits beyond the two
         // plain replacements.
         assert_eq!(policy.decide(&wide, &s).set_target, Some(3));
@@ -1048,10 +1114,45 @@ mod tests {
         assert_eq!(policy.decide(&wide, &s).set_target, Some(2));
         // Never past max_threads.
         let mut policy = Policy::new(Controller::Adaptive);
-        let s = sample(blocked(), 500);
+        let mut s = sample(blocked(), 500);
         policy.decide(&limits(), &s);
+        s.now = FREE;
         let d = policy.decide(&limits(), &s);
         assert_eq!(d.set_target, Some(4), "max_threads is 4");
+    }
+
+    #[test]
+    fn a_burst_grows_only_while_completions_rise_with_it() {
+        // A lock convoy whose queue does not flow by the per-slot measure:
+        // workers found asleep on the lock at every tick, 6 tasks ending
+        // per interval whatever the threads. One probe (the climb's first
+        // judgement, `control::growth`), then held.
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut target = 2;
+        for tick in 0..100u32 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            s.now = MS * tick;
+            s.ended = 6 * u64::from(tick);
+            s.target = target;
+            s.threads = target;
+            let d = policy.decide(&limits, &s);
+            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
+            target = d.set_target.unwrap_or(target);
+        }
+        assert_eq!(target, 4, "one probe");
+        // Waits that complete in proportion to the threads (twice the ends
+        // per interval at twice the target, still short of flowing): it
+        // grows again.
+        for tick in 100..104u32 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            s.now = MS * tick;
+            s.ended = 594 + 12 * u64::from(tick - 99);
+            s.target = target;
+            s.threads = target;
+            target = policy.decide(&limits, &s).set_target.unwrap_or(target);
+        }
+        assert!(target > 4, "{target}");
     }
 
     fn quantum_limits() -> Limits {

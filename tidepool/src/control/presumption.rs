@@ -33,7 +33,12 @@
 //!   ended has [`FRESH_CAP`] again, so its next burst, if it computes, gets
 //!   two wrong guesses, not a thousand. (Before: a credit that every wait
 //!   earned, up to 1,024, let 268 of a burst of 300 CPU-bound items of a
-//!   kind that had blocked compute at once on 2 cores.)
+//!   kind that had blocked compute at once on 2 cores.) How far a look may
+//!   raise the cap is the growth climb's to say (`control::growth`: only
+//!   while the kind's completions per second rise with it, so a lock
+//!   convoy's items, asleep on the lock, do not double it): the look
+//!   carries its `limit`, and presumed tasks' ends are counted in the
+//!   record for the climb to take ([`Seen::TakeEnds`]).
 //! * **Judged while it runs.** The monitor looks at each presumed task
 //!   ([`computes_while_running`]): one that computed at least a monitor
 //!   interval of CPU, a quarter of its time so far and of the time since
@@ -71,7 +76,6 @@
 //! the tests below script what was seen and when.
 
 use super::back_from_block::Look;
-use super::growth::{ceiling, Wait, WaitHistory};
 use super::policy::BUSY_CPU_SHARE;
 use std::time::Duration;
 
@@ -90,6 +94,10 @@ pub(crate) const SHORTS_TO_PAUSE: u32 = 8;
 /// Presumed tasks that waited after a wrong guess that forgive it: a
 /// second wrong guess before that many ends presumption for good.
 pub(crate) const WAITS_TO_FORGIVE: u32 = 8;
+/// The most presumed ends a record counts between two takes of the
+/// count ([`Seen::TakeEnds`]): the growth climb takes it at each look at
+/// the kind, and judges a rate once it has a few (`control::growth`).
+pub(crate) const MAX_ENDS: u32 = 0xff;
 /// A presumed task that ends within this share of a monitor interval
 /// (125 µs at the default 1 ms) is [`Ended::Short`]: the items of a lock
 /// convoy take microseconds, while blocking worth a thread of its own takes
@@ -111,11 +119,6 @@ const BLOCKED_ONCE: u32 = 8;
 const WAITS_ON_POOL: u32 = 16;
 /// A presumed task of the kind computed, not forgiven yet.
 const OVERRAN_ONCE: u32 = 32;
-/// The bits of a packed record that hold the flags; the two above them
-/// hold the [`WaitHistory`].
-const FLAG_BITS: u64 = 0x3f;
-/// Where the [`WaitHistory`] sits in a packed record.
-const HISTORY_SHIFT: u32 = 6;
 /// The flags that decide whether a kind is presumed blocking.
 const VERDICT_FLAGS: u32 = BLOCKS | COMPUTES | OVERRAN | WAITS_ON_POOL;
 
@@ -135,33 +138,46 @@ pub(crate) struct Record {
     /// Presumed tasks that waited since the last wrong guess, up to
     /// [`WAITS_TO_FORGIVE`].
     waits: u32,
-    /// How long its presumed tasks' recent waits were
-    /// (`control::growth`), in the two bits of `flags`' byte above the
-    /// flags.
-    history: WaitHistory,
+    /// Presumed tasks of the kind that ran and ended since the growth
+    /// climb last took the count ([`Seen::TakeEnds`]), up to [`MAX_ENDS`].
+    ends: u32,
 }
 
 impl Record {
-    /// The record packed in `bits` (the low 48 of a table word).
+    /// The record packed in `bits` (the low 48 of a table word): the
+    /// flags in 8 bits, the cap and the tasks in flight in 12 each (both
+    /// at most [`MAX_CAP`]: a task is presumed only below the cap), the
+    /// short ends and the waits in 4 each, the ends in 8.
     pub(crate) fn unpack(bits: u64) -> Record {
         Record {
-            flags: (bits & FLAG_BITS) as u32,
-            history: WaitHistory::from_bits((bits >> HISTORY_SHIFT) as u32),
-            cap: (bits >> 8 & 0xffff) as u32,
-            in_flight: (bits >> 24 & 0xffff) as u32,
-            shorts: (bits >> 40 & 0xf) as u32,
-            waits: (bits >> 44 & 0xf) as u32,
+            flags: (bits & 0xff) as u32,
+            cap: (bits >> 8 & 0xfff) as u32,
+            in_flight: (bits >> 20 & 0xfff) as u32,
+            shorts: (bits >> 32 & 0xf) as u32,
+            waits: (bits >> 36 & 0xf) as u32,
+            ends: (bits >> 40 & 0xff) as u32,
         }
     }
 
     /// The record in 48 bits.
     pub(crate) fn pack(self) -> u64 {
-        u64::from(self.flags) & FLAG_BITS
-            | u64::from(self.history.to_bits()) << HISTORY_SHIFT
-            | u64::from(self.cap.min(0xffff)) << 8
-            | u64::from(self.in_flight.min(0xffff)) << 24
-            | u64::from(self.shorts.min(0xf)) << 40
-            | u64::from(self.waits.min(0xf)) << 44
+        u64::from(self.flags & 0xff)
+            | u64::from(self.cap.min(0xfff)) << 8
+            | u64::from(self.in_flight.min(0xfff)) << 20
+            | u64::from(self.shorts.min(0xf)) << 32
+            | u64::from(self.waits.min(0xf)) << 36
+            | u64::from(self.ends.min(MAX_ENDS)) << 40
+    }
+
+    /// The most presumed tasks of the kind in flight at once now.
+    pub(crate) fn cap(self) -> u32 {
+        self.cap
+    }
+
+    /// Presumed tasks of the kind that ran and ended since the growth
+    /// climb last took the count ([`Seen::TakeEnds`]).
+    pub(crate) fn ends(self) -> u32 {
+        self.ends
     }
 
     /// Whether the kind's closures are presumed blocking now (room aside):
@@ -181,12 +197,6 @@ impl Record {
     pub(crate) fn likely_computes(self) -> bool {
         // Whether it waits on the pool says nothing about its computing.
         self.flags & (VERDICT_FLAGS & !WAITS_ON_POOL) == COMPUTES
-    }
-
-    /// What the kind's presumed tasks' recent ends say about its waits
-    /// (`control::growth`).
-    pub(crate) fn history(self) -> WaitHistory {
-        self.history
     }
 
     /// Whether tasks of the kind waited for the pool's own work.
@@ -285,25 +295,31 @@ pub(crate) enum Seen {
     /// A task of the kind asks to be presumed blocking: one more in
     /// flight, if there is room.
     Presume,
-    /// A presumed task of the kind ended, having done what the first says
-    /// (`None`: not judged here, because it never ran presumed, or the
-    /// monitor judged it while it ran), after a wait of the second
-    /// (`control::growth::wait_of`; `None`: it never ran presumed).
-    Ended(Option<Ended>, Option<Wait>),
+    /// A presumed task of the kind ran and ended, having done what it
+    /// says (`None`: not judged here, because the monitor judged it while
+    /// it ran): one more end for the growth climb to count.
+    Ended(Option<Ended>),
+    /// A task that held one of the kind's presumed places gives it back
+    /// without having run presumed.
+    GivenBack,
+    /// The growth climb takes the count of the kind's presumed ends
+    /// (`Record::ends`, read from the record this is applied to): the
+    /// count starts again from nothing.
+    TakeEnds,
     /// The monitor judged a presumed task of the kind computing while it
     /// runs ([`computes_while_running`]).
     ComputingWhileRunning,
     /// One monitor look at the kind's presumed tasks running now: `seen`
-    /// of them, `asleep` of those asleep. The cap it sets stays within the
-    /// growth gate's ceiling (`control::growth::ceiling`), which lifts if
-    /// the pool is `stalled` (`control::growth::stalled`).
+    /// of them, `asleep` of those asleep. The cap it sets is at most
+    /// `limit`, the growth climb's level for the kind (`control::growth`;
+    /// the climb asks [`look_cap`] what the look would set).
     Look {
         /// Presumed tasks of the kind the monitor saw running.
         seen: u32,
         /// Of those, how many the kernel said sleep.
         asleep: u32,
-        /// Nothing ended in the pool for a while as work waited.
-        stalled: bool,
+        /// The most the cap may be after the look.
+        limit: u32,
     },
 }
 
@@ -376,25 +392,31 @@ pub(crate) fn decide(old: Record, seen: Seen) -> (Record, Act) {
             Act::Presume,
         ),
         Seen::Presume => (old, Act::Refuse),
-        Seen::Ended(what, wait) => (ended(old, what, wait), Act::Nothing),
+        Seen::Ended(what) => (
+            Record {
+                ends: (old.ends + 1).min(MAX_ENDS),
+                ..ended(old, what)
+            },
+            Act::Nothing,
+        ),
+        Seen::GivenBack => (ended(old, None), Act::Nothing),
+        Seen::TakeEnds => (Record { ends: 0, ..old }, Act::Nothing),
         Seen::ComputingWhileRunning => (old.overran(), Act::Nothing),
         Seen::Look {
             seen,
             asleep,
-            stalled,
-        } => look(old, seen, asleep, ceiling(old.history, stalled)),
+            limit,
+        } => look(old, seen, asleep, limit),
     }
 }
 
 /// A presumed task ended ([`Seen::Ended`]): its place is given back, and
 /// the cap falls to twice the places still held (never below
-/// [`FRESH_CAP`]): room earned by tasks that waited goes with them. How
-/// long it waited goes into the kind's [`WaitHistory`].
-fn ended(old: Record, what: Option<Ended>, wait: Option<Wait>) -> Record {
+/// [`FRESH_CAP`]): room earned by tasks that waited goes with them.
+fn ended(old: Record, what: Option<Ended>) -> Record {
     let in_flight = old.in_flight.saturating_sub(1);
     let mut new = Record {
         in_flight,
-        history: old.history.after(wait, old.in_flight),
         cap: old.cap.min((2 * in_flight).max(FRESH_CAP)),
         ..old
     };
@@ -416,14 +438,15 @@ fn ended(old: Record, what: Option<Ended>, wait: Option<Wait>) -> Record {
     new
 }
 
-/// One look at the kind's presumed tasks ([`Seen::Look`]): the cap becomes
-/// twice those asleep while most are, else the number asleep (never below
-/// [`FRESH_CAP`], never above `limit`, the growth gate's ceiling, nor
-/// [`MAX_CAP`]). A look that saw none changes nothing: the ends bring the
-/// cap down.
-fn look(old: Record, seen: u32, asleep: u32, limit: u32) -> (Record, Act) {
+/// The cap a look at `seen` of the kind's presumed tasks, `asleep` of
+/// them asleep, would set on `old` before the growth climb's limit
+/// ([`Seen::Look`]): twice those asleep while most are, else the number
+/// asleep (never below [`FRESH_CAP`], never above [`MAX_CAP`]); the cap
+/// as it is if the look saw none (the ends bring the cap down) or the kind
+/// is not known to block.
+pub(crate) fn look_cap(old: Record, seen: u32, asleep: u32) -> u32 {
     if seen == 0 || old.flags & BLOCKS == 0 {
-        return (old, Act::Nothing);
+        return old.cap;
     }
     // Only tasks still in flight are evidence: a look taken before some of
     // them ended, applied after, would give room for tasks that are gone
@@ -431,13 +454,22 @@ fn look(old: Record, seen: u32, asleep: u32, limit: u32) -> (Record, Act) {
     // burst of the kind, which computed, room for 16).
     let asleep = asleep.min(seen).min(old.in_flight);
     let (part, whole) = MOSTLY_ASLEEP;
-    let cap = if asleep > 0 && asleep * whole >= seen * part {
+    if asleep > 0 && asleep * whole >= seen * part {
         2 * asleep
     } else {
         asleep
     }
-    .min(limit)
-    .clamp(FRESH_CAP, MAX_CAP);
+    .clamp(FRESH_CAP, MAX_CAP)
+}
+
+/// One look at the kind's presumed tasks ([`Seen::Look`]): the cap becomes
+/// [`look_cap`]'s, at most `limit` (the growth climb's level) and never
+/// below [`FRESH_CAP`].
+fn look(old: Record, seen: u32, asleep: u32, limit: u32) -> (Record, Act) {
+    if seen == 0 || old.flags & BLOCKS == 0 {
+        return (old, Act::Nothing);
+    }
+    let cap = look_cap(old, seen, asleep).min(limit).max(FRESH_CAP);
     let new = Record { cap, ..old };
     let act = if cap > old.cap && new.has_room() {
         Act::MoreRoom
@@ -560,22 +592,14 @@ mod tests {
         Seen::Look {
             seen,
             asleep,
-            stalled: false,
+            limit: MAX_CAP,
         }
     }
 
-    /// A record of a kind known to block (declared once), whose presumed
-    /// tasks' waits are known to be long.
-    /// Its waits are known to be long (two presumed tasks ended after
-    /// long waits), so the growth gate (`control::growth`) does not hold
-    /// its cap: these tests follow presumption's own rules.
+    /// A record of a kind known to block (declared once).
     fn blocking() -> Record {
         let mut r = Record::default();
         see(&mut r, Seen::Declared);
-        for _ in 0..2 {
-            see(&mut r, Seen::Ended(None, Some(Wait::Long)));
-        }
-        assert!(r.history().is_long());
         r
     }
 
@@ -606,7 +630,7 @@ mod tests {
         let mut r = blocking();
         assert_eq!(fill(&mut r), FRESH_CAP);
         assert_eq!(r.in_flight(), FRESH_CAP);
-        see(&mut r, Seen::Ended(None, None));
+        see(&mut r, Seen::Ended(None));
         assert_eq!(fill(&mut r), 1, "a place given back is room for one");
     }
 
@@ -662,12 +686,12 @@ mod tests {
         assert_eq!(r.in_flight(), 4);
         // Seen asleep, then they end before the look is applied.
         for _ in 0..4 {
-            see(&mut r, Seen::Ended(Some(Ended::Waited), None));
+            see(&mut r, Seen::Ended(Some(Ended::Waited)));
         }
         assert_eq!(see(&mut r, seen(4, 4)), Act::Nothing);
         assert_eq!(r.cap, FRESH_CAP, "no room for tasks that are gone");
         fill(&mut r);
-        see(&mut r, Seen::Ended(None, None));
+        see(&mut r, Seen::Ended(None));
         see(&mut r, seen(2, 2));
         assert_eq!(r.cap, FRESH_CAP, "twice the one still in flight");
     }
@@ -697,7 +721,7 @@ mod tests {
         assert!(r.cap >= 500, "{r:?}");
         // They all end, having waited.
         while r.in_flight() > 0 {
-            see(&mut r, Seen::Ended(Some(Ended::Waited), None));
+            see(&mut r, Seen::Ended(Some(Ended::Waited)));
         }
         assert_eq!(r.cap, FRESH_CAP, "{r:?}");
         // The next burst computes: two are presumed, not hundreds.
@@ -712,8 +736,8 @@ mod tests {
         assert!(!r.may_presume(), "paused");
         assert_eq!(see(&mut r, Seen::Presume), Act::Refuse);
         // The other one computed too: never presumed again.
-        see(&mut r, Seen::Ended(Some(Ended::Computed), None));
-        see(&mut r, Seen::Ended(None, None));
+        see(&mut r, Seen::Ended(Some(Ended::Computed)));
+        see(&mut r, Seen::Ended(None));
         assert_eq!(r.in_flight(), 0);
         for _ in 0..4 {
             see(&mut r, Seen::Blocked);
@@ -726,7 +750,7 @@ mod tests {
     fn a_paused_kind_is_presumed_again_once_seen_blocking_twice() {
         let mut r = blocking();
         fill(&mut r);
-        see(&mut r, Seen::Ended(Some(Ended::Computed), None));
+        see(&mut r, Seen::Ended(Some(Ended::Computed)));
         assert!(!r.may_presume());
         see(&mut r, Seen::Blocked);
         assert!(!r.may_presume(), "one sighting may be an accident");
@@ -734,14 +758,14 @@ mod tests {
         assert!(r.may_presume(), "seen blocking twice since");
         // Forgiven after enough waits: one more wrong guess only pauses.
         for _ in 0..WAITS_TO_FORGIVE {
-            see(&mut r, Seen::Ended(Some(Ended::Waited), None));
+            see(&mut r, Seen::Ended(Some(Ended::Waited)));
         }
         see(&mut r, Seen::ComputingWhileRunning);
         see(&mut r, Seen::Blocked);
         see(&mut r, Seen::Blocked);
         assert!(r.may_presume(), "the first wrong guess was forgiven");
         // Not forgiven: a second wrong guess ends it.
-        see(&mut r, Seen::Ended(Some(Ended::Waited), None));
+        see(&mut r, Seen::Ended(Some(Ended::Waited)));
         see(&mut r, Seen::ComputingWhileRunning);
         see(&mut r, Seen::Blocked);
         see(&mut r, Seen::Blocked);
@@ -753,18 +777,51 @@ mod tests {
         let mut r = blocking();
         for _ in 0..SHORTS_TO_PAUSE - 1 {
             assert_eq!(see(&mut r, Seen::Presume), Act::Presume);
-            see(&mut r, Seen::Ended(Some(Ended::Short), None));
+            see(&mut r, Seen::Ended(Some(Ended::Short)));
         }
         assert!(r.has_room(), "one short end left");
         see(&mut r, Seen::Presume);
-        see(&mut r, Seen::Ended(Some(Ended::Waited), None));
+        see(&mut r, Seen::Ended(Some(Ended::Waited)));
         for _ in 0..2 {
             see(&mut r, Seen::Presume);
-            see(&mut r, Seen::Ended(Some(Ended::Short), None));
+            see(&mut r, Seen::Ended(Some(Ended::Short)));
         }
         assert!(!r.has_room(), "paused by short ends");
         see(&mut r, Seen::Blocked);
         assert!(r.has_room(), "seen blocking again");
+    }
+
+    #[test]
+    fn ends_are_counted_for_the_growth_climb_and_a_look_stays_within_its_limit() {
+        let mut r = blocking();
+        fill(&mut r);
+        see(&mut r, Seen::Ended(Some(Ended::Waited)));
+        see(&mut r, Seen::Ended(None));
+        assert_eq!(r.ends(), 2, "both ran");
+        see(&mut r, Seen::Presume);
+        see(&mut r, Seen::GivenBack);
+        assert_eq!(r.ends(), 2, "a place given back unrun is no end");
+        assert_eq!(r.in_flight(), 0);
+        see(&mut r, Seen::TakeEnds);
+        assert_eq!(r.ends(), 0, "taken");
+        for _ in 0..MAX_ENDS + 10 {
+            see(&mut r, Seen::Ended(None));
+        }
+        assert_eq!(r.ends(), MAX_ENDS, "saturates");
+        // A look asks for twice those asleep; the climb's limit bounds it.
+        fill(&mut r);
+        assert_eq!(look_cap(r, 2, 2), 4);
+        let limited = Seen::Look {
+            seen: 2,
+            asleep: 2,
+            limit: FRESH_CAP,
+        };
+        assert_eq!(see(&mut r, limited), Act::Nothing);
+        assert_eq!(r.cap(), FRESH_CAP, "held at the limit");
+        assert_eq!(see(&mut r, seen(2, 2)), Act::MoreRoom);
+        assert_eq!(r.cap(), 4);
+        assert_eq!(look_cap(r, 0, 0), 4, "a look that saw none");
+        assert_eq!(look_cap(Record::default(), 2, 2), 0, "not known to block");
     }
 
     #[test]
@@ -802,7 +859,9 @@ mod tests {
         assert!(Seen::Blocked.takes_over());
         assert!(Seen::ComputedForQuantum.takes_over());
         assert!(!Seen::Presume.takes_over());
-        assert!(!Seen::Ended(None, None).takes_over());
+        assert!(!Seen::Ended(None).takes_over());
+        assert!(!Seen::GivenBack.takes_over());
+        assert!(!Seen::TakeEnds.takes_over());
         assert!(!seen(1, 1).takes_over());
         assert!(!Seen::ComputingWhileRunning.takes_over());
     }

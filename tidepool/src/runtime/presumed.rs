@@ -20,7 +20,6 @@
 
 use super::kinds::Kind;
 use super::Shared;
-use crate::control::growth::wait_of;
 use crate::control::presumption::{judge_end, Ended};
 use crate::metrics::ThreadCounters;
 use crate::sys::ThreadProbe;
@@ -87,15 +86,7 @@ impl PresumedRun {
             None
         };
         if self.held {
-            // How long it waited (`control::growth`): judged computing, by
-            // its end or by the monitor (whose mark is gone), it did not.
-            let computed = !ours || what == Some(Ended::Computed);
-            let wait = wait_of(
-                self.started.elapsed(),
-                computed,
-                shared.config.monitor_interval,
-            );
-            shared.kinds.presumption_over(self.kind, what, Some(wait));
+            shared.kinds.presumption_over(self.kind, what);
         }
         // Counted after the kind's record: whoever reads the counter sees
         // the verdict in the kind too.
