@@ -36,14 +36,23 @@
 //! climb answers from the presumed tasks' ends, counted in the kind's
 //! record as they end and taken at each look ([`Step`]):
 //!
-//! * **Nothing ended yet: up at every look, after one interval.** While no
-//!   presumed task of the kind has ended since the climb began, and it
-//!   began at least a monitor interval ago, the level follows the look up:
-//!   a kind whose tasks all wait longer than that (a rendezvous, a 200 ms
-//!   sleep, a slow backend) doubles at every look from its first burst,
-//!   as presumption alone would, one interval later. A convoy's items end
-//!   within a few holds, well inside that interval, and go on to be
-//!   measured.
+//! * **Nothing ended yet: up at every look, after a few intervals.** While
+//!   no task of the kind has ended since the climb began (neither a
+//!   presumed one nor, as far as the monitor saw, one on a slot), and it
+//!   began at least [`FREE_AFTER_INTERVALS`] monitor intervals ago, the
+//!   level follows the look up: a kind whose tasks all wait longer than
+//!   that (a rendezvous, a 200 ms sleep, a slow backend) doubles at every
+//!   look from its first burst, as presumption alone would, 4 ms later. A
+//!   convoy's items end within a few holds, well inside that time, and go
+//!   on to be measured. The ends on slots matter: std's mutex is unfair,
+//!   the slot holders that release it and take it again for their next
+//!   item barge in, and the presumed waiters asleep in the futex saw no
+//!   end for 10 ms and more while the kind ended items all the time
+//!   (counting presumed ends alone, an untaught convoy of 10,000 x 100 µs
+//!   reached 97-252 threads in 2 runs of 5). The monitor sees a slot's
+//!   task end when the worker's task at its last tick is gone at this one
+//!   (`Monitor::saw_task_end`, at most one per worker and tick): evidence
+//!   that tasks end, never counted in a rate.
 //! * **Then the rate decides.** Once tasks end, the climb measures the
 //!   ends per second while the kind presses against its level (a window
 //!   that starts when the level changes, or when a look does not press),
@@ -63,6 +72,14 @@
 //!   held at 4 would never end) starts climbing as if nothing had ended
 //!   yet. A convoy's lock holder kept off the cores for 64 ms by other
 //!   load is rare.
+//! * **The policy's burst climbs too.** `control::policy`'s burst (more
+//!   replacements per blocked worker while every worker blocks) raises
+//!   the slot target only as its own climb allows, on the pool's
+//!   completions: a convoy's slot holders found asleep on the lock
+//!   started 460 of the 512 threads of a taught convoy once presumption
+//!   was held. A burst of true waits completes nothing until its waits
+//!   end, and grows at every tick after the first 4 intervals; its factor
+//!   doubles only with a raise.
 //! * **The crowd left: start over.** When the kind's cap has fallen below
 //!   half the level (its presumed tasks ended, so presumption's own rule
 //!   brought the cap down to twice those still in flight), the climb
@@ -88,6 +105,12 @@
 //! at 4, so a rendezvous of 200 taught to block had 72 presumed, and a
 //! rendezvous's last arrivals end at once, short, which held its next
 //! burst too.
+//!
+//! Measured on 2 shared cores (release, `tests/control_convoy.rs`'s
+//! `convoy_sources`, 10,000 items x 100 µs): 3-9 peak threads in 12 runs,
+//! taught first or not (512 at c895626 when taught). A free phase of one
+//! interval took a convoy to 41 threads when nothing at all ended for
+//! 2.2 ms (the lock's holder preempted), hence 4.
 //!
 //! What this does not do: step a level *down* when a higher one did not
 //! help (the cap falls with the ends anyway, and a refuted level is at

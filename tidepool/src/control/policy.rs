@@ -52,6 +52,14 @@
 //! the queued work hand it threads themselves, and threads the burst
 //! started for the same queue would find it empty.
 //!
+//! And a burst grows only as its growth climb allows (`control::growth`):
+//! from the first tick with blocked workers, while the pool completes
+//! nothing for 4 intervals it may grow at every tick; once tasks end, a
+//! raise needs the pool's completions per second to have risen with the
+//! target (a probe first). A lock convoy's workers, found asleep on the
+//! lock, complete no faster for more threads: a convoy of a kind taught to
+//! block started 460 burst threads before this.
+//!
 //! Nor does a queue that *flows*: more than [`FLOWING_ENDS_PER_SLOT`] tasks
 //! ending per slot per interval. Workers of a lock convoy (tiny items that
 //! all take one mutex) sleep on the lock whenever its holder is preempted,
