@@ -42,7 +42,7 @@
 //! pool whose handles are gone is never kept alive by it.
 
 use crate::control::back_from_block::{judge, Look, Verdict};
-use crate::control::growth::{Climb, Step};
+use crate::control::growth::{policy_max_threads, Climb, Step};
 use crate::control::policy::{
     Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
 };
@@ -234,14 +234,18 @@ struct Monitor {
     /// may raise its cap (`control::growth`), dropped once not looked at
     /// for a while.
     climbs: Vec<(Kind, Climb)>,
-    /// The task each worker ran at the last tick (its status tick and
-    /// kind), unless presumed: one that is gone by this tick ended, and
-    /// counts toward its kind's `slot_ends`.
-    last_tasks: Vec<Option<(u64, Kind)>>,
-    /// Tasks of kinds with a growth climb seen to end on slots since the
-    /// last look (at most one per worker per tick): evidence for the
-    /// climb that the kind's tasks end (`control::growth`).
-    slot_ends: Vec<(Kind, u32)>,
+    /// The task each worker ran at the last tick (its status tick, kind,
+    /// and when the monitor first saw it), unless presumed: one that is
+    /// gone by this tick ended, and counts toward its kind's `slot_ends`.
+    last_tasks: Vec<Option<(u64, Kind, Duration)>>,
+    /// Kinds with a growth climb whose tasks were seen to end on slots
+    /// since the last look, and when the latest-begun of those was first
+    /// seen: evidence for the climb that the kind's tasks end
+    /// (`control::growth`).
+    slot_ends: Vec<(Kind, Duration)>,
+    /// Every task at work at the last look was of a kind its growth climb
+    /// holds (`control::growth::policy_max_threads`).
+    all_held: bool,
     /// Kinds whose queued tasks were handed threads at the last look:
     /// looked for again at the next while the kind has room
     /// (`Monitor::judge_presumed`).
@@ -272,6 +276,7 @@ impl Monitor {
             climbs: Vec::new(),
             last_tasks: Vec::new(),
             slot_ends: Vec::new(),
+            all_held: false,
             presume_again: Vec::new(),
             quick_ticks: 0,
             #[cfg(feature = "metrics")]
@@ -384,7 +389,16 @@ impl Monitor {
             .take()
             .unwrap_or_else(|| Policy::new(config.controller));
         let (sample, mut any_suspect) = self.observe(shared, &policy, &limits);
-        let decision = policy.decide(&limits, &sample);
+        // While every task at work is of a kind whose growth climb holds
+        // it (more threads did not raise its completions: a lock convoy),
+        // the policy replaces blocked workers and grows bursts only up to
+        // a few threads (`control::growth`); the stuck watch below keeps
+        // the real `max_threads`.
+        let held = Limits {
+            max_threads: policy_max_threads(limits.max_threads, limits.concurrency, self.all_held),
+            ..limits
+        };
+        let decision = policy.decide(&held, &sample);
         self.policy = Some(policy);
         // Declared sections first: the worker said it blocks, which is
         // what the kernel's look in `apply` would find too.
@@ -448,9 +462,16 @@ impl Monitor {
             ..Sample::default()
         };
         let mut any_suspect = false;
+        // Whether every task at work is of a kind its climb holds.
+        let mut all_held = None;
         for (index, entry) in entries.iter().enumerate() {
             let seen = entry.status.load();
-            self.saw_task_end(entry, index, seen);
+            self.saw_task_end(entry, index, seen, sample.now);
+            if seen.phase() != Phase::Idle && all_held != Some(false) {
+                let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+                let held = self.climbs.iter().any(|(k, c)| *k == kind && c.holds());
+                all_held = Some(held);
+            }
             let track = &mut self.tracks[index];
             match seen.phase() {
                 Phase::Idle => {
@@ -562,6 +583,7 @@ impl Monitor {
             }
             sample.in_task.push(view);
         }
+        self.all_held = all_held == Some(true);
         sample.queued = shared.queued();
         sample.slots = shared.slots.counts();
         sample.target = shared.slots.target();
@@ -579,22 +601,36 @@ impl Monitor {
     }
 
     /// Notes whether the task the worker at `index` ran at the last tick
-    /// ended by this one (`seen` is its status word now), for the growth
+    /// ended by this one (`seen` is its status word `now`), for the growth
     /// climb of its kind, if it has one (`Monitor::slot_ends`). Presumed
     /// tasks are counted exactly where their end is recorded instead.
-    fn saw_task_end(&mut self, entry: &crate::runtime::Entry, index: usize, seen: StatusWord) {
+    fn saw_task_end(
+        &mut self,
+        entry: &crate::runtime::Entry,
+        index: usize,
+        seen: StatusWord,
+        now: Duration,
+    ) {
         let running = (seen.phase() != Phase::Idle).then(|| seen.tick());
-        if let Some((tick, kind)) = self.last_tasks[index] {
+        let last = self.last_tasks[index];
+        if let Some((tick, kind, first)) = last {
             if running != Some(tick) && self.climbs.iter().any(|(k, _)| *k == kind) {
                 match self.slot_ends.iter_mut().find(|(k, _)| *k == kind) {
-                    Some((_, n)) => *n += 1,
-                    None => self.slot_ends.push((kind, 1)),
+                    Some((_, latest)) => *latest = (*latest).max(first),
+                    None => self.slot_ends.push((kind, first)),
                 }
             }
         }
         self.last_tasks[index] = running
             .filter(|&tick| entry.presumed.load(Ordering::Relaxed) != tick)
-            .map(|tick| (tick, Kind::from_bits(entry.kind.load(Ordering::Relaxed))));
+            .map(|tick| match last {
+                Some((t, kind, first)) if t == tick => (tick, kind, first),
+                _ => (
+                    tick,
+                    Kind::from_bits(entry.kind.load(Ordering::Relaxed)),
+                    now,
+                ),
+            });
     }
 
     /// Carries out what this tick's looks at presumed tasks found
@@ -631,7 +667,7 @@ impl Monitor {
         self.climbs.retain(|(_, c)| !c.forgotten(now, interval));
         let climbs = &self.climbs;
         self.slot_ends
-            .retain(|(k, n)| *n > 0 && climbs.iter().any(|(c, _)| c == k));
+            .retain(|(k, _)| climbs.iter().any(|(c, _)| c == k));
         for (kind, seen, asleep) in self.presumed_looks.take() {
             // The ends since the last look, and what the look would set:
             // the climb says how far it may.
@@ -644,12 +680,12 @@ impl Monitor {
                     (&mut self.climbs.last_mut().expect("just pushed").1, 0)
                 }
             };
-            let sampled = self
+            let on_slots = self
                 .slot_ends
-                .iter_mut()
-                .find(|(k, _)| *k == kind)
-                .map_or(0, |(_, n)| std::mem::take(n));
-            let step = climb.look(now, (ends, sampled), cap, wants, interval);
+                .iter()
+                .position(|(k, _)| *k == kind)
+                .map(|at| self.slot_ends.swap_remove(at).1);
+            let step = climb.look(now, (ends, on_slots), cap, wants, interval);
             grew |= step == Step::Gathering;
             let more_room = shared.kinds.looked(kind, seen, asleep, climb.level());
             grew |= more_room;

@@ -66,8 +66,9 @@
 //!   (*refuted*): the window starts again, and only a rate that rises over
 //!   the same base lifts it. A convoy gets its fresh 2, one probe to 4,
 //!   and stays there.
-//! * **Nothing ends for long: up again.** A refuted kind whose window sees
-//!   no end at all for [`STALE_INTERVALS`] intervals while it presses
+//! * **Nothing ends for long: up again.** A refuted kind that sees no end
+//!   at all (presumed or on a slot) for [`STALE_INTERVALS`] intervals while
+//!   it presses
 //!   (tasks that now wait long, or wait for each other: a rendezvous of 8
 //!   held at 4 would never end) starts climbing as if nothing had ended
 //!   yet. A convoy's lock holder kept off the cores for 64 ms by other
@@ -80,6 +81,14 @@
 //!   was held. A burst of true waits completes nothing until its waits
 //!   end, and grows at every tick after the first 4 intervals; its factor
 //!   doubles only with a raise.
+//! * **Its blocked workers are not replaced either.** While every task at
+//!   work is of a kind its climb holds, the policy's replacements of
+//!   blocked workers and its bursts work within `concurrency +`
+//!   [`HELD_EXTRA_THREADS`] threads ([`policy_max_threads`]): a slot
+//!   holder of a convoy found asleep on the lock is waiting for a
+//!   sibling, and its replacement only joins the queue (replacements were
+//!   5 of a taught convoy's 11 threads before this). Blocked workers
+//!   still give their slots away (to parked threads).
 //! * **The crowd left: start over.** When the kind's cap has fallen below
 //!   half the level (its presumed tasks ended, so presumption's own rule
 //!   brought the cap down to twice those still in flight), the climb
@@ -88,10 +97,13 @@
 //!   convoys starts from 2, not from the sleeps' 512). A climb not looked
 //!   at for [`FORGET_INTERVALS`] intervals is dropped (`monitor.rs`).
 //!
-//! Only presumed tasks' ends are counted (a count in the kind's record,
-//! bumped where a presumed task's end is recorded anyway): the ends of
-//! the kind's tasks that ran on a slot are not, since counting every
-//! task's end per kind would put a shared write on every task's path.
+//! Only presumed tasks' ends count in a rate (a count in the kind's
+//! record, bumped where a presumed task's end is recorded anyway): the
+//! ends of the kind's tasks that ran on a slot are only sampled, as
+//! evidence that tasks end, since counting every task's end per kind
+//! would put a shared write on every task's path, and a sample's count
+//! depends on the monitor's pace (four looks an interval while a cap
+//! grows, one otherwise), which would read as a rate that rose or fell.
 //! In a convoy the presumed share of the lock's rate does grow with the
 //! presumed count (2 of 4 threads on the lock, then 4 of 6: 1.33 times
 //! for a doubling), which is why a step needs 1.5 times.
@@ -114,7 +126,8 @@
 //!
 //! What this does not do: step a level *down* when a higher one did not
 //! help (the cap falls with the ends anyway, and a refuted level is at
-//! most one probe above a useful one); count the kind's ends on slots;
+//! most one probe above a useful one); count the kind's ends on slots
+//! exactly;
 //! tell a convoy from a backend that slows down as it is given more
 //! concurrent requests (both are held, which is the point).
 //!
@@ -140,6 +153,26 @@ pub(crate) const STALE_INTERVALS: u32 = 64;
 /// Monitor intervals without a look after which a kind's climb is
 /// dropped ([`Climb::forgotten`]).
 pub(crate) const FORGET_INTERVALS: u32 = 64;
+
+/// Threads beyond `concurrency` the policy's replacements of blocked
+/// workers and its bursts may have while every task at work is of a kind
+/// its climb holds ([`policy_max_threads`]).
+pub(crate) const HELD_EXTRA_THREADS: usize = 2;
+
+/// The `max_threads` the policy's replacements and bursts
+/// (`control::policy`) work within: `concurrency +`
+/// [`HELD_EXTRA_THREADS`] (at most `max_threads`) while every task at work
+/// is of a kind whose climb holds it (`all_held`: more threads did not
+/// raise its completions, so a worker of it found asleep, waiting for a
+/// sibling, is not replaced by a new thread), `max_threads` otherwise. The
+/// hold lifts with the climb's (nothing ends for [`STALE_INTERVALS`]).
+pub(crate) fn policy_max_threads(max_threads: usize, concurrency: usize, all_held: bool) -> usize {
+    if all_held {
+        (concurrency + HELD_EXTRA_THREADS).min(max_threads)
+    } else {
+        max_threads
+    }
+}
 
 /// Ends counted over a time, at a level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,6 +257,12 @@ impl Climb {
         self.level
     }
 
+    /// Whether the climb holds the kind: its rate did not rise with its
+    /// level (a convoy), and nothing since lifted it.
+    pub(crate) fn holds(&self) -> bool {
+        self.refuted
+    }
+
     /// Whether the climb was not looked at for [`FORGET_INTERVALS`]
     /// monitor `interval`s by `now`: the kind's next look begins anew.
     pub(crate) fn forgotten(&self, now: Duration, interval: Duration) -> bool {
@@ -233,15 +272,17 @@ impl Climb {
     /// One look at the kind, `now`: `ends` of its presumed tasks ended
     /// since the last look (taken from its record; 0 at a climb's first
     /// look, whose count is older than the climb), and the monitor saw
-    /// `sampled` of its tasks that ran on a slot end (at most one per
-    /// worker per tick: evidence that tasks of the kind end, never counted
-    /// in a rate); its cap is `cap`, and the look would set the cap to
-    /// `wants` (`presumption::look_cap`). Moves the level
-    /// ([`Climb::level`]) and says why.
+    /// tasks of the kind that ran on a slot end, the latest of them first
+    /// seen at `on_slots` (evidence that tasks of the kind end, never
+    /// counted in a rate; only a task first seen since the climb began
+    /// counts: a burst's own tasks, not the last burst's ending as it
+    /// starts); its cap is `cap`, and the look would set the cap to `wants`
+    /// (`presumption::look_cap`). Moves the level ([`Climb::level`]) and
+    /// says why.
     pub(crate) fn look(
         &mut self,
         now: Duration,
-        (ends, sampled): (u32, u32),
+        (ends, on_slots): (u32, Option<Duration>),
         cap: u32,
         wants: u32,
         interval: Duration,
@@ -250,7 +291,7 @@ impl Climb {
         if cap < self.level / 2 {
             // The crowd that earned the level left: its ends are its own.
             *self = Climb::new(now, cap);
-        } else if ends > 0 || sampled > 0 {
+        } else if ends > 0 || on_slots.is_some_and(|first| first >= self.began) {
             self.ended = true;
             self.last_end = now;
             self.window_ends = self.window_ends.saturating_add(ends);
@@ -329,6 +370,24 @@ mod tests {
     }
 
     #[test]
+    fn the_policy_is_held_only_while_every_kind_at_work_is_held() {
+        assert_eq!(policy_max_threads(512, 2, true), 2 + HELD_EXTRA_THREADS);
+        assert_eq!(policy_max_threads(512, 2, false), 512);
+        assert_eq!(policy_max_threads(3, 2, true), 3, "never past max_threads");
+        // A climb holds once refuted, and lets go when it steps up.
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = LOOK;
+        for level in [2, 2, 2, 2, 4, 4, 4, 4] {
+            assert!(!c.holds());
+            c.look(now, (4, None), level, 2 * level, INTERVAL);
+            now += LOOK;
+        }
+        assert!(c.holds());
+        c.look(now, (16, None), 4, 8, INTERVAL);
+        assert!(!c.holds(), "the rate rose");
+    }
+
+    #[test]
     fn a_rate_rose_if_it_rose_by_half_as_much_as_the_level() {
         let base = Rate {
             ends: 20,
@@ -355,27 +414,27 @@ mod tests {
         // The first intervals gather: a convoy's items end within them.
         while now < INTERVAL * FREE_AFTER_INTERVALS {
             assert_eq!(
-                c.look(now, (0, 0), level, 2 * level, INTERVAL),
+                c.look(now, (0, None), level, 2 * level, INTERVAL),
                 Step::Gathering
             );
             now += LOOK;
         }
         // Then it doubles at every look, as presumption asks.
         for _ in 0..9 {
-            assert_eq!(c.look(now, (0, 0), level, 2 * level, INTERVAL), Step::Up);
+            assert_eq!(c.look(now, (0, None), level, 2 * level, INTERVAL), Step::Up);
             level *= 2;
             assert_eq!(c.level(), level);
             now += LOOK;
         }
         assert_eq!(level, 1024);
         assert_eq!(
-            c.look(now, (0, 0), level, 2 * level, INTERVAL),
+            c.look(now, (0, None), level, 2 * level, INTERVAL),
             Step::Up,
             "at most MAX_CAP"
         );
         assert_eq!(c.level(), MAX_CAP);
         // Asked for less: nothing to judge.
-        assert_eq!(c.look(now, (3, 0), level, 10, INTERVAL), Step::Within);
+        assert_eq!(c.look(now, (3, None), level, 10, INTERVAL), Step::Within);
         assert_eq!(c.level(), MAX_CAP);
     }
 
@@ -385,7 +444,7 @@ mod tests {
         let mut now = LOOK;
         // Ends at once: gathering until a window holds MIN_ENDS.
         let mut look = |c: &mut Climb, ends, level| {
-            let step = c.look(now, (ends, 0), level, 2 * level, INTERVAL);
+            let step = c.look(now, (ends, None), level, 2 * level, INTERVAL);
             now += LOOK;
             step
         };
@@ -416,21 +475,21 @@ mod tests {
         let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
         let mut now = LOOK;
         for level in [2, 2, 2, 2, 4, 4, 4, 4] {
-            c.look(now, (4, 0), level, 2 * level, INTERVAL);
+            c.look(now, (4, None), level, 2 * level, INTERVAL);
             now += LOOK;
         }
-        assert_eq!(c.look(now, (4, 0), 4, 8, INTERVAL), Step::Held);
+        assert_eq!(c.look(now, (4, None), 4, 8, INTERVAL), Step::Held);
         // Nothing ends (a rendezvous bigger than the level): up once no
         // end came for STALE_INTERVALS, then at every look.
         let stale = now + INTERVAL * STALE_INTERVALS;
         while now + LOOK < stale {
             now += LOOK;
-            assert_eq!(c.look(now, (0, 0), 4, 8, INTERVAL), Step::Held);
+            assert_eq!(c.look(now, (0, None), 4, 8, INTERVAL), Step::Held);
         }
         now += LOOK;
-        assert_eq!(c.look(now, (0, 0), 4, 8, INTERVAL), Step::Up);
+        assert_eq!(c.look(now, (0, None), 4, 8, INTERVAL), Step::Up);
         now += LOOK;
-        assert_eq!(c.look(now, (0, 0), 8, 16, INTERVAL), Step::Up);
+        assert_eq!(c.look(now, (0, None), 8, 16, INTERVAL), Step::Up);
         assert_eq!(c.level(), 16);
     }
 
@@ -445,10 +504,22 @@ mod tests {
         let mut now = Duration::ZERO;
         while now < INTERVAL * 2 * STALE_INTERVALS {
             now += LOOK;
-            let step = c.look(now, (0, 2), FRESH_CAP, 2 * FRESH_CAP, INTERVAL);
+            let step = c.look(now, (0, Some(now)), FRESH_CAP, 2 * FRESH_CAP, INTERVAL);
             assert_eq!(step, Step::Measuring, "{now:?}");
         }
         assert_eq!(c.level(), FRESH_CAP);
+        // Tasks first seen before the climb began (the last burst's,
+        // ending as a new burst starts) are no evidence.
+        let began = now;
+        let mut c = Climb::new(began, FRESH_CAP);
+        let before = Some(began - LOOK);
+        while now + LOOK < began + INTERVAL * FREE_AFTER_INTERVALS {
+            now += LOOK;
+            let step = c.look(now, (0, before), FRESH_CAP, 2 * FRESH_CAP, INTERVAL);
+            assert_eq!(step, Step::Gathering, "{now:?}");
+        }
+        now += LOOK;
+        assert_eq!(c.look(now, (0, before), 2, 4, INTERVAL), Step::Up);
     }
 
     #[test]
@@ -457,19 +528,19 @@ mod tests {
         let mut now = INTERVAL * FREE_AFTER_INTERVALS;
         let mut level = FRESH_CAP;
         while level < 512 {
-            c.look(now, (0, 0), level, 2 * level, INTERVAL);
+            c.look(now, (0, None), level, 2 * level, INTERVAL);
             level *= 2;
             now += LOOK;
         }
         assert_eq!(c.level(), 512);
         // They end; the cap falls with them. The next look begins anew,
         // from the cap, and its ends were the old crowd's.
-        assert_eq!(c.look(now, (255, 0), 2, 4, INTERVAL), Step::Gathering);
+        assert_eq!(c.look(now, (255, None), 2, 4, INTERVAL), Step::Gathering);
         assert_eq!(c.level(), 2);
         assert_eq!(c, Climb::new(now, 2));
         // Within half the level: not a new crowd.
         let mut c = Climb::new(Duration::ZERO, 8);
-        assert_eq!(c.look(now, (1, 0), 4, 4, INTERVAL), Step::Within);
+        assert_eq!(c.look(now, (1, None), 4, 4, INTERVAL), Step::Within);
         assert_eq!(c.level(), 8);
         assert!(!c.forgotten(now + INTERVAL * (FORGET_INTERVALS - 1), INTERVAL));
         assert!(c.forgotten(now + INTERVAL * FORGET_INTERVALS, INTERVAL));
@@ -611,7 +682,7 @@ mod tests {
             }
             let climb = self.climb.as_mut().unwrap();
             let wants = look_cap(old, seen, seen);
-            climb.look(now, (ends, 0), old.cap(), wants, INTERVAL);
+            climb.look(now, (ends, None), old.cap(), wants, INTERVAL);
             let look = Seen::Look {
                 seen,
                 asleep: seen,

@@ -512,7 +512,7 @@ impl Burst {
         };
         climb.look(
             sample.now,
-            (ends, 0),
+            (ends, None),
             target,
             to_u32(sample.target + extra),
             limits.threshold,
@@ -538,7 +538,7 @@ impl Burst {
             let target = to_u32(sample.target);
             climb.look(
                 sample.now,
-                (to_u32(ended_since), 0),
+                (to_u32(ended_since), None),
                 target,
                 target,
                 limits.threshold,
