@@ -75,11 +75,10 @@ fn run_items<const K: usize>(
     start.elapsed()
 }
 
-/// Teaches `pool` that kind `K` blocks, and waits long: 6 items of the
-/// kind that sleep 20 ms each (few: the pool's peak threads count them),
-/// so the monitor finds them asleep and the kind is presumed blocking in
-/// this pool from then on, and then 4 more, presumed, whose ends record
-/// long waits.
+/// Teaches `pool` that kind `K` blocks: 6 items of the kind that sleep
+/// 20 ms each (few: the pool's peak threads count them), so the monitor
+/// finds them asleep and the kind is presumed blocking in this pool from
+/// then on, and then 4 more, presumed.
 fn teach_blocking<const K: usize>(pool: &Pool) {
     let sleepers = Arc::new(Sleepers::default());
     run_items::<K>(pool, 6, Duration::from_millis(20), Some(&sleepers));
@@ -224,6 +223,7 @@ fn a_lock_convoy_keeps_its_threads_few() {
         run_items::<1>(&pool, 10_000, Duration::from_micros(20), None);
         (convoy_bound(&pool), metrics_once_ended(&pool, 10_000))
     });
+    println!("untaught 10,000 x 20 µs: {}", sources(&m));
     assert!(m.peak_threads <= bound, "{}", sources(&m));
     assert_eq!(m.completed, 10_000);
     common::assert_counters_add_up(&m);
@@ -242,6 +242,26 @@ fn a_convoy_of_a_kind_presumed_blocking_keeps_its_threads_few() {
         }
         (convoy_bound(&pool), metrics_once_ended(&pool, 9_010))
     });
+    println!("taught 3 x 3,000 x 5/20/100 µs: {}", sources(&m));
+    assert!(m.peak_threads <= bound, "{}", sources(&m));
+    assert!(m.presumed_blocking > 0, "nothing was presumed: {m:?}");
+    common::assert_counters_add_up(&m);
+}
+
+#[test]
+fn a_taught_convoy_of_100_us_holds_keeps_its_threads_few() {
+    // Issue #41's worst case: a kind taught to block (its items slept
+    // first), then 10,000 of its items holding one mutex for 100 µs. At
+    // c895626 it reached 512 threads (max_threads): the items asleep on
+    // the lock doubled presumption's cap at every look, and the policy's
+    // burst replaced the slot holders found asleep on it.
+    let (bound, m) = alone(|| {
+        let pool = two_slots();
+        teach_blocking::<4>(&pool);
+        run_items::<4>(&pool, 10_000, Duration::from_micros(100), None);
+        (convoy_bound(&pool), metrics_once_ended(&pool, 10_010))
+    });
+    println!("taught 10,000 x 100 µs: {}", sources(&m));
     assert!(m.peak_threads <= bound, "{}", sources(&m));
     assert!(m.presumed_blocking > 0, "nothing was presumed: {m:?}");
     common::assert_counters_add_up(&m);
@@ -263,6 +283,10 @@ fn a_second_burst_of_a_kind_known_to_sleep_gets_its_threads() {
         }
         (most[0], most[1], metrics_once_ended(&pool, 1_000))
     });
+    println!(
+        "500 x 200 ms twice: {first} then {second} asleep at once; {}",
+        sources(&m)
+    );
     assert!(
         second >= 100,
         "{second} asleep at once (first burst {first}): {m:?}"
