@@ -52,7 +52,10 @@
 //!   reached 97-252 threads in 2 runs of 5). The monitor sees a slot's
 //!   task end when the worker's task at its last tick is gone at this one
 //!   (`Monitor::saw_task_end`, at most one per worker and tick): evidence
-//!   that tasks end, never counted in a rate.
+//!   that tasks end, never counted in a rate, and only for a task it first
+//!   saw since the climb began (a rendezvous's second burst, starting as
+//!   the first one's tasks ended, took their ends for its own and had 74
+//!   of 200 presumed).
 //! * **Then the rate decides.** Once tasks end, the climb measures the
 //!   ends per second while the kind presses against its level (a window
 //!   that starts when the level changes, or when a look does not press),
@@ -118,11 +121,13 @@
 //! rendezvous's last arrivals end at once, short, which held its next
 //! burst too.
 //!
-//! Measured on 2 shared cores (release, `tests/control_convoy.rs`'s
-//! `convoy_sources`, 10,000 items x 100 µs): 3-9 peak threads in 12 runs,
-//! taught first or not (512 at c895626 when taught). A free phase of one
-//! interval took a convoy to 41 threads when nothing at all ended for
-//! 2.2 ms (the lock's holder preempted), hence 4.
+//! Measured on 2 shared cores (release, `tests/control_convoy.rs`,
+//! 10,000 items x 100 µs taught first): 6-10 peak threads in 14 runs with
+//! the climb on presumption and the burst (one at 12: replacements of
+//! slot holders found asleep, and spares), 6-9 in 14 with the held
+//! kind's replacements held and spares only for room (512 at c895626).
+//! A free phase of one interval took a convoy to 41 threads when nothing
+//! at all ended for 2.2 ms (the lock's holder preempted), hence 4.
 //!
 //! What this does not do: step a level *down* when a higher one did not
 //! help (the cap falls with the ends anyway, and a refuted level is at
