@@ -467,11 +467,17 @@ impl Monitor {
         for (index, entry) in entries.iter().enumerate() {
             let seen = entry.status.load();
             self.saw_task_end(entry, index, seen, sample.now);
-            if seen.phase() != Phase::Idle && all_held != Some(false) {
+            let kind_held = seen.phase() != Phase::Idle && {
                 let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-                let held = self.climbs.iter().any(|(k, c)| *k == kind && c.holds());
-                all_held = Some(held);
+                self.climbs.iter().any(|(k, c)| *k == kind && c.holds())
+            };
+            if seen.phase() != Phase::Idle && all_held != Some(false) {
+                all_held = Some(kind_held);
             }
+            // Asleep, a task of a held kind waits for a sibling while the
+            // whole pool is at such work (the last look's verdict): its
+            // slot is not handed on (`control::growth`).
+            let sibling_wait = kind_held && self.all_held;
             let track = &mut self.tracks[index];
             match seen.phase() {
                 Phase::Idle => {
@@ -546,6 +552,7 @@ impl Monitor {
                 kernel: None,
                 fallback: None,
                 computed: false,
+                sibling_wait,
             };
             let probe = policy
                 .detects_blocking()

@@ -149,6 +149,12 @@ pub(crate) struct WorkerView {
     /// Runnable alone is not enough for the quantum rule: see
     /// [`Burst::quantum`].
     pub(crate) computed: bool,
+    /// Its task is of a kind whose tasks end (its growth climb holds it:
+    /// `control::growth::Climb::holds`) while every task at work is of
+    /// such a kind: asleep, it waits for a sibling (a lock another task of
+    /// the kind holds), and is never marked blocked, so its slot is not
+    /// handed to another thread that would only join the wait.
+    pub(crate) sibling_wait: bool,
 }
 
 /// What is known of a suspect whose kernel state could not be read.
@@ -579,7 +585,7 @@ fn blocked_workers(limits: &Limits, sample: &Sample) -> Vec<(usize, StatusWord)>
     sample
         .in_task
         .iter()
-        .filter(|w| w.in_task_for >= limits.threshold)
+        .filter(|w| w.in_task_for >= limits.threshold && !w.sibling_wait)
         .filter(|w| match verdict(limits, sample, w) {
             Verdict::Blocked => true,
             Verdict::Guess if guesses > 0 => {
@@ -709,6 +715,7 @@ mod tests {
             kernel,
             fallback: None,
             computed: false,
+            sibling_wait: false,
         }
     }
 
@@ -1130,6 +1137,20 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_waiting_for_a_sibling_is_not_marked_blocked() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let sibling = WorkerView {
+            sibling_wait: true,
+            ..worker(0, 5, SLEEPING)
+        };
+        let d = policy.decide(
+            &limits(),
+            &sample(vec![sibling, worker(1, 5, SLEEPING)], 10),
+        );
+        assert_eq!(d.mark_blocked, [(1, in_task(1, 1))], "only the other one");
+    }
+
+    #[test]
     fn a_burst_grows_only_while_completions_rise_with_it() {
         // A lock convoy whose queue does not flow by the per-slot measure:
         // workers found asleep on the lock at every tick, 6 tasks ending
@@ -1313,6 +1334,7 @@ mod detection_mode_tests {
             kernel,
             fallback: None,
             computed: false,
+            sibling_wait: false,
         }
     }
 
