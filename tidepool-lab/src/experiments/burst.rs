@@ -28,7 +28,7 @@ use super::{metric_bars, per_item_plot};
 use crate::aggregate::Measured;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{median, ms, times};
+use crate::report::summary::{count, median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use crate::work::{calibrated_rounds, fib_rounds};
@@ -599,21 +599,27 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         .or_else(|| either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "concurrency"));
     let threads = either(TIDEPOOL_SLEEP, TIDEPOOL_SLEEP_COLD, "peak_threads");
     if let (Some(t), Some(n)) = (threads, items) {
-        let _ = write!(s, "; it used {t:.0} threads for {n:.0} items in flight");
+        let _ = write!(
+            s,
+            "; it used {} for {} in flight",
+            count(t, "thread", "threads"),
+            count(n, "item", "items")
+        );
     }
     let running = either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "peak_running_workers");
     if let Some(r) = running {
         let _ = write!(
             s,
-            "; of a burst of CPU-bound items at most {r:.0} workers ran at once"
+            "; of a burst of CPU-bound items at most {} ran at once",
+            count(r, "worker", "workers")
         );
         if let Some(c) = concurrency {
-            let _ = write!(s, " on its {c:.0} slots");
+            let _ = write!(s, " on its {}", count(c, "slot", "slots"));
         }
         if let Some(all) =
             either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "peak_running").filter(|a| Some(*a) > running)
         {
-            let _ = write!(s, " ({all:.0} threads with its monitor)");
+            let _ = write!(s, " ({} with its monitor)", count(all, "thread", "threads"));
         }
         if let Some(t) = either(TOKIO_CPU, TOKIO_CPU_COLD, "peak_running") {
             let _ = write!(s, " ({t:.0} on spawn_blocking)");
@@ -625,7 +631,8 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
             "no more threads than items in flight plus slots".to_string()
         } else {
             format!(
-                "{t:.0} threads, more than items in flight plus slots ({:.0})",
+                "{}, more than items in flight plus slots ({:.0})",
+                count(t, "thread", "threads"),
                 n + c
             )
         });
@@ -634,7 +641,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         verdicts.push(if r <= c {
             "CPU-bound items do not oversubscribe the cores".to_string()
         } else {
-            format!("CPU-bound items ran on {r:.0} workers at once on {c:.0} slots: oversubscribed")
+            format!(
+                "CPU-bound items ran on {} at once on {}: oversubscribed",
+                count(r, "worker", "workers"),
+                count(c, "slot", "slots")
+            )
         });
     }
     if verdicts.is_empty() {

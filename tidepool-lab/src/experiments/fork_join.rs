@@ -13,7 +13,7 @@ use crate::aggregate::Measured;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::probe::{self, ThreadSampler};
-use crate::report::summary::{median, ms, times};
+use crate::report::summary::{count, median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, shutdown_pool, TidepoolConfig};
 use std::fmt::Write as _;
@@ -1059,7 +1059,8 @@ fn join_verdict(exp: &ExperimentResult) -> Option<String> {
             let goal = c + SPARE_THREADS;
             let _ = write!(
                 s,
-                ", with at most {t:.0} threads for a concurrency of {c:.0} ({} the goal of {goal:.0}).",
+                ", with at most {} for a concurrency of {c:.0} ({} the goal of {goal:.0}).",
+                count(t, "thread", "threads"),
                 if t <= goal { "within" } else { "above" }
             );
         }

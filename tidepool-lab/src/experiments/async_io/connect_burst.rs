@@ -42,7 +42,7 @@ use crate::aggregate::Measured;
 use crate::measure::Latch;
 use crate::model::plot::Plot;
 use crate::model::{ExperimentResult, RunCtx, RunResult, Scale, ScaleTable};
-use crate::report::summary::{median, ms, times};
+use crate::report::summary::{count, median, ms, times};
 use crate::report::table::group_digits;
 use crate::stats::Summary;
 use crate::systems::{shutdown_pool, TidepoolConfig};
@@ -378,7 +378,8 @@ pub(super) fn verdict(exp: &ExperimentResult) -> Option<String> {
     let Some(theirs) = mean(TOKIO_CURRENT_THREAD) else {
         let _ = write!(
             s,
-            "; {errors:.0} failed tasks. Compare with the tokio current-thread run for a verdict."
+            "; {}. Compare with the tokio current-thread run for a verdict.",
+            count(errors, "failed task", "failed tasks")
         );
         return Some(s);
     };
@@ -388,8 +389,9 @@ pub(super) fn verdict(exp: &ExperimentResult) -> Option<String> {
     }
     let _ = write!(
         s,
-        ", {} tokio's; {errors:.0} failed tasks. Verdict: ",
-        times(ours, theirs)
+        ", {} tokio's; {}. Verdict: ",
+        times(ours, theirs),
+        count(errors, "failed task", "failed tasks")
     );
     s.push_str(if ours <= theirs {
         "tidepool's mean start is at most tokio current-thread's: goal met."
@@ -451,7 +453,7 @@ mod tests {
             met.as_deref(),
             Some(
                 "Connect burst on one slot: tidepool's mean start 4.5 ms (p99 9.0 ms), tokio \
-                 current-thread's 4.5 ms (p99 12 ms), 1.0x tokio's; 1 failed tasks. Verdict: \
+                 current-thread's 4.5 ms (p99 12 ms), 1.0x tokio's; 1 failed task. Verdict: \
                  tidepool's mean start is at most tokio current-thread's: goal met."
             )
         );

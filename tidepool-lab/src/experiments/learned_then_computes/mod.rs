@@ -56,7 +56,7 @@ use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{median, ms};
+use crate::report::summary::{count, median, ms};
 
 /// What the experiment shows: the module doc's opening paragraph.
 const ABOUT: &str = include_str!("about.md").trim_ascii_end();
@@ -300,7 +300,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
             continue;
         };
         let mut row = format!("burst of {n}: {} over the quota", ms(quota));
-        let _ = write!(row, ", {failed:.0} presumptions failed");
+        let _ = write!(
+            row,
+            ", {}",
+            count(failed, "presumption failed", "presumptions failed")
+        );
         if let Some(peak) = get("peak_computing") {
             let _ = write!(row, ", at most {peak:.0} computing at once");
         }
@@ -378,7 +382,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            s.contains("burst of 60: 12 ms over the quota, 1 presumptions failed, at most 3 computing at once, wall 1.04x the slot-bound"),
+            s.contains("burst of 60: 12 ms over the quota, 1 presumption failed, at most 3 computing at once, wall 1.04x the slot-bound"),
             "{s}"
         );
         assert!(s.contains("tokio at most 3 computing at once"), "{s}");

@@ -59,7 +59,7 @@ use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{median, ms};
+use crate::report::summary::{count, median, ms};
 use crate::report::table::group_digits;
 use crate::work::burn_cpu;
 
@@ -353,16 +353,17 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
 fn verdict(exp: &ExperimentResult) -> Option<String> {
     let mut rows = Vec::new();
     let mut missed = Vec::new();
-    for (count, hold) in CONVOYS {
-        let convoy = format!("{count}-{hold}");
+    for (items, hold) in CONVOYS {
+        let convoy = format!("{items}-{hold}");
         let Some(threads) = median(exp, &format!("tidepool-{convoy}"), "peak_threads") else {
             continue;
         };
         let wall = median(exp, &format!("tidepool-{convoy}"), WALL);
         let fixed = median(exp, &format!("fixed-{convoy}"), WALL);
         let mut row = format!(
-            "{count} x {} {threads:.0} threads",
-            hold.replace("us", " µs")
+            "{items} x {} {}",
+            hold.replace("us", " µs"),
+            count(threads, "thread", "threads")
         );
         if threads > THREADS_TARGET as f64 {
             missed.push(format!("{convoy} threads"));

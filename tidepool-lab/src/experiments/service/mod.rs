@@ -94,7 +94,7 @@ use super::metric_bars;
 use crate::aggregate::Measured;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{figure, ms, times};
+use crate::report::summary::{count, figure, ms, times};
 use crate::report::table::group_digits;
 use load::{Load, PhaseResult, PoolFigures, ServerProcess, Upstream};
 
@@ -561,15 +561,15 @@ impl Compared {
             ));
         }
         if self.errors > base.errors {
-            out.push(format!("{:.0} errors", self.errors));
+            out.push(count(self.errors, "error", "errors"));
         }
         out
     }
 }
 
-/// A count, or `-`.
-fn count(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.0}"))
+/// A count of threads, or `- threads`.
+fn threads(v: Option<f64>) -> String {
+    v.map_or("- threads".into(), |v| count(v, "thread", "threads"))
 }
 
 /// A duration in milliseconds, or `-`.
@@ -588,14 +588,14 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
     let base = Compared::of(exp, TOKIO_SPAWN_BLOCKING)?;
     let mut s = format!(
         "tokio with spawn_blocking: p99 {} at 200 requests/s; overloaded, {} requests/s, p99 {}, \
-         max {}, {} CPU per request, {:.0} errors, {} threads",
+         max {}, {} CPU per request, {}, {}",
         ms(base.fixed_p99),
         group_digits(base.requests_per_s),
         some_ms(base.p99),
         some_ms(base.max),
         some_ms(base.cpu),
-        base.errors,
-        count(base.threads)
+        count(base.errors, "error", "errors"),
+        threads(base.threads)
     );
     let contenders = [
         (TIDEPOOL_SERVE, "tidepool::http::serve"),
@@ -609,14 +609,14 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         let _ = write!(
             s,
             "; {name}: p99 {} at 200 requests/s; overloaded, {} the throughput, p99 {}, max {}, \
-             CPU per request {}, {:.0} errors, {} threads",
+             CPU per request {}, {}, {}",
             times(c.fixed_p99, base.fixed_p99),
             times(c.requests_per_s, base.requests_per_s),
             ratio(c.p99, base.p99),
             ratio(c.max, base.max),
             ratio(c.cpu, base.cpu),
-            c.errors,
-            count(c.threads)
+            count(c.errors, "error", "errors"),
+            threads(c.threads)
         );
         judged.push((name, c.shortfalls(&base)));
     }
