@@ -659,7 +659,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::testing::{assert_verdict_says, done_run, verdict_of};
 
     #[test]
     fn every_run_is_measured_cold_and_warm() {
@@ -682,55 +682,39 @@ mod tests {
     }
 
     fn result(id: &str, p50: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("items", 500.0);
-        m.put("p50_start_ms", p50);
-        m.put("p99_start_ms", 3.0 * p50);
-        m.put("peak_threads", 502.0);
-        m.put("concurrency", 2.0);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            ("items", 500.0),
+            ("p50_start_ms", p50),
+            ("p99_start_ms", 3.0 * p50),
+            ("peak_threads", 502.0),
+            ("concurrency", 2.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_compares_cold_with_cold_and_warm_with_warm() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result(TIDEPOOL_SLEEP_COLD, 4.0),
-            result(TIDEPOOL_SLEEP, 0.2),
-            result(TOKIO_SLEEP_COLD, 1.0),
-            result(TOKIO_SLEEP, 1.0),
-        ]))
-        .unwrap();
-        assert!(
-            s.contains("cold (the first burst of a fresh process), tidepool's default starts half within 4.0 ms (p99 12 ms), tokio's spawn_blocking within 1.0 ms (tidepool 4.0x of it)"),
-            "{s}"
-        );
-        assert!(
-            s.contains("cold, tidepool starts a burst 4.0x slower than spawn_blocking"),
-            "{s}"
-        );
-        assert!(
-            s.contains("warm, tidepool starts a burst at least as fast as spawn_blocking"),
-            "{s}"
-        );
-        assert!(
-            s.contains("no more threads than items in flight plus slots"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![
+                result(TIDEPOOL_SLEEP_COLD, 4.0),
+                result(TIDEPOOL_SLEEP, 0.2),
+                result(TOKIO_SLEEP_COLD, 1.0),
+                result(TOKIO_SLEEP, 1.0),
+            ],
+            &[
+                "cold (the first burst of a fresh process), tidepool's default starts half within 4.0 ms (p99 12 ms), tokio's spawn_blocking within 1.0 ms (tidepool 4.0x of it)",
+                "cold, tidepool starts a burst 4.0x slower than spawn_blocking",
+                "warm, tidepool starts a burst at least as fast as spawn_blocking",
+                "no more threads than items in flight plus slots",
+            ],
         );
         // A warm run alone still has an answer; no tidepool run, none.
-        let s = verdict(&exp(vec![result(TIDEPOOL_SLEEP, 0.2)])).unwrap();
+        let s = assert_verdict_says(&EXPERIMENT, vec![result(TIDEPOOL_SLEEP, 0.2)], &[]);
         assert!(!s.contains("cold"), "{s}");
-        assert_eq!(verdict(&exp(vec![result(TOKIO_SLEEP, 1.0)])), None);
+        assert_eq!(
+            verdict_of(&EXPERIMENT, vec![result(TOKIO_SLEEP, 1.0)]),
+            None
+        );
     }
 }

@@ -353,7 +353,9 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
+    use crate::experiments::testing::{
+        assert_plain_about, assert_verdict_says, done_run, verdict_of,
+    };
 
     #[test]
     fn the_about_text_is_plain() {
@@ -372,30 +374,28 @@ mod tests {
 
     #[test]
     fn the_verdict_holds_each_tidepool_row_to_both_targets() {
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![
                 result("tidepool-burst-60", 12.0, 1.0),
                 result("tidepool-burst-300", 140.0, 2.0),
                 result("tokio-burst-60", 0.0, 0.0),
             ],
-        )
-        .unwrap();
-        assert!(
-            s.contains("burst of 60: 12 ms over the quota, 1 presumption failed, at most 3 computing at once, wall 1.04x the slot-bound"),
-            "{s}"
+            &[
+                "burst of 60: 12 ms over the quota, 1 presumption failed, at most 3 computing at once, wall 1.04x the slot-bound",
+                "tokio at most 3 computing at once",
+                "Verdict: missed on burst 300: time over quota",
+            ],
         );
-        assert!(s.contains("tokio at most 3 computing at once"), "{s}");
-        assert!(
-            s.contains("Verdict: missed on burst 300: time over quota"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result("tidepool-burst-60", 99.0, 3.0)],
+            &["missed on burst 60: presumptions failed"],
         );
-        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-burst-60", 99.0, 3.0)]).unwrap();
-        assert!(s.contains("missed on burst 60: presumptions failed"), "{s}");
-        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-burst-60", 0.0, 0.0)]).unwrap();
-        assert!(
-            s.contains("both goals met on every tidepool row (1)"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result("tidepool-burst-60", 0.0, 0.0)],
+            &["both goals met on every tidepool row (1)"],
         );
         assert_eq!(
             verdict_of(&EXPERIMENT, vec![result("rayon-burst-60", 0.0, 0.0)]),

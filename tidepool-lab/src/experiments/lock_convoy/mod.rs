@@ -397,7 +397,9 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
+    use crate::experiments::testing::{
+        assert_plain_about, assert_verdict_says, done_run, verdict_of,
+    };
 
     #[test]
     fn the_about_text_is_plain() {
@@ -464,7 +466,7 @@ mod tests {
 
     #[test]
     fn the_verdict_holds_tidepool_to_both_targets() {
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![
                 result("tidepool-10k-5us", 4.0, 60.0),
@@ -472,26 +474,23 @@ mod tests {
                 result("tidepool-100k-20us", 14.0, 2100.0),
                 result("fixed-100k-20us", 2.0, 2050.0),
             ],
-        )
-        .unwrap();
-        assert!(
-            s.contains("10k x 5 µs 4 threads, 60 ms = 1.20x the Fixed pool's; 100k x 20 µs 14 threads, 2.1 s = 1.02x"),
-            "{s}"
+            &[
+                "10k x 5 µs 4 threads, 60 ms = 1.20x the Fixed pool's; 100k x 20 µs 14 threads, 2.1 s = 1.02x",
+                "Verdict: missed on 100k-20us threads (",
+            ],
         );
-        assert!(s.contains("Verdict: missed on 100k-20us threads ("), "{s}");
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![
                 result("tidepool-10k-5us", 4.0, 70.0),
                 result("fixed-10k-5us", 2.0, 50.0),
             ],
-        )
-        .unwrap();
-        assert!(s.contains("missed on 10k-5us wall"), "{s}");
-        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-10k-20us", 3.0, 1.0)]).unwrap();
-        assert!(
-            s.contains("both goals met on every tidepool row (1)"),
-            "{s}"
+            &["missed on 10k-5us wall"],
+        );
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result("tidepool-10k-20us", 3.0, 1.0)],
+            &["both goals met on every tidepool row (1)"],
         );
         assert_eq!(
             verdict_of(&EXPERIMENT, vec![result("fixed-10k-5us", 2.0, 1.0)]),

@@ -80,8 +80,6 @@ use crate::model::RunResult;
 pub(crate) mod computing;
 pub(crate) mod ideal;
 pub(crate) mod session;
-#[cfg(test)]
-pub(crate) mod testing;
 
 /// The slots (threads, workers) of every pool.
 pub(crate) const CONCURRENCY: usize = 2;

@@ -645,7 +645,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::testing::{assert_verdict_says, done_run, verdict_of};
 
     #[test]
     fn every_system_is_a_run_under_the_same_name() {
@@ -659,53 +659,38 @@ mod tests {
     }
 
     fn result(id: &str, fixed_p99: f64, rps: f64, errors: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put(FIXED.p99, fixed_p99);
-        m.put(FIXED.errors, 0.0);
-        m.put(OVERLOAD.requests_per_s, rps);
-        m.put(OVERLOAD.p99, 300.0);
-        m.put(OVERLOAD.max, 900.0);
-        m.put(OVERLOAD.errors, errors);
-        m.put(OVERLOAD.cpu, 2.5);
-        m.put(OVERLOAD.peak_threads, 40.0);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            (FIXED.p99, fixed_p99),
+            (FIXED.errors, 0.0),
+            (OVERLOAD.requests_per_s, rps),
+            (OVERLOAD.p99, 300.0),
+            (OVERLOAD.max, 900.0),
+            (OVERLOAD.errors, errors),
+            (OVERLOAD.cpu, 2.5),
+            (OVERLOAD.peak_threads, 40.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_compares_with_spawn_blocking() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0),
-            result(TIDEPOOL_AXUM_SERVE, 60.0, 500.0, 3.0),
-            result(TOKIO_SPAWN_BLOCKING, 28.0, 820.0, 0.0),
-        ]))
-        .unwrap();
-        assert!(s.contains("tidepool::http::serve: p99 1.1x"), "{s}");
-        assert!(
-            s.contains("tidepool::http::serve with a blocking handler matches"),
-            "{s}"
-        );
-        assert!(
-            s.contains(
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![
+                result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0),
+                result(TIDEPOOL_AXUM_SERVE, 60.0, 500.0, 3.0),
+                result(TOKIO_SPAWN_BLOCKING, 28.0, 820.0, 0.0),
+            ],
+            &[
+                "tidepool::http::serve: p99 1.1x",
+                "tidepool::http::serve with a blocking handler matches",
                 "axum::serve on tidepool falls short (p99 at 200 requests/s 2.1x, \
-                 throughput when overloaded 0.6x, 3 errors)"
-            ),
-            "{s}"
+                 throughput when overloaded 0.6x, 3 errors)",
+                "Verdict: ",
+            ],
         );
-        assert!(s.contains("Verdict: "), "{s}");
         assert_eq!(
-            verdict(&exp(vec![result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0)])),
+            verdict_of(&EXPERIMENT, vec![result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0)]),
             None,
             "no baseline, no verdict"
         );
@@ -716,11 +701,13 @@ mod tests {
             .measured
             .metrics
             .retain(|(n, _)| *n != OVERLOAD.p99 && *n != OVERLOAD.max);
-        let s = verdict(&exp(vec![result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0), behind])).unwrap();
-        assert!(
-            s.contains("overloaded, 820 requests/s, p99 -, max -"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0), behind],
+            &[
+                "overloaded, 820 requests/s, p99 -, max -",
+                "1.0x the throughput, p99 -, max -",
+            ],
         );
-        assert!(s.contains("1.0x the throughput, p99 -, max -"), "{s}");
     }
 }
