@@ -70,7 +70,7 @@ use super::done;
 use super::fresh_process::in_fresh_process;
 use super::quota::ideal;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::{duration, put_against, serial, CONCURRENCY};
+use super::quota::{duration, on_every_row, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::{metric_bars, per_item_plot};
 use crate::model::plot::Plot;
@@ -465,11 +465,12 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         s,
         ". Verdict: {} (the goal: tidepool's mean completion at most {TARGET}x the slot-bound \
          schedule's on every row).",
-        if over.is_empty() {
-            format!("within {TARGET}x on every tidepool row ({})", rows.len())
-        } else {
-            format!("over the goal on {}", over.join(", "))
-        }
+        on_every_row(
+            &format!("within {TARGET}x"),
+            rows.len(),
+            "over the goal on",
+            &over
+        )
     );
     Some(s)
 }

@@ -51,7 +51,7 @@ use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::ideal;
 use super::quota::session::{Job, Session, Way};
-use super::quota::{duration, over_quota_plot, put_against, serial, CONCURRENCY};
+use super::quota::{duration, on_every_row, over_quota_plot, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
@@ -341,11 +341,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         s,
         ". Verdict: {} (the goals: at most {OVER_QUOTA_TARGET_MS:.0} ms with more than \
          concurrency + 2 computing, at most {FAILED_TARGET:.0} presumptions failed per burst).",
-        if missed.is_empty() {
-            format!("both goals met on every tidepool row ({})", rows.len())
-        } else {
-            format!("missed on burst {}", missed.join(", "))
-        }
+        on_every_row("both goals met", rows.len(), "missed on burst", &missed)
     );
     Some(s)
 }

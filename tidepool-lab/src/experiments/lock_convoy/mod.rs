@@ -54,7 +54,7 @@ use std::time::Duration;
 use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::{put_against, CONCURRENCY};
+use super::quota::{on_every_row, put_against, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
@@ -385,11 +385,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         s,
         ". Verdict: {} (the goals: at most concurrency + 8 = {THREADS_TARGET} threads and at \
          most {WALL_TARGET}x the wall time of tidepool's Fixed pool of 2).",
-        if missed.is_empty() {
-            format!("both goals met on every tidepool row ({})", rows.len())
-        } else {
-            format!("missed on {}", missed.join(", "))
-        }
+        on_every_row("both goals met", rows.len(), "missed on", &missed)
     );
     Some(s)
 }
