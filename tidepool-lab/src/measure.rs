@@ -86,6 +86,34 @@ impl Timeline {
             .collect()
     }
 
+    /// Milliseconds from the first item's submission to each item's start,
+    /// in item order: when an item started counted from when the whole
+    /// burst was asked for. Unlike [`Timeline::start_latencies_ms`] it does
+    /// not credit a system whose submitter is slowed by each submission
+    /// (tokio's `spawn_blocking` starting a thread in the call) with short
+    /// latencies. Items that never started are left out.
+    pub fn starts_since_first_submit_ms(&self) -> Vec<f64> {
+        let Some(first) = (0..self.len())
+            .filter_map(|i| Self::get(&self.submitted, i))
+            .min()
+        else {
+            return Vec::new();
+        };
+        (0..self.len())
+            .filter_map(|i| Some(Self::get(&self.started, i)?.saturating_sub(first) as f64 / 1e6))
+            .collect()
+    }
+
+    /// Milliseconds from the first submission to the last: how long the
+    /// submitter spent handing the items over.
+    pub fn submitting_ms(&self) -> Option<f64> {
+        let times = (0..self.len()).filter_map(|i| Self::get(&self.submitted, i));
+        let (first, last) = times.fold(None, |span: Option<(u64, u64)>, t| {
+            Some(span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))))
+        })?;
+        Some((last - first) as f64 / 1e6)
+    }
+
     /// Seconds from start to end, per item, in item order.
     pub fn durations_s(&self) -> Vec<f64> {
         (0..self.len())
@@ -200,6 +228,26 @@ mod tests {
         assert_eq!(t.durations_s().len(), 1);
         assert_eq!(t.started_count(), 2);
         assert!(t.start_latencies_ms().iter().all(|v| *v >= 0.0));
+    }
+
+    #[test]
+    fn starts_since_the_first_submit_count_the_submitters_time_too() {
+        let t = Timeline::new(3);
+        t.submit(0);
+        thread::sleep(Duration::from_millis(20));
+        t.submit(1);
+        t.start(1);
+        t.start(0);
+        t.submit(2);
+        let own = t.start_latencies_ms();
+        let since_first = t.starts_since_first_submit_ms();
+        assert_eq!(since_first.len(), 2, "the item never started is left out");
+        // Item 1 started at once after its own submit, 20 ms after item 0's.
+        assert!(since_first[1] - own[1] >= 20.0, "{own:?} {since_first:?}");
+        assert!(since_first[0] >= own[0]);
+        assert!(t.submitting_ms().unwrap() >= 20.0);
+        assert_eq!(Timeline::new(2).submitting_ms(), None);
+        assert!(Timeline::new(2).starts_since_first_submit_ms().is_empty());
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::measure::Latch;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::probe::CpuTimes;
-use crate::report::summary::{figure, ms};
+use crate::report::summary::{count, figure, ms};
 use crate::report::table::group_digits;
 use crate::stats::Summary;
 use crate::systems::{shutdown_pool, tokio_runtime, TidepoolConfig};
@@ -588,7 +588,11 @@ fn echo_verdict(exp: &ExperimentResult) -> Option<String> {
         .iter()
         .filter_map(|id| figure(exp, id, "errors").map(|f| f.0))
         .sum();
-    let _ = write!(s, "; {errors:.0} failed clients. Verdict: ");
+    let _ = write!(
+        s,
+        "; {}. Verdict: ",
+        count(errors, "failed client", "failed clients")
+    );
     match (rate(TOKIO), p99(TOKIO)) {
         (Some(t), Some(tp)) => {
             let faster = ours.0 >= t.0;

@@ -16,6 +16,13 @@
 //!   same items to it, waits for them, then measures the next burst on
 //!   the same system (what a service's one long-lived pool meets when a
 //!   burst comes back).
+//!
+//! `p50_start_ms` counts each item from its own submit. tokio's
+//! `spawn_blocking` starts a thread inside the call, so its items start
+//! soon after their own submit while the submitter slows down; the runs
+//! also report `p50_start_since_burst_ms` (counted from the burst's first
+//! submit) and `submit_ms` (how long handing the burst over took), which
+//! compare the two on what the submitter asked for.
 
 use std::hint::black_box;
 use std::thread;
@@ -28,7 +35,7 @@ use super::{metric_bars, per_item_plot};
 use crate::aggregate::Measured;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{median, ms, times};
+use crate::report::summary::{count, median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use crate::work::{calibrated_rounds, fib_rounds};
@@ -567,6 +574,26 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
                 ms(t),
                 times(ours, t)
             );
+            // spawn_blocking starts a thread inside the call, so its items'
+            // own latencies are short while the submitter is slowed: the
+            // start counted from the burst's first submit says both.
+            let since = |id| median(exp, id, "p50_start_since_burst_ms");
+            if let (Some(o), Some(s)) = (since(ours_id), since(tokio_id)) {
+                let _ = write!(
+                    part,
+                    "; counted from the burst's first submit, half started within {} on tidepool and {} on spawn_blocking ({} of it)",
+                    ms(o),
+                    ms(s),
+                    times(o, s)
+                );
+                if let Some(sub) = median(exp, tokio_id, "submit_ms") {
+                    let _ = write!(
+                        part,
+                        ", whose submitter took {} to hand the burst over",
+                        ms(sub)
+                    );
+                }
+            }
             verdicts.push(if ours <= t {
                 format!("{state}, tidepool starts a burst at least as fast as spawn_blocking")
             } else {
@@ -599,21 +626,27 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         .or_else(|| either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "concurrency"));
     let threads = either(TIDEPOOL_SLEEP, TIDEPOOL_SLEEP_COLD, "peak_threads");
     if let (Some(t), Some(n)) = (threads, items) {
-        let _ = write!(s, "; it used {t:.0} threads for {n:.0} items in flight");
+        let _ = write!(
+            s,
+            "; it used {} for {} in flight",
+            count(t, "thread", "threads"),
+            count(n, "item", "items")
+        );
     }
     let running = either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "peak_running_workers");
     if let Some(r) = running {
         let _ = write!(
             s,
-            "; of a burst of CPU-bound items at most {r:.0} workers ran at once"
+            "; of a burst of CPU-bound items at most {} ran at once",
+            count(r, "worker", "workers")
         );
         if let Some(c) = concurrency {
-            let _ = write!(s, " on its {c:.0} slots");
+            let _ = write!(s, " on its {}", count(c, "slot", "slots"));
         }
         if let Some(all) =
             either(TIDEPOOL_CPU, TIDEPOOL_CPU_COLD, "peak_running").filter(|a| Some(*a) > running)
         {
-            let _ = write!(s, " ({all:.0} threads with its monitor)");
+            let _ = write!(s, " ({} with its monitor)", count(all, "thread", "threads"));
         }
         if let Some(t) = either(TOKIO_CPU, TOKIO_CPU_COLD, "peak_running") {
             let _ = write!(s, " ({t:.0} on spawn_blocking)");
@@ -625,7 +658,8 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
             "no more threads than items in flight plus slots".to_string()
         } else {
             format!(
-                "{t:.0} threads, more than items in flight plus slots ({:.0})",
+                "{}, more than items in flight plus slots ({:.0})",
+                count(t, "thread", "threads"),
                 n + c
             )
         });
@@ -634,7 +668,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         verdicts.push(if r <= c {
             "CPU-bound items do not oversubscribe the cores".to_string()
         } else {
-            format!("CPU-bound items ran on {r:.0} workers at once on {c:.0} slots: oversubscribed")
+            format!(
+                "CPU-bound items ran on {} at once on {}: oversubscribed",
+                count(r, "worker", "workers"),
+                count(c, "slot", "slots")
+            )
         });
     }
     if verdicts.is_empty() {
@@ -648,7 +686,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::testing::{assert_verdict_says, done_run, verdict_of};
 
     #[test]
     fn every_run_is_measured_cold_and_warm() {
@@ -671,55 +709,39 @@ mod tests {
     }
 
     fn result(id: &str, p50: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("items", 500.0);
-        m.put("p50_start_ms", p50);
-        m.put("p99_start_ms", 3.0 * p50);
-        m.put("peak_threads", 502.0);
-        m.put("concurrency", 2.0);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            ("items", 500.0),
+            ("p50_start_ms", p50),
+            ("p99_start_ms", 3.0 * p50),
+            ("peak_threads", 502.0),
+            ("concurrency", 2.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_compares_cold_with_cold_and_warm_with_warm() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result(TIDEPOOL_SLEEP_COLD, 4.0),
-            result(TIDEPOOL_SLEEP, 0.2),
-            result(TOKIO_SLEEP_COLD, 1.0),
-            result(TOKIO_SLEEP, 1.0),
-        ]))
-        .unwrap();
-        assert!(
-            s.contains("cold (the first burst of a fresh process), tidepool's default starts half within 4.0 ms (p99 12 ms), tokio's spawn_blocking within 1.0 ms (tidepool 4.0x of it)"),
-            "{s}"
-        );
-        assert!(
-            s.contains("cold, tidepool starts a burst 4.0x slower than spawn_blocking"),
-            "{s}"
-        );
-        assert!(
-            s.contains("warm, tidepool starts a burst at least as fast as spawn_blocking"),
-            "{s}"
-        );
-        assert!(
-            s.contains("no more threads than items in flight plus slots"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![
+                result(TIDEPOOL_SLEEP_COLD, 4.0),
+                result(TIDEPOOL_SLEEP, 0.2),
+                result(TOKIO_SLEEP_COLD, 1.0),
+                result(TOKIO_SLEEP, 1.0),
+            ],
+            &[
+                "cold (the first burst of a fresh process), tidepool's default starts half within 4.0 ms (p99 12 ms), tokio's spawn_blocking within 1.0 ms (tidepool 4.0x of it)",
+                "cold, tidepool starts a burst 4.0x slower than spawn_blocking",
+                "warm, tidepool starts a burst at least as fast as spawn_blocking",
+                "no more threads than items in flight plus slots",
+            ],
         );
         // A warm run alone still has an answer; no tidepool run, none.
-        let s = verdict(&exp(vec![result(TIDEPOOL_SLEEP, 0.2)])).unwrap();
+        let s = assert_verdict_says(&EXPERIMENT, vec![result(TIDEPOOL_SLEEP, 0.2)], &[]);
         assert!(!s.contains("cold"), "{s}");
-        assert_eq!(verdict(&exp(vec![result(TOKIO_SLEEP, 1.0)])), None);
+        assert_eq!(
+            verdict_of(&EXPERIMENT, vec![result(TOKIO_SLEEP, 1.0)]),
+            None
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::systems::{rayon_pool, tokio_runtime, System, TidepoolConfig};
 use crate::work::{calibrated_rounds, fib_rounds};
 use std::fmt::Write as _;
 
-use crate::report::summary::{median, times};
+use crate::report::summary::{count, median, times};
 
 /// What the experiment shows.
 const ABOUT: &str = "Ten jobs that each compute the largest Fibonacci number below 100 in a \
@@ -245,7 +245,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         times(ours, alone)
     );
     if let Some(r) = running {
-        let _ = write!(s, " with at most {r:.0} threads running");
+        let _ = write!(s, " with at most {} running", count(r, "thread", "threads"));
     }
     for id in ["tokio", "rayon"] {
         if let Some(v) = median(exp, id, "mean_job_s") {

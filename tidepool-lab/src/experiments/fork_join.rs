@@ -13,7 +13,7 @@ use crate::aggregate::Measured;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
 use crate::probe::{self, ThreadSampler};
-use crate::report::summary::{median, ms, times};
+use crate::report::summary::{count, median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{rayon_pool, shutdown_pool, TidepoolConfig};
 use std::fmt::Write as _;
@@ -1059,7 +1059,8 @@ fn join_verdict(exp: &ExperimentResult) -> Option<String> {
             let goal = c + SPARE_THREADS;
             let _ = write!(
                 s,
-                ", with at most {t:.0} threads for a concurrency of {c:.0} ({} the goal of {goal:.0}).",
+                ", with at most {} for a concurrency of {c:.0} ({} the goal of {goal:.0}).",
+                count(t, "thread", "threads"),
                 if t <= goal { "within" } else { "above" }
             );
         }
@@ -1071,6 +1072,12 @@ fn join_verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiments::testing::{done_run, result_of};
+
+    /// Row `id`, finished in `ms` of wall time.
+    fn done(id: &str, ms: f64) -> RunResult {
+        done_run(&EXPERIMENT, id, &[("wall_ms", ms)])
+    }
 
     #[test]
     fn the_sequential_pieces_are_right() {
@@ -1090,30 +1097,16 @@ mod tests {
 
     #[test]
     fn each_workload_is_compared_with_its_own_rayon_run() {
-        use crate::model::Outcome;
         use crate::report::table::{ratio_header, table};
-        let done = |id: &str, ms: f64| {
-            let mut m = Measured::default();
-            m.put("wall_ms", ms);
-            RunResult {
-                spec: EXPERIMENT.run(id).unwrap(),
-                outcome: Outcome::Done,
-                measured: m,
-                spread: Vec::new(),
-                repeat: 1,
-                elapsed_s: 0.0,
-            }
-        };
-        let exp = ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs: vec![
+        let exp = result_of(
+            &EXPERIMENT,
+            vec![
                 done("fib-join", 100.0),
                 done(FIB_RAYON, 50.0),
                 done("sort-join", 30.0),
                 done(SORT_RAYON, 30.0),
             ],
-            repeat: 1,
-        };
+        );
         let t = table(&exp);
         let ratio = t
             .header
@@ -1179,28 +1172,15 @@ mod tests {
 
     #[test]
     fn the_iterators_are_compared_with_rayons() {
-        let done = |id: &str, ms: f64| {
-            let mut m = Measured::default();
-            m.put("wall_ms", ms);
-            RunResult {
-                spec: EXPERIMENT.run(id).unwrap(),
-                outcome: crate::experiments::Outcome::Done,
-                measured: m,
-                spread: Vec::new(),
-                repeat: 1,
-                elapsed_s: 0.0,
-            }
-        };
-        let exp = ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs: vec![
+        let exp = result_of(
+            &EXPERIMENT,
+            vec![
                 done("sumsq-iter", 11.0),
                 done("sumsq-rayon", 10.0),
                 done("psort-iter", 30.0),
                 done("psort-rayon", 20.0),
             ],
-            repeat: 1,
-        };
+        );
         let line = verdict(&exp).unwrap();
         assert!(line.starts_with("Parallel iterators: sumsq"), "{line}");
         assert!(

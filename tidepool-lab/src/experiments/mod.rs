@@ -28,6 +28,8 @@ mod paced;
 mod quota;
 pub mod service;
 pub mod short_blocking;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod thread_count;
 pub mod thread_per_task;
 pub mod waiting;

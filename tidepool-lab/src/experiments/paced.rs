@@ -195,6 +195,17 @@ pub(crate) fn measure_sampled<S>(
     m.put("p99_start_ms", s.p99);
     m.put("max_start_ms", s.max);
     m.put("wall_s", wall.as_secs_f64());
+    if pace.interval.is_zero() {
+        // A burst: also when items started counted from when the burst was
+        // asked for, and how long handing it over took the submitter.
+        if let Some(since) = Summary::of(&timeline.starts_since_first_submit_ms()) {
+            m.put("p50_start_since_burst_ms", since.p50);
+            m.put("max_start_since_burst_ms", since.max);
+        }
+        if let Some(submitting) = timeline.submitting_ms() {
+            m.put("submit_ms", submitting);
+        }
+    }
     let peak = report
         .peak_threads
         .unwrap_or_else(|| probe::peak_threads(&observed));

@@ -13,7 +13,7 @@ use super::per_item_plot;
 use crate::aggregate::Measured;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{median, ms, times};
+use crate::report::summary::{count, median, ms, times};
 use crate::report::table::group_digits;
 use crate::systems::{tokio_runtime, System, TidepoolConfig};
 use std::fmt::Write as _;
@@ -331,7 +331,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         let _ = write!(s, "; its monitor used {c:.2}% of a core");
     }
     if let Some(d) = median(exp, TIDEPOOL, "blocked_detections") {
-        let _ = write!(s, " and found {d:.0} blocked items");
+        let _ = write!(
+            s,
+            " and found {}",
+            count(d, "blocked item", "blocked items")
+        );
     }
     s.push_str(". Verdict: ");
     let mut verdicts = Vec::new();

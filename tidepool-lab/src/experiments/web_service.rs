@@ -17,7 +17,7 @@ use crate::report::table::group_digits;
 use crate::systems::{tokio_runtime, System, TidepoolConfig};
 use std::fmt::Write as _;
 
-use crate::report::summary::{median, ms};
+use crate::report::summary::{count, median, ms};
 
 /// What the experiment shows.
 const ABOUT: &str = "A real HTTP/1.1 server on the loopback interface answers every request \
@@ -386,7 +386,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         .iter()
         .filter_map(|r| r.measured.get("errors"))
         .sum();
-    let _ = write!(s, "; {errors:.0} failed requests. Verdict: ");
+    let _ = write!(
+        s,
+        "; {}. Verdict: ",
+        count(errors, "failed request", "failed requests")
+    );
     s.push_str(match fixed {
         Some(f) if f >= 100.0 * ours => {
             "plain blocking clients work on tidepool's default as well as async ones; a capped pool queues them."

@@ -74,6 +74,15 @@ pub fn ms(v: f64) -> String {
     }
 }
 
+/// A count and what it counts, in the singular for one: `1 failed task`,
+/// `0 failed tasks`, `3 failed tasks`. `n` is rounded to a whole number
+/// first (a median over repetitions can fall between two).
+pub fn count(n: f64, one: &str, many: &str) -> String {
+    let whole = format!("{n:.0}");
+    let noun = if whole == "1" { one } else { many };
+    format!("{whole} {noun}")
+}
+
 /// How many times `a` is `b`, in words: `about the same`, `3.6x`.
 pub fn times(a: f64, b: f64) -> String {
     if b == 0.0 || !a.is_finite() || !b.is_finite() {
@@ -103,5 +112,16 @@ mod tests {
         assert_eq!(times(36.0, 1.0), "36x");
         assert_eq!(times(3.61, 1.0), "3.6x");
         assert_eq!(times(1.0, 0.0), "-");
+    }
+
+    #[test]
+    fn one_of_a_thing_is_singular() {
+        assert_eq!(count(1.0, "failed task", "failed tasks"), "1 failed task");
+        assert_eq!(count(0.0, "failed task", "failed tasks"), "0 failed tasks");
+        assert_eq!(count(2.0, "thread", "threads"), "2 threads");
+        // As the figure reads, not as it is stored.
+        assert_eq!(count(1.4, "thread", "threads"), "1 thread");
+        assert_eq!(count(0.6, "thread", "threads"), "1 thread");
+        assert_eq!(count(1.6, "thread", "threads"), "2 threads");
     }
 }

@@ -42,7 +42,7 @@ use crate::aggregate::Measured;
 use crate::measure::Latch;
 use crate::model::plot::Plot;
 use crate::model::{ExperimentResult, RunCtx, RunResult, Scale, ScaleTable};
-use crate::report::summary::{median, ms, times};
+use crate::report::summary::{count, median, ms, times};
 use crate::report::table::group_digits;
 use crate::stats::Summary;
 use crate::systems::{shutdown_pool, TidepoolConfig};
@@ -378,7 +378,8 @@ pub(super) fn verdict(exp: &ExperimentResult) -> Option<String> {
     let Some(theirs) = mean(TOKIO_CURRENT_THREAD) else {
         let _ = write!(
             s,
-            "; {errors:.0} failed tasks. Compare with the tokio current-thread run for a verdict."
+            "; {}. Compare with the tokio current-thread run for a verdict.",
+            count(errors, "failed task", "failed tasks")
         );
         return Some(s);
     };
@@ -388,8 +389,9 @@ pub(super) fn verdict(exp: &ExperimentResult) -> Option<String> {
     }
     let _ = write!(
         s,
-        ", {} tokio's; {errors:.0} failed tasks. Verdict: ",
-        times(ours, theirs)
+        ", {} tokio's; {}. Verdict: ",
+        times(ours, theirs),
+        count(errors, "failed task", "failed tasks")
     );
     s.push_str(if ours <= theirs {
         "tidepool's mean start is at most tokio current-thread's: goal met."
@@ -403,38 +405,27 @@ pub(super) fn verdict(exp: &ExperimentResult) -> Option<String> {
 mod tests {
     use super::*;
     use crate::experiments::async_io::EXPERIMENT;
-    use crate::model::Outcome;
+    use crate::experiments::testing::{done_run, result_of, verdict_of};
 
     /// Row `id`, finished with these figures.
     fn done(id: &str, mean: f64, p99: f64, errors: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put(MEAN_START, mean);
-        m.put("p99_start_ms", p99);
-        m.put("errors", errors);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
-    }
-
-    fn verdict_of(runs: Vec<RunResult>) -> Option<String> {
-        (EXPERIMENT.verdict)(&ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        })
+        let figures = [
+            (MEAN_START, mean),
+            ("p99_start_ms", p99),
+            ("errors", errors),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_tidepools_mean_start_to_tokio_current_threads() {
-        let behind = verdict_of(vec![
-            done(TIDEPOOL_1SLOT, 120.0, 300.0, 0.0),
-            done(TOKIO_CURRENT_THREAD, 50.0, 110.0, 0.0),
-        ]);
+        let behind = verdict_of(
+            &EXPERIMENT,
+            vec![
+                done(TIDEPOOL_1SLOT, 120.0, 300.0, 0.0),
+                done(TOKIO_CURRENT_THREAD, 50.0, 110.0, 0.0),
+            ],
+        );
         assert_eq!(
             behind.as_deref(),
             Some(
@@ -443,15 +434,18 @@ mod tests {
                  tidepool's mean start is above tokio current-thread's: goal not met."
             )
         );
-        let met = verdict_of(vec![
-            done(TIDEPOOL_1SLOT, 4.5, 9.0, 1.0),
-            done(TOKIO_CURRENT_THREAD, 4.5, 12.0, 0.0),
-        ]);
+        let met = verdict_of(
+            &EXPERIMENT,
+            vec![
+                done(TIDEPOOL_1SLOT, 4.5, 9.0, 1.0),
+                done(TOKIO_CURRENT_THREAD, 4.5, 12.0, 0.0),
+            ],
+        );
         assert_eq!(
             met.as_deref(),
             Some(
                 "Connect burst on one slot: tidepool's mean start 4.5 ms (p99 9.0 ms), tokio \
-                 current-thread's 4.5 ms (p99 12 ms), 1.0x tokio's; 1 failed tasks. Verdict: \
+                 current-thread's 4.5 ms (p99 12 ms), 1.0x tokio's; 1 failed task. Verdict: \
                  tidepool's mean start is at most tokio current-thread's: goal met."
             )
         );
@@ -463,28 +457,16 @@ mod tests {
         assert_eq!(EXPERIMENT.headline_of(TOKIO_CURRENT_THREAD), MEAN_START);
         assert_eq!(EXPERIMENT.headline_of(TIDEPOOL_1SLOT), MEAN_START);
         assert_eq!(EXPERIMENT.headline_of("tokio"), "ns_per_round_trip");
-        let mut echo = Measured::default();
-        echo.put("ns_per_round_trip", 100.0);
-        let mut tokio_echo = Measured::default();
-        tokio_echo.put("ns_per_round_trip", 150.0);
-        let run = |id: &str, measured: Measured| RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        };
-        let exp = ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs: vec![
-                run(super::super::TIDEPOOL_ASYNC, echo),
-                run(super::super::TOKIO, tokio_echo),
+        let echo = |id: &str, ns: f64| done_run(&EXPERIMENT, id, &[("ns_per_round_trip", ns)]);
+        let exp = result_of(
+            &EXPERIMENT,
+            vec![
+                echo(super::super::TIDEPOOL_ASYNC, 100.0),
+                echo(super::super::TOKIO, 150.0),
                 done(TIDEPOOL_1SLOT, 2.0, 5.0, 0.0),
                 done(TOKIO_CURRENT_THREAD, 1.0, 2.0, 0.0),
             ],
-            repeat: 1,
-        };
+        );
         let t = table(&exp);
         let ratio = t.header.len() - 2;
         assert_eq!(
@@ -504,13 +486,13 @@ mod tests {
 
     #[test]
     fn without_tokios_row_there_is_no_verdict_and_without_tidepools_no_line() {
-        let alone = verdict_of(vec![done(TIDEPOOL_1SLOT, 3.0, 7.0, 0.0)]).unwrap();
+        let alone = verdict_of(&EXPERIMENT, vec![done(TIDEPOOL_1SLOT, 3.0, 7.0, 0.0)]).unwrap();
         assert!(alone.ends_with(
             "; 0 failed tasks. Compare with the tokio current-thread run for a verdict."
         ));
         assert!(!alone.contains("Verdict"), "{alone}");
         assert_eq!(
-            verdict_of(vec![done(TOKIO_CURRENT_THREAD, 3.0, 7.0, 0.0)]),
+            verdict_of(&EXPERIMENT, vec![done(TOKIO_CURRENT_THREAD, 3.0, 7.0, 0.0)]),
             None
         );
     }

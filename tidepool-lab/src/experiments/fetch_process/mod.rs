@@ -70,7 +70,7 @@ use super::done;
 use super::fresh_process::in_fresh_process;
 use super::quota::ideal;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::{duration, put_against, serial, CONCURRENCY};
+use super::quota::{duration, on_every_row, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::{metric_bars, per_item_plot};
 use crate::model::plot::Plot;
@@ -465,11 +465,12 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         s,
         ". Verdict: {} (the goal: tidepool's mean completion at most {TARGET}x the slot-bound \
          schedule's on every row).",
-        if over.is_empty() {
-            format!("within {TARGET}x on every tidepool row ({})", rows.len())
-        } else {
-            format!("over the goal on {}", over.join(", "))
-        }
+        on_every_row(
+            &format!("within {TARGET}x"),
+            rows.len(),
+            "over the goal on",
+            &over
+        )
     );
     Some(s)
 }
@@ -477,7 +478,9 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
+    use crate::experiments::testing::{
+        assert_plain_about, assert_verdict_says, done_run, verdict_of,
+    };
     use std::any::TypeId;
 
     fn type_of<T: 'static>(_: &T) -> TypeId {
@@ -535,7 +538,7 @@ mod tests {
 
     #[test]
     fn the_verdict_holds_each_tidepool_row_to_the_target() {
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![
                 result("tidepool-16-one-type", 1.04, 2.0),
@@ -543,22 +546,17 @@ mod tests {
                 result("tokio-16-one-type", 1.02, 2.0),
                 result("rayon-16-one-type", 1.9, 2.0),
             ],
-        )
-        .unwrap();
-        assert!(
-            s.contains("16 of one type 1.04x, 256 of 16 types 1.30x"),
-            "{s}"
+            &[
+                "16 of one type 1.04x, 256 of 16 types 1.30x",
+                "tokio's 1.02x; rayon's 1.90x",
+                "most tasks computing at once 5",
+                "Verdict: over the goal on tidepool-256-distinct-types",
+            ],
         );
-        assert!(s.contains("tokio's 1.02x; rayon's 1.90x"), "{s}");
-        assert!(s.contains("most tasks computing at once 5"), "{s}");
-        assert!(
-            s.contains("Verdict: over the goal on tidepool-256-distinct-types"),
-            "{s}"
-        );
-        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-64-one-type", 1.1, 2.0)]).unwrap();
-        assert!(
-            s.contains("Verdict: within 1.15x on every tidepool row (1)"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result("tidepool-64-one-type", 1.1, 2.0)],
+            &["Verdict: within 1.15x on every tidepool row (1)"],
         );
         assert_eq!(
             verdict_of(&EXPERIMENT, vec![result("tokio-16-one-type", 1.0, 2.0)]),

@@ -51,12 +51,12 @@ use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::ideal;
 use super::quota::session::{Job, Session, Way};
-use super::quota::{duration, over_quota_plot, put_against, serial, CONCURRENCY};
+use super::quota::{duration, on_every_row, over_quota_plot, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{median, ms};
+use crate::report::summary::{count, median, ms};
 
 /// What the experiment shows: the module doc's opening paragraph.
 const ABOUT: &str = include_str!("about.md").trim_ascii_end();
@@ -300,7 +300,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
             continue;
         };
         let mut row = format!("burst of {n}: {} over the quota", ms(quota));
-        let _ = write!(row, ", {failed:.0} presumptions failed");
+        let _ = write!(
+            row,
+            ", {}",
+            count(failed, "presumption failed", "presumptions failed")
+        );
         if let Some(peak) = get("peak_computing") {
             let _ = write!(row, ", at most {peak:.0} computing at once");
         }
@@ -337,11 +341,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         s,
         ". Verdict: {} (the goals: at most {OVER_QUOTA_TARGET_MS:.0} ms with more than \
          concurrency + 2 computing, at most {FAILED_TARGET:.0} presumptions failed per burst).",
-        if missed.is_empty() {
-            format!("both goals met on every tidepool row ({})", rows.len())
-        } else {
-            format!("missed on burst {}", missed.join(", "))
-        }
+        on_every_row("both goals met", rows.len(), "missed on burst", &missed)
     );
     Some(s)
 }
@@ -349,7 +349,9 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
+    use crate::experiments::testing::{
+        assert_plain_about, assert_verdict_says, done_run, verdict_of,
+    };
 
     #[test]
     fn the_about_text_is_plain() {
@@ -368,30 +370,28 @@ mod tests {
 
     #[test]
     fn the_verdict_holds_each_tidepool_row_to_both_targets() {
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![
                 result("tidepool-burst-60", 12.0, 1.0),
                 result("tidepool-burst-300", 140.0, 2.0),
                 result("tokio-burst-60", 0.0, 0.0),
             ],
-        )
-        .unwrap();
-        assert!(
-            s.contains("burst of 60: 12 ms over the quota, 1 presumptions failed, at most 3 computing at once, wall 1.04x the slot-bound"),
-            "{s}"
+            &[
+                "burst of 60: 12 ms over the quota, 1 presumption failed, at most 3 computing at once, wall 1.04x the slot-bound",
+                "tokio at most 3 computing at once",
+                "Verdict: missed on burst 300: time over quota",
+            ],
         );
-        assert!(s.contains("tokio at most 3 computing at once"), "{s}");
-        assert!(
-            s.contains("Verdict: missed on burst 300: time over quota"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result("tidepool-burst-60", 99.0, 3.0)],
+            &["missed on burst 60: presumptions failed"],
         );
-        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-burst-60", 99.0, 3.0)]).unwrap();
-        assert!(s.contains("missed on burst 60: presumptions failed"), "{s}");
-        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-burst-60", 0.0, 0.0)]).unwrap();
-        assert!(
-            s.contains("both goals met on every tidepool row (1)"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result("tidepool-burst-60", 0.0, 0.0)],
+            &["both goals met on every tidepool row (1)"],
         );
         assert_eq!(
             verdict_of(&EXPERIMENT, vec![result("rayon-burst-60", 0.0, 0.0)]),

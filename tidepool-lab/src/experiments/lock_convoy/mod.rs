@@ -70,12 +70,12 @@ use std::time::Duration;
 use super::fresh_process::in_fresh_process;
 use super::latency::threads_plot;
 use super::quota::session::{Phase, Session, Way};
-use super::quota::{put_against, CONCURRENCY};
+use super::quota::{on_every_row, put_against, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::experiments::metric_bars;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{median, ms};
+use crate::report::summary::{count, median, ms};
 use crate::report::table::group_digits;
 use crate::work::burn_cpu;
 
@@ -506,19 +506,20 @@ const JUDGED: [(&str, &str, &str); 2] = [
 fn verdict(exp: &ExperimentResult) -> Option<String> {
     let mut rows = Vec::new();
     let mut missed = Vec::new();
-    for ((count, hold), (system, label, figure)) in CONVOYS
+    for ((items, hold), (system, label, figure)) in CONVOYS
         .into_iter()
         .flat_map(|c| JUDGED.into_iter().map(move |j| (c, j)))
     {
-        let convoy = format!("{count}-{hold}");
+        let convoy = format!("{items}-{hold}");
         let Some(threads) = median(exp, &format!("{system}-{convoy}"), figure) else {
             continue;
         };
         let wall = median(exp, &format!("{system}-{convoy}"), WALL);
         let fixed = median(exp, &format!("fixed-{convoy}"), WALL);
         let mut row = format!(
-            "{label}{count} x {} {threads:.0} threads",
-            hold.replace("us", " µs")
+            "{label}{items} x {} {}",
+            hold.replace("us", " µs"),
+            count(threads, "thread", "threads")
         );
         if threads > THREADS_TARGET as f64 {
             missed.push(format!("{label}{convoy} threads"));
@@ -540,11 +541,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         s,
         ". Verdict: {} (the goals: at most concurrency + 8 = {THREADS_TARGET} threads and at \
          most {WALL_TARGET}x the wall time of tidepool's Fixed pool of 2).",
-        if missed.is_empty() {
-            format!("both goals met on every tidepool row ({})", rows.len())
-        } else {
-            format!("missed on {}", missed.join(", "))
-        }
+        on_every_row("both goals met", rows.len(), "missed on", &missed)
     );
     Some(s)
 }
@@ -552,7 +549,9 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
+    use crate::experiments::testing::{
+        assert_plain_about, assert_verdict_says, done_run, verdict_of,
+    };
 
     #[test]
     fn the_about_text_is_plain() {
@@ -673,7 +672,7 @@ mod tests {
 
     #[test]
     fn the_verdict_holds_tidepool_to_both_targets() {
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![
                 result("tidepool-10k-5us", 4.0, 60.0),
@@ -681,13 +680,11 @@ mod tests {
                 result("tidepool-100k-20us", 14.0, 2100.0),
                 result("fixed-100k-20us", 2.0, 2050.0),
             ],
-        )
-        .unwrap();
-        assert!(
-            s.contains("10k x 5 µs 4 threads, 60 ms = 1.20x the Fixed pool's; 100k x 20 µs 14 threads, 2.1 s = 1.02x"),
-            "{s}"
+            &[
+                "10k x 5 µs 4 threads, 60 ms = 1.20x the Fixed pool's; 100k x 20 µs 14 threads, 2.1 s = 1.02x",
+                "Verdict: missed on 100k-20us threads (",
+            ],
         );
-        assert!(s.contains("Verdict: missed on 100k-20us threads ("), "{s}");
         let taught = done_run(
             &EXPERIMENT,
             "taught-10k-100us",
@@ -697,33 +694,30 @@ mod tests {
                 (WALL, 1100.0),
             ],
         );
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![
                 result("tidepool-10k-100us", 3.0, 1000.0),
                 taught,
                 result("fixed-10k-100us", 2.0, 1000.0),
             ],
-        )
-        .unwrap();
-        assert!(
-            s.contains("10k x 100 µs 3 threads, 1.0 s = 1.00x the Fixed pool's; taught 10k x 100 µs 12 threads, 1.1 s = 1.10x"),
-            "{s}"
+            &[
+                "10k x 100 µs 3 threads, 1.0 s = 1.00x the Fixed pool's; taught 10k x 100 µs 12 threads, 1.1 s = 1.10x",
+                "missed on taught 10k-100us threads (",
+            ],
         );
-        assert!(s.contains("missed on taught 10k-100us threads ("), "{s}");
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![
                 result("tidepool-10k-5us", 4.0, 70.0),
                 result("fixed-10k-5us", 2.0, 50.0),
             ],
-        )
-        .unwrap();
-        assert!(s.contains("missed on 10k-5us wall"), "{s}");
-        let s = verdict_of(&EXPERIMENT, vec![result("tidepool-10k-20us", 3.0, 1.0)]).unwrap();
-        assert!(
-            s.contains("both goals met on every tidepool row (1)"),
-            "{s}"
+            &["missed on 10k-5us wall"],
+        );
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result("tidepool-10k-20us", 3.0, 1.0)],
+            &["both goals met on every tidepool row (1)"],
         );
         assert_eq!(
             verdict_of(&EXPERIMENT, vec![result("fixed-10k-5us", 2.0, 1.0)]),

@@ -51,7 +51,7 @@ use super::quota::{duration, over_quota_plot, put_against, serial, CONCURRENCY};
 use crate::aggregate::Measured;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{median, ms};
+use crate::report::summary::{count, median, ms};
 
 /// What the experiment shows: the module doc's opening paragraph.
 const ABOUT: &str = include_str!("about.md").trim_ascii_end();
@@ -244,7 +244,11 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         let _ = write!(s, ", at most {peak:.0} computing at once");
     }
     if let Some(failed) = get(TIDEPOOL, "presumptions_failed") {
-        let _ = write!(s, ", {failed:.0} presumptions failed");
+        let _ = write!(
+            s,
+            ", {}",
+            count(failed, "presumption failed", "presumptions failed")
+        );
     }
     if let Some(x) = get(TIDEPOOL, "wall_vs_ideal") {
         let _ = write!(s, ", wall {x:.2}x the slot-bound");
@@ -281,7 +285,9 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::quota::testing::{assert_plain_about, done_run, verdict_of};
+    use crate::experiments::testing::{
+        assert_plain_about, assert_verdict_says, done_run, verdict_of,
+    };
 
     #[test]
     fn the_about_text_is_plain() {
@@ -314,18 +320,19 @@ mod tests {
 
     #[test]
     fn the_verdict_holds_tidepool_to_the_target() {
-        let s = verdict_of(
+        assert_verdict_says(
             &EXPERIMENT,
             vec![result(TIDEPOOL, 40.0), result(TOKIO, 2400.0)],
-        )
-        .unwrap();
-        assert!(
-            s.contains("tidepool 40 ms over the quota, at most 3 computing at once, 1 presumptions failed, wall 1.05x the slot-bound; tokio with spawn_blocking 2.4 s over the quota"),
-            "{s}"
+            &[
+                "tidepool 40 ms over the quota, at most 3 computing at once, 1 presumption failed, wall 1.05x the slot-bound; tokio with spawn_blocking 2.4 s over the quota",
+                "Verdict: tidepool meets the goal",
+            ],
         );
-        assert!(s.contains("Verdict: tidepool meets the goal"), "{s}");
-        let s = verdict_of(&EXPERIMENT, vec![result(TIDEPOOL, 300.0)]).unwrap();
-        assert!(s.contains("Verdict: tidepool 50 ms over the goal"), "{s}");
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result(TIDEPOOL, 300.0)],
+            &["Verdict: tidepool 50 ms over the goal"],
+        );
         assert_eq!(verdict_of(&EXPERIMENT, vec![result(RAYON, 0.0)]), None);
     }
 }

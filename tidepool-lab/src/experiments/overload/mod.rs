@@ -429,64 +429,48 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::testing::{
+        assert_plain_about, assert_verdict_says, done_run, verdict_of,
+    };
 
     #[test]
     fn the_about_text_is_the_module_docs_opening() {
-        assert!(ABOUT.starts_with("Closures and async tasks arriving at 1.5 times"));
-        assert!(!ABOUT.ends_with('\n'));
-        assert!(!ABOUT.contains('`'), "plain text in the report");
+        assert_plain_about(ABOUT, "Closures and async tasks arriving at 1.5 times");
     }
 
     fn result(id: &str, max: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put("p99_start_ms", max / 2.0);
-        m.put(MAX_START, max);
-        m.put("completed", 4000.0);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            ("p99_start_ms", max / 2.0),
+            (MAX_START, max),
+            ("completed", 4000.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_holds_tidepool_to_the_lowest_fifo_peer() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result(TIDEPOOL_EXECUTE, 700.0),
-            result(TIDEPOOL_SPAWN, 1300.0),
-            result(TOKIO_INLINE, 1500.0),
-            result(TOKIO_SPAWN_BLOCKING, 650.0),
-            result(THREADPOOL, 1450.0),
-        ]))
-        .unwrap();
-        assert!(
-            s.contains("tidepool's closures 700 ms (1.1x of tokio with spawn_blocking's, p99 350 ms, 4,000 completed in the window)"),
-            "{s}"
-        );
-        assert!(
-            s.contains("tidepool's closures within 1.2x of the best FIFO peer"),
-            "{s}"
-        );
-        assert!(
-            s.contains("tidepool's async tasks 2.0x the best FIFO peer's: over the goal"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![
+                result(TIDEPOOL_EXECUTE, 700.0),
+                result(TIDEPOOL_SPAWN, 1300.0),
+                result(TOKIO_INLINE, 1500.0),
+                result(TOKIO_SPAWN_BLOCKING, 650.0),
+                result(THREADPOOL, 1450.0),
+            ],
+            &[
+                "tidepool's closures 700 ms (1.1x of tokio with spawn_blocking's, p99 350 ms, 4,000 completed in the window)",
+                "tidepool's closures within 1.2x of the best FIFO peer",
+                "tidepool's async tasks 2.0x the best FIFO peer's: over the goal",
+            ],
         );
         assert_eq!(
-            verdict(&exp(vec![result(TIDEPOOL_EXECUTE, 1.0)])),
+            verdict_of(&EXPERIMENT, vec![result(TIDEPOOL_EXECUTE, 1.0)]),
             None,
             "no peer, no verdict"
         );
         assert_eq!(
-            verdict(&exp(vec![result(THREADPOOL, 1.0)])),
+            verdict_of(&EXPERIMENT, vec![result(THREADPOOL, 1.0)]),
             None,
             "no tidepool row, no verdict"
         );

@@ -80,8 +80,6 @@ use crate::model::RunResult;
 pub(crate) mod computing;
 pub(crate) mod ideal;
 pub(crate) mod session;
-#[cfg(test)]
-pub(crate) mod testing;
 
 /// The slots (threads, workers) of every pool.
 pub(crate) const CONCURRENCY: usize = 2;
@@ -117,6 +115,17 @@ pub(crate) fn put_against(
     m.put(ratio, got.as_secs_f64() / yardstick.as_secs_f64());
 }
 
+/// The verdict on tidepool's rows: `MET on every tidepool row (N)` when
+/// none of the `rows` missed its goal, else `MISSED_AS` and the rows that
+/// did (`missed`, as each experiment names them).
+pub(crate) fn on_every_row(met: &str, rows: usize, missed_as: &str, missed: &[String]) -> String {
+    if missed.is_empty() {
+        format!("{met} on every tidepool row ({rows})")
+    } else {
+        format!("{missed_as} {}", missed.join(", "))
+    }
+}
+
 /// A bar per row of its time with more than [`QUOTA`] computing, the
 /// plot `key`, `note` under its title.
 pub(crate) fn over_quota_plot(runs: &[RunResult], key: &str, note: &str) -> Plot {
@@ -146,6 +155,19 @@ mod tests {
         assert_eq!(serial(16, ms(50)), ms(400));
         assert_eq!(serial(3, ms(10)), ms(20), "an odd item takes a round");
         assert_eq!(serial(0, ms(10)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_verdict_on_rows_names_the_rows_that_missed() {
+        assert_eq!(
+            on_every_row("both goals met", 3, "missed on", &[]),
+            "both goals met on every tidepool row (3)"
+        );
+        let missed = ["a wall".to_string(), "b threads".to_string()];
+        assert_eq!(
+            on_every_row("both goals met", 3, "missed on", &missed),
+            "missed on a wall, b threads"
+        );
     }
 
     #[test]

@@ -94,7 +94,7 @@ use super::metric_bars;
 use crate::aggregate::Measured;
 use crate::model::plot::Plot;
 use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Scale, ScaleTable};
-use crate::report::summary::{figure, ms, times};
+use crate::report::summary::{count, figure, ms, times};
 use crate::report::table::group_digits;
 use load::{Load, PhaseResult, PoolFigures, ServerProcess, Upstream};
 
@@ -561,15 +561,15 @@ impl Compared {
             ));
         }
         if self.errors > base.errors {
-            out.push(format!("{:.0} errors", self.errors));
+            out.push(count(self.errors, "error", "errors"));
         }
         out
     }
 }
 
-/// A count, or `-`.
-fn count(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.0}"))
+/// A count of threads, or `- threads`.
+fn threads(v: Option<f64>) -> String {
+    v.map_or("- threads".into(), |v| count(v, "thread", "threads"))
 }
 
 /// A duration in milliseconds, or `-`.
@@ -588,14 +588,14 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
     let base = Compared::of(exp, TOKIO_SPAWN_BLOCKING)?;
     let mut s = format!(
         "tokio with spawn_blocking: p99 {} at 200 requests/s; overloaded, {} requests/s, p99 {}, \
-         max {}, {} CPU per request, {:.0} errors, {} threads",
+         max {}, {} CPU per request, {}, {}",
         ms(base.fixed_p99),
         group_digits(base.requests_per_s),
         some_ms(base.p99),
         some_ms(base.max),
         some_ms(base.cpu),
-        base.errors,
-        count(base.threads)
+        count(base.errors, "error", "errors"),
+        threads(base.threads)
     );
     let contenders = [
         (TIDEPOOL_SERVE, "tidepool::http::serve"),
@@ -609,14 +609,14 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
         let _ = write!(
             s,
             "; {name}: p99 {} at 200 requests/s; overloaded, {} the throughput, p99 {}, max {}, \
-             CPU per request {}, {:.0} errors, {} threads",
+             CPU per request {}, {}, {}",
             times(c.fixed_p99, base.fixed_p99),
             times(c.requests_per_s, base.requests_per_s),
             ratio(c.p99, base.p99),
             ratio(c.max, base.max),
             ratio(c.cpu, base.cpu),
-            c.errors,
-            count(c.threads)
+            count(c.errors, "error", "errors"),
+            threads(c.threads)
         );
         judged.push((name, c.shortfalls(&base)));
     }
@@ -645,7 +645,7 @@ fn verdict(exp: &ExperimentResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Outcome;
+    use crate::experiments::testing::{assert_verdict_says, done_run, verdict_of};
 
     #[test]
     fn every_system_is_a_run_under_the_same_name() {
@@ -659,53 +659,38 @@ mod tests {
     }
 
     fn result(id: &str, fixed_p99: f64, rps: f64, errors: f64) -> RunResult {
-        let mut m = Measured::default();
-        m.put(FIXED.p99, fixed_p99);
-        m.put(FIXED.errors, 0.0);
-        m.put(OVERLOAD.requests_per_s, rps);
-        m.put(OVERLOAD.p99, 300.0);
-        m.put(OVERLOAD.max, 900.0);
-        m.put(OVERLOAD.errors, errors);
-        m.put(OVERLOAD.cpu, 2.5);
-        m.put(OVERLOAD.peak_threads, 40.0);
-        RunResult {
-            spec: EXPERIMENT.run(id).unwrap(),
-            outcome: Outcome::Done,
-            measured: m,
-            spread: Vec::new(),
-            repeat: 1,
-            elapsed_s: 1.0,
-        }
+        let figures = [
+            (FIXED.p99, fixed_p99),
+            (FIXED.errors, 0.0),
+            (OVERLOAD.requests_per_s, rps),
+            (OVERLOAD.p99, 300.0),
+            (OVERLOAD.max, 900.0),
+            (OVERLOAD.errors, errors),
+            (OVERLOAD.cpu, 2.5),
+            (OVERLOAD.peak_threads, 40.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
     }
 
     #[test]
     fn the_verdict_compares_with_spawn_blocking() {
-        let exp = |runs| ExperimentResult {
-            experiment: &EXPERIMENT,
-            runs,
-            repeat: 1,
-        };
-        let s = verdict(&exp(vec![
-            result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0),
-            result(TIDEPOOL_AXUM_SERVE, 60.0, 500.0, 3.0),
-            result(TOKIO_SPAWN_BLOCKING, 28.0, 820.0, 0.0),
-        ]))
-        .unwrap();
-        assert!(s.contains("tidepool::http::serve: p99 1.1x"), "{s}");
-        assert!(
-            s.contains("tidepool::http::serve with a blocking handler matches"),
-            "{s}"
-        );
-        assert!(
-            s.contains(
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![
+                result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0),
+                result(TIDEPOOL_AXUM_SERVE, 60.0, 500.0, 3.0),
+                result(TOKIO_SPAWN_BLOCKING, 28.0, 820.0, 0.0),
+            ],
+            &[
+                "tidepool::http::serve: p99 1.1x",
+                "tidepool::http::serve with a blocking handler matches",
                 "axum::serve on tidepool falls short (p99 at 200 requests/s 2.1x, \
-                 throughput when overloaded 0.6x, 3 errors)"
-            ),
-            "{s}"
+                 throughput when overloaded 0.6x, 3 errors)",
+                "Verdict: ",
+            ],
         );
-        assert!(s.contains("Verdict: "), "{s}");
         assert_eq!(
-            verdict(&exp(vec![result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0)])),
+            verdict_of(&EXPERIMENT, vec![result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0)]),
             None,
             "no baseline, no verdict"
         );
@@ -716,11 +701,13 @@ mod tests {
             .measured
             .metrics
             .retain(|(n, _)| *n != OVERLOAD.p99 && *n != OVERLOAD.max);
-        let s = verdict(&exp(vec![result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0), behind])).unwrap();
-        assert!(
-            s.contains("overloaded, 820 requests/s, p99 -, max -"),
-            "{s}"
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![result(TIDEPOOL_SERVE, 30.0, 800.0, 0.0), behind],
+            &[
+                "overloaded, 820 requests/s, p99 -, max -",
+                "1.0x the throughput, p99 -, max -",
+            ],
         );
-        assert!(s.contains("1.0x the throughput, p99 -, max -"), "{s}");
     }
 }
