@@ -56,19 +56,35 @@
 //!   saw since the climb began (a rendezvous's second burst, starting as
 //!   the first one's tasks ended, took their ends for its own and had 74
 //!   of 200 presumed).
-//! * **Then the rate decides.** Once tasks end, the climb measures the
-//!   ends per second while the kind presses against its level (a window
-//!   that starts when the level changes, or when a look does not press),
-//!   and judges once the window holds [`MIN_ENDS`] ends. The first
-//!   judgement has nothing to compare with: the level steps up once (a
-//!   probe), and that window's rate is the base. After that a step up
-//!   needs the window's rate to have risen over the base by at least half
-//!   as much as the level did ([`Rate::rose_over`]: 1.5 times for a
-//!   doubling; waits outside the pool give twice); each kept step makes
-//!   its rate the new base. A window that did not rise holds the level
-//!   (*refuted*): the window starts again, and only a rate that rises over
-//!   the same base lifts it. A convoy gets its fresh 2, one probe to 4,
-//!   and stays there.
+//! * **Then the rate decides, probing up and stepping back down.** Once
+//!   tasks end, the climb measures the ends per second while the kind
+//!   presses against its level (a window that starts when the level
+//!   changes, or after a lull: a kind that has not pressed for
+//!   [`LULL_INTERVALS`]; shorter lulls are an arrival-limited kind's
+//!   between arrivals, and a window that restarted at each of them never
+//!   filled: short-blocking's kind sat at 2 for 1,100 looks), and judges
+//!   once the window holds [`MIN_ENDS`] ends. A window with no probe under
+//!   way is a *base*: the level steps up (a probe, at most a doubling),
+//!   and the probe's window opens once the tasks in flight at the step
+//!   could have ended ([`Rate::turnover`], Little's law), so its rate is
+//!   the new level's. A probe is kept if its rate rose over the base by at
+//!   least half as much as the level did ([`Rate::rose_over`]: 1.5 times
+//!   for a doubling; waits outside the pool give twice), and, while every
+//!   task at work is of a held kind, if the pool's completions rose by a
+//!   quarter as much too (a convoy's presumed waiters take a larger share
+//!   of the lock as there are more of them, std's mutex letting the slot
+//!   holders barge in, so their own rate rose while the lock's did not: a
+//!   taught convoy climbed to 20 on that before); a kept probe's rate is
+//!   the next base, and the level probes on. A probe that did not rise is
+//!   *refuted*: the level goes back DOWN to the level that earned the base
+//!   ([`Step::Down`]), settles there one window, measures a fresh base in
+//!   the next ([`PROBE_AGAIN_WINDOWS`]), and probes again. So a convoy
+//!   pays a brief doubling every few windows, never a ratchet (a fresh
+//!   kind: 2, a probe to 4, back to 2), and an arrival-limited kind of true
+//!   short waits, whose probe was refuted only because nothing more
+//!   arrived, is given more threads at its next probe once work queues
+//!   (this rule held such a kind at its level for good before: the lab's
+//!   short-blocking started items at 43.8 ms p50 against main's 0.005).
 //! * **Nothing ends for long: up again.** A refuted kind that sees no end
 //!   at all (presumed or on a slot) for [`STALE_INTERVALS`] intervals while
 //!   it presses
@@ -84,6 +100,10 @@
 //!   was held. A burst of true waits completes nothing until its waits
 //!   end, and grows at every tick after the first 4 intervals; its factor
 //!   doubles only with a raise.
+//!   Its climb holds a refuted level instead of stepping down
+//!   ([`Climb::holding`]): the policy does not give back the threads a
+//!   raise started, so probing again from the held level would raise the
+//!   target at every probe (a flat convoy reached 872 in the unit test).
 //! * **Its blocked workers are not replaced either.** While every task at
 //!   work is of a kind whose tasks end (a climb past its free phase:
 //!   [`Climb::holds`]), the policy's replacements of blocked workers and
@@ -102,11 +122,16 @@
 //!   own 6), with about 10 detections.
 //! * **The crowd left: start over.** When the kind's cap has fallen below
 //!   half the level (its presumed tasks ended, so presumption's own rule
-//!   brought the cap down to twice those still in flight), the climb
-//!   starts over from the cap: a level is evidence about the crowd that
-//!   earned it, not credit (a kind taught by a burst of sleeps that then
-//!   convoys starts from 2, not from the sleeps' 512). A climb not looked
-//!   at for [`FORGET_INTERVALS`] intervals is dropped (`monitor.rs`).
+//!   brought the cap down to twice those still in flight) and it has not
+//!   pressed for [`LULL_INTERVALS`], the climb starts over from the cap:
+//!   a level is evidence about the crowd that earned it, not credit (a
+//!   kind taught by a burst of sleeps that then convoys starts from 2, not
+//!   from the sleeps' 512). A kind one of whose probes was kept (its rate
+//!   rose with its threads) starts over one doubling above its cap: an
+//!   arrival-limited kind's cap dips between arrivals, and each start
+//!   from the bare cap left it short for a window or two. A climb not
+//!   looked at for [`FORGET_INTERVALS`] intervals is dropped
+//!   (`monitor.rs`).
 //!
 //! Only presumed tasks' ends count in a rate (a count in the kind's
 //! record, bumped where a presumed task's end is recorded anyway): the
@@ -142,10 +167,16 @@
 //! A free phase of one interval took a convoy to 41 threads when nothing
 //! at all ended for 2.2 ms (the lock's holder preempted), hence 4.
 //!
-//! What this does not do: step a level *down* when a higher one did not
-//! help (the cap falls with the ends anyway, and a refuted level is at
-//! most one probe above a useful one); count the kind's ends on slots
-//! exactly;
+//! Measured (lab, 2 shared cores, 3 repetitions, after the step down and
+//! the probes again): short-blocking started items at 0.006 ms p50, 0.029
+//! ms mean, 3.3 ms max, wall 1,752 ms, 7-8 threads (main: 0.005, 0.014,
+//! 3.4, 1,752, 9); `tests/control_convoy.rs`'s taught convoy peaked at
+//! 6-10 threads in 8 runs (the bound is 10).
+//!
+//! What this does not do: probe *down* below a base that was earned (a
+//! level falls only to the base of a refuted probe, or with the cap when
+//! the crowd leaves); count the kind's ends on slots exactly (the pool's
+//! ends stand in for them only while all work is held);
 //! tell a convoy from a backend that slows down as it is given more
 //! concurrent requests (both are held, which is the point).
 //!
@@ -171,6 +202,17 @@ pub(crate) const STALE_INTERVALS: u32 = 64;
 /// Monitor intervals without a look after which a kind's climb is
 /// dropped ([`Climb::forgotten`]).
 pub(crate) const FORGET_INTERVALS: u32 = 64;
+/// Full windows a kind measures at the level it stepped back down to, after
+/// a refuted probe, before it probes again: the first lets the cap settle
+/// at the lower level, the last is the fresh base the probe is judged
+/// against.
+pub(crate) const PROBE_AGAIN_WINDOWS: u32 = 2;
+/// Monitor intervals a kind may go without pressing against its level
+/// before its window starts again (the window measures a kind that
+/// presses) and, if its cap fell below half the level meanwhile, before
+/// the climb starts over (the crowd that earned the level left). Shorter
+/// lulls are an arrival-limited kind's between arrivals.
+pub(crate) const LULL_INTERVALS: u32 = 4;
 
 /// Threads beyond `concurrency` the policy's replacements of blocked
 /// workers and its bursts may have while every task at work is of a kind
@@ -199,18 +241,44 @@ pub(crate) struct Rate {
     ends: u32,
     over: Duration,
     level: u32,
+    /// The pool's ends over the same time, if known throughout.
+    pool: Option<u32>,
 }
 
 impl Rate {
+    /// How long a task waited on average, by Little's law: the level over
+    /// the ends per second.
+    pub(crate) fn turnover(self) -> Duration {
+        let ends = u128::from(self.ends.max(1));
+        let nanos = self.over.as_nanos() * u128::from(self.level) / ends;
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
     /// Whether this rate rose over `base` (measured at a lower level) by at
     /// least half as much as the level did: `ends / over >= base's × (1 +
     /// (level / base level - 1) / 2)`. Waits outside the pool rise in
     /// proportion to the level; a convoy's do not rise at all.
+    ///
+    /// And if both know the pool's ends, the pool's rate rose too, by at
+    /// least a quarter as much as the level (1.25 times for a doubling):
+    /// a lock convoy's presumed waiters take a larger share of the lock as
+    /// there are more of them (std's mutex lets the slot holders barge in,
+    /// and a few presumed waiters starve), so their own rate may rise while
+    /// the kind's, the lock's, stays flat; while the pool runs only such
+    /// work, its rate is the kind's. True waits beside the 2 slots raise
+    /// it `(2L + 2) / (L + 2)` times for a doubling from `L`: 1.5 from 2.
     pub(crate) fn rose_over(self, base: Rate) -> bool {
-        let (e, b) = (u128::from(self.ends), u128::from(base.ends));
-        let (over, base_over) = (self.over.as_nanos(), base.over.as_nanos());
-        let (level, base_level) = (u128::from(self.level), u128::from(base.level.max(1)));
-        e * base_over * 2 * base_level >= b * over * (base_level + level)
+        let rose = |e: u32, b: u32, part: u128| {
+            let (e, b) = (u128::from(e), u128::from(b));
+            let (over, base_over) = (self.over.as_nanos(), base.over.as_nanos());
+            let (level, base_level) = (u128::from(self.level), u128::from(base.level.max(1)));
+            e * base_over * part * base_level >= b * over * ((part - 1) * base_level + level)
+        };
+        let pool = match (self.pool, base.pool) {
+            (Some(e), Some(b)) => rose(e, b, 4),
+            _ => true,
+        };
+        rose(self.ends, base.ends, 2) && pool
     }
 }
 
@@ -228,8 +296,12 @@ pub(crate) enum Step {
     /// refutation (the ends are counted as they come: no need to look
     /// sooner).
     Measuring,
-    /// Held: the rate did not rise with the level (a convoy).
+    /// Held at the level a refuted probe stepped back down to, while the
+    /// windows before the next probe fill ([`PROBE_AGAIN_WINDOWS`]).
     Held,
+    /// Back down to the level that earned the base rate: the probe above
+    /// it did not raise the rate (a convoy, or work that arrives no faster).
+    Down,
 }
 
 /// One kind's growth climb (see the module docs), kept by the monitor.
@@ -243,13 +315,32 @@ pub(crate) struct Climb {
     ended: bool,
     /// The last look that counted an end (or when it began).
     last_end: Duration,
+    /// The last look that pressed against the level (or when it began).
+    pressed: Duration,
+    /// When a probe's window may open: until then each look begins it
+    /// again.
+    opens: Duration,
     /// When the current window began, and the ends counted in it.
     window: Duration,
     window_ends: u32,
-    /// The rate of the last window that stepped the level up.
+    /// The pool's ends (of every kind) in the window, while every look in
+    /// it was given them ([`Climb::look_in_pool`]), and the pool's total at
+    /// the last look that gave it.
+    window_pool: Option<u32>,
+    pool_seen: Option<u64>,
+    /// The rate measured at the level below, that a probe's window at this
+    /// level is judged against: `None` while no probe is under way.
     base: Option<Rate>,
-    /// A window after the base did not rise over it.
+    /// Full windows still to measure at this level before the next probe
+    /// (after a refuted one: [`PROBE_AGAIN_WINDOWS`]).
+    settle: u32,
+    /// The last probe was refuted, and no step up came since.
     refuted: bool,
+    /// A probe's rate rose over its base since the climb began.
+    kept: bool,
+    /// A refuted probe steps back down ([`Climb::new`]), or holds the
+    /// level ([`Climb::holding`]).
+    steps_down: bool,
     /// The last look.
     looked: Duration,
 }
@@ -263,11 +354,31 @@ impl Climb {
             began: now,
             ended: false,
             last_end: now,
+            pressed: now,
+            opens: now,
             window: now,
             window_ends: 0,
+            window_pool: Some(0),
+            pool_seen: None,
             base: None,
+            settle: 0,
             refuted: false,
+            kept: false,
+            steps_down: true,
             looked: now,
+        }
+    }
+
+    /// A climb for a level its owner cannot step back down: the policy's
+    /// burst (`control::policy`) starts threads for a raise and does not
+    /// give them back when the climb says so. A refuted probe holds the
+    /// level there, and only a rate that rises over the same base lifts
+    /// it: probing again from the held level would raise the target at
+    /// every probe, a ratchet.
+    pub(crate) fn holding(now: Duration, cap: u32) -> Climb {
+        Climb {
+            steps_down: false,
+            ..Climb::new(now, cap)
         }
     }
 
@@ -305,28 +416,70 @@ impl Climb {
     pub(crate) fn look(
         &mut self,
         now: Duration,
+        ends: (u32, Option<Duration>),
+        cap: u32,
+        wants: u32,
+        interval: Duration,
+    ) -> Step {
+        self.look_in_pool(now, ends, None, cap, wants, interval)
+    }
+
+    /// [`Climb::look`], given the pool's total of ended tasks (of every
+    /// kind) `pool_total` while every task at work is of a kind a climb
+    /// holds: a probe is kept only if the pool's rate rose with it too
+    /// ([`Rate::rose_over`]).
+    pub(crate) fn look_in_pool(
+        &mut self,
+        now: Duration,
         (ends, on_slots): (u32, Option<Duration>),
+        pool_total: Option<u64>,
         cap: u32,
         wants: u32,
         interval: Duration,
     ) -> Step {
         self.looked = now;
-        if cap < self.level / 2 {
-            // The crowd that earned the level left: its ends are its own.
-            *self = Climb::new(now, cap);
+        let pool = match (pool_total, self.pool_seen) {
+            (Some(total), Some(seen)) => {
+                Some(u32::try_from(total.saturating_sub(seen)).unwrap_or(u32::MAX))
+            }
+            _ => None,
+        };
+        self.pool_seen = pool_total;
+        self.window_pool = self.window_pool.zip(pool).map(|(w, p)| w.saturating_add(p));
+        let waited = |since: Duration| now.saturating_sub(since);
+        let lull = waited(self.pressed) >= interval * LULL_INTERVALS;
+        if cap < self.level / 2 && lull {
+            // The crowd that earned the level left: its ends are its own,
+            // and the level is the cap (one doubling above it for a kind
+            // a probe's rising rate showed to need threads), to be earned
+            // again above that.
+            let old = *self;
+            *self = Climb {
+                pressed: old.pressed,
+                kept: old.kept,
+                pool_seen: old.pool_seen,
+                steps_down: old.steps_down,
+                ..Climb::new(now, cap.saturating_mul(if old.kept { 2 } else { 1 }))
+            };
         } else if ends > 0 || on_slots.is_some_and(|first| first >= self.began) {
             self.ended = true;
             self.last_end = now;
             self.window_ends = self.window_ends.saturating_add(ends);
         }
+        if now < self.opens {
+            // A probe's window opens at the first look after the tasks in
+            // flight at the step could have ended.
+            self.restart(now);
+        }
         if wants <= self.level {
             // Not pressing: the window measures the level only while the
-            // kind presses against it.
-            self.window = now;
-            self.window_ends = 0;
+            // kind presses against it, lulls between arrivals aside.
+            if waited(self.pressed) >= interval * LULL_INTERVALS {
+                self.restart(now);
+            }
             return Step::Within;
         }
-        let waited = |since: Duration| now.saturating_sub(since);
+        self.pressed = now;
         if !self.ended {
             return if waited(self.began) >= interval * FREE_AFTER_INTERVALS {
                 self.up(now, wants)
@@ -343,6 +496,7 @@ impl Climb {
             // Tasks that wait long now: climb as if nothing had ended.
             self.ended = false;
             self.base = None;
+            self.settle = 0;
             return self.up(now, wants);
         }
         if self.window_ends < MIN_ENDS || waited(self.window).is_zero() {
@@ -352,18 +506,44 @@ impl Climb {
             ends: self.window_ends,
             over: waited(self.window),
             level: self.level,
+            pool: self.window_pool,
         };
         match self.base {
-            Some(base) if !rate.rose_over(base) => {
+            // Held where the level cannot step down: the window starts
+            // again, and only a rate that rises over the same base lifts it.
+            Some(base) if !rate.rose_over(base) && !self.steps_down => {
                 self.refuted = true;
-                self.window = now;
-                self.window_ends = 0;
+                self.restart(now);
                 Step::Held
             }
-            // The first judgement probes; a rise is kept.
-            _ => {
+            // A probe that did not raise the rate: back to the level that
+            // earned the base, to measure a fresh base there before the
+            // next probe.
+            Some(base) if !rate.rose_over(base) => {
+                self.level = base.level.max(FRESH_CAP);
+                self.base = None;
+                self.settle = PROBE_AGAIN_WINDOWS - 1;
+                self.refuted = true;
+                self.restart(now);
+                Step::Down
+            }
+            // Settling at the level a refuted probe came back to.
+            None if self.settle > 0 => {
+                self.settle -= 1;
+                self.restart(now);
+                Step::Held
+            }
+            // A kept probe, or a fresh base: its rate is the base, and
+            // the level probes up from it.
+            base => {
+                self.kept |= base.is_some();
                 self.base = Some(rate);
-                self.up(now, wants)
+                let step = self.up(now, wants);
+                // The probe's window opens once the tasks in flight at the
+                // step could have ended (Little's law: the level over the
+                // rate): until then their ends are the lower level's.
+                self.opens = now + rate.turnover().min(interval * STALE_INTERVALS / 4);
+                step
             }
         }
     }
@@ -371,10 +551,16 @@ impl Climb {
     /// Steps the level up to `wants`, and begins a window there.
     fn up(&mut self, now: Duration, wants: u32) -> Step {
         self.level = wants.min(MAX_CAP);
-        self.window = now;
-        self.window_ends = 0;
+        self.restart(now);
         self.refuted = false;
         Step::Up
+    }
+
+    /// Begins a window `now`.
+    fn restart(&mut self, now: Duration) {
+        self.window = now;
+        self.window_ends = 0;
+        self.window_pool = Some(0);
     }
 }
 
@@ -418,8 +604,14 @@ mod tests {
             ends: 20,
             over: us(1000),
             level: 4,
+            pool: None,
         };
-        let at = |ends, over, level| Rate { ends, over, level };
+        let at = |ends, over, level| Rate {
+            ends,
+            over,
+            level,
+            pool: None,
+        };
         assert!(at(40, us(1000), 8).rose_over(base), "doubled with it");
         assert!(at(30, us(1000), 8).rose_over(base), "1.5 times");
         assert!(!at(29, us(1000), 8).rose_over(base), "a convoy's 1.33");
@@ -429,6 +621,25 @@ mod tests {
             "1.25 for 1.5 times the level"
         );
         assert!(!at(20, us(1000), 8).rose_over(base), "flat");
+        // The pool's rate, when both know it, must rise too.
+        let pooled = Rate {
+            pool: Some(100),
+            ..base
+        };
+        let with_pool = |ends, pool| Rate {
+            pool: Some(pool),
+            ..at(ends, us(1000), 8)
+        };
+        assert!(
+            !with_pool(40, 100).rose_over(pooled),
+            "a convoy's presumed share rose, the lock's rate did not"
+        );
+        assert!(
+            with_pool(40, 125).rose_over(pooled),
+            "1.25 times the pool's"
+        );
+        assert!(!with_pool(40, 124).rose_over(pooled));
+        assert!(with_pool(40, 100).rose_over(base), "the base knew no pool");
     }
 
     #[test]
@@ -464,58 +675,88 @@ mod tests {
     }
 
     #[test]
-    fn once_tasks_end_a_step_needs_the_rate_to_rise() {
+    fn a_refuted_probe_steps_back_down_and_probes_again_from_a_fresh_base() {
         let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
         let mut now = LOOK;
-        // Ends at once: gathering until a window holds MIN_ENDS.
         let mut look = |c: &mut Climb, ends, level| {
             let step = c.look(now, (ends, None), level, 2 * level, INTERVAL);
             now += LOOK;
             step
         };
+        // Ends at once: measuring until a window holds MIN_ENDS.
         for _ in 0..3 {
             assert_eq!(look(&mut c, 4, 2), Step::Measuring);
         }
-        // The fourth look brings the window to 16: a probe.
+        // The fourth look brings the window to 16: the base, and a probe.
         assert_eq!(look(&mut c, 4, 2), Step::Up);
         assert_eq!(c.level(), 4);
-        // At 4 the rate is flat: held, and again at the next windows.
+        // At 4 the rate is flat (a convoy, or arrivals that did not
+        // grow): back down to the level that earned the base.
         for _ in 0..3 {
             assert_eq!(look(&mut c, 4, 4), Step::Measuring);
         }
-        assert_eq!(look(&mut c, 4, 4), Step::Held);
-        for _ in 0..8 {
-            assert_eq!(look(&mut c, 4, 4), Step::Held);
+        assert_eq!(look(&mut c, 4, 4), Step::Down);
+        assert_eq!(c.level(), 2);
+        // A window to settle there, then a fresh base, and a probe again.
+        for _ in 0..7 {
+            assert_eq!(look(&mut c, 4, 2), Step::Held);
         }
+        assert_eq!(look(&mut c, 4, 2), Step::Up);
         assert_eq!(c.level(), 4);
-        // The rate rises over the base (twice the ends per second at
-        // twice the level): up.
-        assert_eq!(look(&mut c, 8, 4), Step::Held);
+        // The arrivals grew: at 4 twice the ends per second of the fresh
+        // base. Kept, and up again.
+        assert_eq!(look(&mut c, 8, 4), Step::Measuring);
         assert_eq!(look(&mut c, 8, 4), Step::Up);
         assert_eq!(c.level(), 8);
+    }
+
+    #[test]
+    fn a_window_outlasts_an_arrival_limited_kinds_short_lulls() {
+        // Between arrivals the kind's presumed tasks fall below its level
+        // (a look that does not press) and rise to it again: the window
+        // goes on counting.
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = LOOK;
+        for _ in 0..7 {
+            assert_eq!(c.look(now, (1, None), 2, 4, INTERVAL), Step::Measuring);
+            now += LOOK;
+            assert_eq!(c.look(now, (1, None), 2, 2, INTERVAL), Step::Within);
+            now += LOOK;
+        }
+        assert_eq!(c.look(now, (2, None), 2, 4, INTERVAL), Step::Up);
+        // A lull of LULL_INTERVALS: the window starts again.
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        assert_eq!(c.look(LOOK, (8, None), 2, 4, INTERVAL), Step::Measuring);
+        let now = LOOK + INTERVAL * LULL_INTERVALS;
+        assert_eq!(c.look(now, (4, None), 2, 2, INTERVAL), Step::Within);
+        assert_eq!(
+            c.look(now + LOOK, (4, None), 2, 4, INTERVAL),
+            Step::Measuring
+        );
     }
 
     #[test]
     fn a_refuted_kind_that_stops_ending_climbs_again() {
         let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
         let mut now = LOOK;
-        for level in [2, 2, 2, 2, 4, 4, 4, 4] {
+        for level in [2, 2, 2, 2, 4, 4, 4] {
             c.look(now, (4, None), level, 2 * level, INTERVAL);
             now += LOOK;
         }
-        assert_eq!(c.look(now, (4, None), 4, 8, INTERVAL), Step::Held);
+        assert_eq!(c.look(now, (4, None), 4, 8, INTERVAL), Step::Down);
+        assert_eq!(c.level(), 2);
         // Nothing ends (a rendezvous bigger than the level): up once no
         // end came for STALE_INTERVALS, then at every look.
         let stale = now + INTERVAL * STALE_INTERVALS;
         while now + LOOK < stale {
             now += LOOK;
-            assert_eq!(c.look(now, (0, None), 4, 8, INTERVAL), Step::Held);
+            assert_eq!(c.look(now, (0, None), 2, 4, INTERVAL), Step::Held);
         }
         now += LOOK;
-        assert_eq!(c.look(now, (0, None), 4, 8, INTERVAL), Step::Up);
+        assert_eq!(c.look(now, (0, None), 2, 4, INTERVAL), Step::Up);
         now += LOOK;
-        assert_eq!(c.look(now, (0, None), 8, 16, INTERVAL), Step::Up);
-        assert_eq!(c.level(), 16);
+        assert_eq!(c.look(now, (0, None), 4, 8, INTERVAL), Step::Up);
+        assert_eq!(c.level(), 8);
     }
 
     #[test]
@@ -558,11 +799,29 @@ mod tests {
             now += LOOK;
         }
         assert_eq!(c.level(), 512);
-        // They end; the cap falls with them. The next look begins anew,
-        // from the cap, and its ends were the old crowd's.
-        assert_eq!(c.look(now, (255, None), 2, 4, INTERVAL), Step::Gathering);
+        // They end; the cap falls with them. A lull shorter than
+        // LULL_INTERVALS is an arrival-limited kind's between arrivals.
+        assert_eq!(c.look(now, (255, None), 2, 2, INTERVAL), Step::Within);
+        assert_eq!(c.level(), 512);
+        // Past it, the next look begins anew, from the cap (no probe of
+        // the kind's ever raised its rate), and its ends were the old
+        // crowd's.
+        now += INTERVAL * LULL_INTERVALS;
+        assert_eq!(c.look(now, (3, None), 2, 4, INTERVAL), Step::Gathering);
         assert_eq!(c.level(), 2);
-        assert_eq!(c, Climb::new(now, 2));
+        assert!(!c.holds(), "nothing of the new crowd ended yet");
+        // A kind a probe's rising rate has shown to need threads keeps one
+        // doubling of room above its cap.
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = LOOK;
+        for (ends, cap) in [(4, 2), (4, 2), (4, 2), (4, 2), (8, 4), (8, 4)] {
+            c.look(now, (ends, None), cap, 2 * cap, INTERVAL);
+            now += LOOK;
+        }
+        assert_eq!(c.level(), 8, "a kept probe");
+        now += INTERVAL * LULL_INTERVALS;
+        assert_eq!(c.look(now, (0, None), 2, 2, INTERVAL), Step::Within);
+        assert_eq!(c.level(), 4);
         // Within half the level: not a new crowd.
         let mut c = Climb::new(Duration::ZERO, 8);
         assert_eq!(c.look(now, (1, None), 4, 4, INTERVAL), Step::Within);
@@ -587,6 +846,9 @@ mod tests {
         /// Most presumed in flight at once, and when the last item ended.
         most: u32,
         done_at: Duration,
+        waited: Duration,
+        /// Sleeps last their `Work::Sleep` and up to this much more.
+        spread: Duration,
     }
 
     const SLOTS: usize = 2;
@@ -607,19 +869,44 @@ mod tests {
                 now: Duration::ZERO,
                 most: 0,
                 done_at: Duration::ZERO,
+                waited: Duration::ZERO,
+                spread: Duration::ZERO,
             }
         }
 
         fn run(&mut self, items: usize, work: Work) {
+            self.run_paced(items, work, |_| Duration::ZERO);
+        }
+
+        /// [`Model::run`] with item `i` arriving `arrives(i)` after the
+        /// start (sleeps only: a lock's slot holders take the next item
+        /// only as their own is served); `waited` sums how long the items
+        /// sat queued.
+        fn run_paced(&mut self, items: usize, work: Work, arrives: impl Fn(usize) -> Duration) {
             let start = self.now;
             self.most = 0;
-            let mut queued = items;
+            self.waited = Duration::ZERO;
+            let mut arrived = 0;
+            let mut queued = 0;
+            let mut arrive = |now: Duration, queued: &mut usize| {
+                while arrived < items && start + arrives(arrived) <= now {
+                    arrived += 1;
+                    *queued += 1;
+                }
+            };
+            arrive(self.now, &mut queued);
+            assert!(
+                matches!(work, Work::Sleep(_)) || queued == items,
+                "a lock's items arrive at once"
+            );
             // Presumed tasks in flight: when each ends (sleeps), or a FIFO
             // of who waits for the lock (`true`: presumed).
             let mut sleeping: Vec<Duration> = Vec::new();
             let mut lock: VecDeque<bool> = VecDeque::new();
             let mut lock_free = self.now;
             let mut slot_sleeps: Vec<Duration> = Vec::new();
+            let idle = Duration::MAX;
+            let mut started = 0;
             let step = us(5);
             let mut next_look = self.now;
             let mut ended = 0;
@@ -628,10 +915,12 @@ mod tests {
                 queued -= 1;
                 match work {
                     Work::Lock(_) => lock.push_back(false),
-                    Work::Sleep(d) => slot_sleeps.push(self.now + d),
+                    Work::Sleep(d) => slot_sleeps.push(self.now + d + self.spread_of(&mut started)),
                 }
             }
+            slot_sleeps.resize(SLOTS, idle);
             while ended < items {
+                arrive(self.now, &mut queued);
                 // Ends due by now.
                 match work {
                     Work::Lock(hold) => {
@@ -659,14 +948,14 @@ mod tests {
                             see(&mut self.record, Seen::Ended(None));
                         }
                         for end in &mut slot_sleeps {
-                            if *end <= now && *end != Duration::MAX {
+                            if *end <= now && *end != idle {
                                 ended += 1;
-                                *end = Duration::MAX;
-                                if queued > 0 {
-                                    queued -= 1;
-                                    let Work::Sleep(d) = work else { unreachable!() };
-                                    *end = now + d;
-                                }
+                                *end = idle;
+                            }
+                            if *end == idle && queued > 0 {
+                                queued -= 1;
+                                let Work::Sleep(d) = work else { unreachable!() };
+                                *end = now + d + self.spread_of(&mut started);
                             }
                         }
                     }
@@ -676,7 +965,9 @@ mod tests {
                     queued -= 1;
                     match work {
                         Work::Lock(_) => lock.push_back(true),
-                        Work::Sleep(d) => sleeping.push(self.now + d),
+                        Work::Sleep(d) => {
+                            sleeping.push(self.now + d + self.spread_of(&mut started));
+                        }
                     }
                 }
                 let in_flight = match work {
@@ -688,9 +979,18 @@ mod tests {
                     self.look(in_flight);
                     next_look = self.now + LOOK;
                 }
+                self.waited += step * u32::try_from(queued).unwrap();
                 self.now += step;
             }
             self.done_at = self.now - start;
+        }
+
+        /// The part of [`Model::spread`] the next sleep (the `started`th)
+        /// adds to its own, spread evenly over the items.
+        fn spread_of(&self, started: &mut u32) -> Duration {
+            let i = *started;
+            *started += 1;
+            self.spread * (i.wrapping_mul(7919) % 1000) / 1000
         }
 
         /// A monitor look at `seen` presumed tasks, all asleep, as
@@ -768,5 +1068,26 @@ mod tests {
         assert!(m.most >= 64, "{} presumed at once", m.most);
         // Held at 4 the burst would take 4,000 / 6 × 2 ms = 1.3 s.
         assert!(m.done_at <= Duration::from_millis(300), "{:?}", m.done_at);
+    }
+
+    #[test]
+    fn short_true_waits_arriving_faster_get_the_threads_their_load_needs() {
+        // Items of 2-5 ms sleep (slot holders too) arriving one every
+        // 1.75 ms (2 in flight: the slots nearly keep up), then 2,000 one
+        // every 0.7 ms (5 in flight: 3 presumed beside the slots). Held at
+        // a level of 2 the queue grows by 0.29 an ms, and items wait
+        // hundreds of ms.
+        let mut m = Model::taught();
+        m.spread = us(3000);
+        let d = us(2000);
+        m.run_paced(200, Work::Sleep(d), |i| {
+            us(1750) * u32::try_from(i).unwrap()
+        });
+        m.run_paced(2000, Work::Sleep(d), |i| {
+            us(700) * u32::try_from(i).unwrap()
+        });
+        let mean = m.waited / 2000;
+        assert!(mean < Duration::from_millis(1), "mean wait {mean:?}");
+        assert!(m.most >= 3, "{} presumed at once", m.most);
     }
 }

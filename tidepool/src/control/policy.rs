@@ -514,7 +514,7 @@ impl Burst {
         let target = to_u32(sample.target);
         let (climb, ends) = match &mut self.climb {
             Some(climb) => (climb, to_u32(ended_since)),
-            none => (none.insert(Climb::new(sample.now, target)), 0),
+            none => (none.insert(Climb::holding(sample.now, target)), 0),
         };
         climb.look(
             sample.now,
