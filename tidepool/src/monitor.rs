@@ -414,7 +414,7 @@ impl Monitor {
         for (index, seen) in std::mem::take(&mut self.counted_again) {
             shared.count_again(index, seen);
         }
-        if self.judge_presumed(shared, sample.now) {
+        if self.judge_presumed(shared, sample.now, sample.ended) {
             // A kind's presumed tasks were (mostly) found asleep and it
             // has more room, or its growth climb gathers evidence: look
             // again soon, so they double within a few intervals
@@ -648,9 +648,11 @@ impl Monitor {
     /// (`control::growth`: only while its completions per second rise with
     /// the cap), and a kind given more room has queued tasks handed
     /// threads (`worker::presume_queued`: their fan-out fills the room).
+    /// `ended` is the pool's total of ended tasks, which a climb compares
+    /// too while every task at work is of a held kind.
     /// True if a cap grew, or a climb gathers evidence (the next look
     /// should come soon).
-    fn judge_presumed(&mut self, shared: &Arc<Shared>, now: Duration) -> bool {
+    fn judge_presumed(&mut self, shared: &Arc<Shared>, now: Duration, ended: u64) -> bool {
         let interval = shared.config.monitor_interval;
         let counters = &shared.threads.counters;
         for (index, seen) in std::mem::take(&mut self.presumed_computing) {
@@ -692,7 +694,10 @@ impl Monitor {
                 .iter()
                 .position(|(k, _)| *k == kind)
                 .map(|at| self.slot_ends.swap_remove(at).1);
-            let step = climb.look(now, (ends, on_slots), cap, wants, interval);
+            // While every task at work is of a held kind, the pool's ends
+            // are theirs: a probe must raise them too.
+            let pool = self.all_held.then_some(ended);
+            let step = climb.look_in_pool(now, (ends, on_slots), pool, cap, wants, interval);
             grew |= step == Step::Gathering;
             let more_room = shared.kinds.looked(kind, seen, asleep, climb.level());
             grew |= more_room;
