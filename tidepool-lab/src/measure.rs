@@ -107,10 +107,8 @@ impl Timeline {
     /// Milliseconds from the first submission to the last: how long the
     /// submitter spent handing the items over.
     pub fn submitting_ms(&self) -> Option<f64> {
-        let times = (0..self.len()).filter_map(|i| Self::get(&self.submitted, i));
-        let (first, last) = times.fold(None, |span: Option<(u64, u64)>, t| {
-            Some(span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))))
-        })?;
+        let times = || (0..self.len()).filter_map(|i| Self::get(&self.submitted, i));
+        let (first, last) = (times().min()?, times().max()?);
         Some((last - first) as f64 / 1e6)
     }
 

@@ -744,4 +744,43 @@ mod tests {
             None
         );
     }
+
+    /// [`result`], with the starts counted from the burst's first submit
+    /// and the submitter's time.
+    fn result_since(id: &str, p50: f64, since: f64, submit: f64) -> RunResult {
+        let figures = [
+            ("items", 500.0),
+            ("p50_start_ms", p50),
+            ("p99_start_ms", 3.0 * p50),
+            ("p50_start_since_burst_ms", since),
+            ("submit_ms", submit),
+            ("peak_threads", 502.0),
+            ("concurrency", 2.0),
+        ];
+        done_run(&EXPERIMENT, id, &figures)
+    }
+
+    #[test]
+    fn the_verdict_also_counts_from_the_bursts_first_submit() {
+        let s = assert_verdict_says(
+            &EXPERIMENT,
+            vec![
+                result_since(TIDEPOOL_SLEEP_COLD, 12.0, 12.0, 0.1),
+                result_since(TOKIO_SLEEP_COLD, 1.5, 10.0, 15.0),
+            ],
+            &[
+                "counted from the burst's first submit, half started within 12 ms on tidepool and 10 ms on spawn_blocking (1.2x of it), whose submitter took 15 ms to hand the burst over",
+            ],
+        );
+        // Without the figures (runs made before they existed), no such part.
+        let s2 = assert_verdict_says(
+            &EXPERIMENT,
+            vec![
+                result(TIDEPOOL_SLEEP_COLD, 12.0),
+                result(TOKIO_SLEEP_COLD, 1.5),
+            ],
+            &[],
+        );
+        assert!(s.len() > s2.len() && !s2.contains("first submit"), "{s2}");
+    }
 }
