@@ -54,7 +54,7 @@ use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::kinds::Kind;
 use crate::runtime::{Blocked, Hook, Shared};
 use crate::sync::{lock, Arc, Ordering};
-use crate::sys::{ThreadProbe, ThreadState};
+use crate::sys::{ThreadProbe, ThreadState, WaitsFor};
 use crate::trace;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -145,6 +145,9 @@ struct Track {
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
+    /// What the thread waited for when first found asleep in this task
+    /// ([`Track::waits_outside`]).
+    waits_for: Option<WaitsFor>,
 }
 
 /// A thread's clocks at one probe.
@@ -199,7 +202,27 @@ impl Track {
             seen_runnable: false,
             probe_wait: 0,
             backoff: 1,
+            waits_for: None,
         }
+    }
+
+    /// Whether the thread, found asleep, sleeps outside the process (not
+    /// in a futex: `sys::WaitsFor`), asked of the kernel at the first such
+    /// look in the task and then remembered (a task's waits are mostly of
+    /// one sort; the question costs an open and a read).
+    fn waits_outside(&mut self, probe: &ThreadProbe) -> bool {
+        let waits = match self.waits_for {
+            Some(known) => known,
+            None => {
+                let asked = probe.waits_for();
+                // Caught between two waits: ask again at the next look.
+                if asked != WaitsFor::Unknown {
+                    self.waits_for = Some(asked);
+                }
+                asked
+            }
+        };
+        waits == WaitsFor::Outside
     }
 }
 
@@ -230,6 +253,10 @@ struct Monitor {
     presumed_computing: Vec<(usize, StatusWord)>,
     /// The presumed tasks seen this tick, per kind.
     presumed_looks: PresumedLooks,
+    /// How many asleep presumed tasks the kernel may still be asked about
+    /// (`Track::waits_for`), and when the allowance last grew
+    /// ([`Monitor::asks_allowed`]).
+    asks: (u32, Duration),
     /// The growth climb of each kind with presumed tasks: how far a look
     /// may raise its cap (`control::growth`), dropped once not looked at
     /// for a while.
@@ -273,6 +300,7 @@ impl Monitor {
             counted_again: Vec::new(),
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
+            asks: (ASKS_SAVED, Duration::ZERO),
             climbs: Vec::new(),
             last_tasks: Vec::new(),
             slot_ends: Vec::new(),
@@ -314,7 +342,7 @@ impl Monitor {
             self.publish(&shared, tick);
             let timeout = self.next_sleep(&shared, tick);
             shared.monitor.record(started.elapsed(), None);
-            let serve_spare = || crate::worker::start_spare(&shared);
+            let serve_spare = self.spare_server(&shared);
             let interval = Some(shared.config.monitor_interval);
             if !shared
                 .monitor
@@ -341,10 +369,38 @@ impl Monitor {
     /// immediate tick the monitor slept two intervals. Returns false if the
     /// monitor should exit.
     fn let_the_task_start(&self, shared: &Arc<Shared>) -> bool {
-        let serve_spare = || crate::worker::start_spare(shared);
+        let serve_spare = self.spare_server(shared);
         shared
             .monitor
             .sleep(Some(shared.config.monitor_interval), serve_spare)
+    }
+
+    /// What the monitor does when a worker asks for a spare parked thread
+    /// (`worker::start_spare`): starts one, unless every task at work at
+    /// the last look was of a kind its growth climb holds (a lock convoy:
+    /// its next presumed task starts as one ends, on the thread that
+    /// ended it, and spares started anyway were up to 4 of a taught
+    /// convoy's 10 threads).
+    fn spare_server<'a>(&self, shared: &'a Arc<Shared>) -> impl Fn() + 'a {
+        let held = self.all_held;
+        move || {
+            if !held {
+                crate::worker::start_spare(shared);
+            }
+        }
+    }
+
+    /// How many asleep presumed tasks the kernel may be asked about at this
+    /// tick, `now`: one more for each [`ASK_EVERY`] since the allowance
+    /// last grew, at most [`ASKS_SAVED`].
+    fn asks_allowed(&mut self, now: Duration) -> u32 {
+        let (left, since) = self.asks;
+        let grown = now.saturating_sub(since).as_nanos() / ASK_EVERY.as_nanos();
+        let grown = u32::try_from(grown).unwrap_or(u32::MAX);
+        if grown > 0 {
+            self.asks = ((left.saturating_add(grown)).min(ASKS_SAVED), now);
+        }
+        self.asks.0
     }
 
     /// How long to sleep after `tick`; `None` is "until woken".
@@ -462,6 +518,9 @@ impl Monitor {
             ..Sample::default()
         };
         let mut any_suspect = false;
+        // Presumed tasks whose wait the kernel may be asked about this
+        // tick (`Track::waits_for`): a sample decides a kind's waits.
+        let mut classify = self.asks_allowed(sample.now);
         // Whether every task at work is of a kind its climb holds.
         let mut all_held = None;
         for (index, entry) in entries.iter().enumerate() {
@@ -503,7 +562,8 @@ impl Monitor {
                         }
                     };
                     if presumed {
-                        let look = look_at_presumed(entry, t, now, limits.threshold);
+                        let look = look_at_presumed(entry, t, now, limits.threshold, &mut classify);
+                        self.asks.0 = classify;
                         self.presumed_looks.tally(entry, look);
                         if look.computes {
                             self.presumed_computing.push((index, seen));
@@ -677,7 +737,10 @@ impl Monitor {
         let climbs = &self.climbs;
         self.slot_ends
             .retain(|(k, _)| climbs.iter().any(|(c, _)| c == k));
-        for (kind, seen, asleep) in self.presumed_looks.take() {
+        for look in self.presumed_looks.take() {
+            let KindLook {
+                kind, seen, asleep, ..
+            } = look;
             // The ends since the last look, and what the look would set:
             // the climb says how far it may.
             let record = shared.kinds.take_ends(kind);
@@ -697,7 +760,13 @@ impl Monitor {
             // While every task at work is of a held kind, the pool's ends
             // are theirs: a probe must raise them too.
             let pool = self.all_held.then_some(ended);
-            let step = climb.look_in_pool(now, (ends, on_slots), pool, cap, wants, interval);
+            // Its asleep tasks wait outside the process (a timer, a
+            // socket): not a convoy, and the level follows the look.
+            let step = if look.waits_outside(climb.waited_outside(now, interval)) {
+                climb.waits_outside(now, wants)
+            } else {
+                climb.look_in_pool(now, (ends, on_slots), pool, cap, wants, interval)
+            };
             grew |= step == Step::Gathering;
             let more_room = shared.kinds.looked(kind, seen, asleep, climb.level());
             grew |= more_room;
@@ -820,38 +889,94 @@ fn back_from_block(entry: &crate::runtime::Entry, track: &mut Track, now: Instan
     verdict == Verdict::RunningAgain
 }
 
+/// How often the monitor may ask the kernel what an asleep presumed task
+/// waits for (`Track::waits_for`: an open, a read and a close, 5-10 µs),
+/// and how many asks it may save up: a sample of a kind's tasks says what
+/// the kind waits for. Asking about every task cost the monitor 7 ms in a
+/// burst of 500, and 12 ms over short-blocking's 2,000 items (twice its
+/// busy time); 250 a second cost at most a fifth of a millisecond of each
+/// second, and 4 saved let a burst's first looks ask at once.
+const ASK_EVERY: Duration = Duration::from_millis(4);
+const ASKS_SAVED: u32 = 4;
+
 /// What one look at a worker running a presumed task found.
 #[derive(Clone, Copy, Debug, Default)]
 struct PresumedLook {
     /// It sleeps: at this look, or at the last one if it was not asked
     /// now (asked less and less often while it sleeps).
     asleep: bool,
+    /// Asleep, and what it waits for, if the kernel was asked
+    /// (`Track::waits_for`).
+    waits: Option<WaitsFor>,
     /// It computes (`presumption::computes_while_running`).
     computes: bool,
 }
 
-/// The presumed tasks seen at one tick, per kind: how many, and how many
-/// asleep (`presumption::Seen::Look`).
+/// The presumed tasks seen at one tick, per kind (`presumption::Seen::Look`).
 #[derive(Debug, Default)]
-struct PresumedLooks(Vec<(Kind, u32, u32)>);
+struct PresumedLooks(Vec<KindLook>);
+
+/// One kind's presumed tasks seen at one tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KindLook {
+    kind: Kind,
+    /// Seen running.
+    seen: u32,
+    /// Of those, asleep.
+    asleep: u32,
+    /// Of those, the kernel said (when asked, `Track::waits_for`) wait
+    /// outside the process, and in a futex.
+    outside: u32,
+    in_process: u32,
+}
+
+impl KindLook {
+    /// Whether the kind waits outside the process by this look: more than
+    /// a quarter of its asleep tasks the kernel was asked about sleep
+    /// outside, not in a futex; with none asked about, as `before`.
+    ///
+    /// A quarter, not a half: a futex wait is not always a sibling's (a
+    /// mutex a thread outside the pool holds, a blocking client's reply),
+    /// and while a share of a kind's tasks wait for the world, threads
+    /// for them complete more. A convoy's waiters are all in the lock's
+    /// futex, bar its holder if it holds the lock across a wait of its
+    /// own (one of five or more).
+    fn waits_outside(&self, before: bool) -> bool {
+        let asked = self.outside + self.in_process;
+        if asked == 0 {
+            before
+        } else {
+            self.outside * 4 > asked
+        }
+    }
+}
 
 impl PresumedLooks {
     /// Counts the presumed task of `entry`, seen as `look`.
     fn tally(&mut self, entry: &crate::runtime::Entry, look: PresumedLook) {
         let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-        let at = match self.0.iter().position(|(k, ..)| *k == kind) {
+        let at = match self.0.iter().position(|k| k.kind == kind) {
             Some(at) => at,
             None => {
-                self.0.push((kind, 0, 0));
+                self.0.push(KindLook {
+                    kind,
+                    seen: 0,
+                    asleep: 0,
+                    outside: 0,
+                    in_process: 0,
+                });
                 self.0.len() - 1
             }
         };
-        self.0[at].1 += 1;
-        self.0[at].2 += u32::from(look.asleep);
+        let counts = &mut self.0[at];
+        counts.seen += 1;
+        counts.asleep += u32::from(look.asleep);
+        counts.outside += u32::from(look.waits == Some(WaitsFor::Outside));
+        counts.in_process += u32::from(look.waits == Some(WaitsFor::ThisProcess));
     }
 
     /// This tick's counts, leaving none.
-    fn take(&mut self) -> Vec<(Kind, u32, u32)> {
+    fn take(&mut self) -> Vec<KindLook> {
         std::mem::take(&mut self.0)
     }
 }
@@ -866,12 +991,14 @@ fn look_at_presumed(
     track: &mut Track,
     now: Instant,
     interval: Duration,
+    classify: &mut u32,
 ) -> PresumedLook {
     let asleep_before = track.back_look.is_some_and(|l| l.asleep);
     if track.probe_wait > 0 {
         track.probe_wait -= 1;
         return PresumedLook {
             asleep: asleep_before,
+            waits: track.waits_for.filter(|_| asleep_before),
             computes: false,
         };
     }
@@ -916,7 +1043,15 @@ fn look_at_presumed(
     } else {
         track.backoff = 1;
     }
-    PresumedLook { asleep, computes }
+    if asleep && state.is_waiting() && track.waits_for.is_none() && *classify > 0 {
+        *classify -= 1;
+        track.waits_outside(&probe);
+    }
+    PresumedLook {
+        asleep,
+        waits: track.waits_for.filter(|_| asleep),
+        computes,
+    }
 }
 
 /// Step 2 for one suspect: asks the kernel about it through `probe` if it is
@@ -1011,6 +1146,7 @@ fn ask_kernel(
         return (None, Some(fallback));
     }
     let waiting = state.is_waiting();
+    let waits_outside = waiting && track.waits_outside(probe);
     if !waiting {
         // Runnable: if it waits for a CPU, the cores are oversubscribed; more
         // threads would not help.
@@ -1041,6 +1177,7 @@ fn ask_kernel(
         Some(KernelView {
             waiting,
             cpu_share: recent_share,
+            waits_outside,
         }),
         None,
     )

@@ -58,7 +58,11 @@
 //! raise needs the pool's completions per second to have risen with the
 //! target (a probe first). A lock convoy's workers, found asleep on the
 //! lock, complete no faster for more threads: a convoy of a kind taught to
-//! block started 460 burst threads before this.
+//! block started 460 burst threads before this. Not when most of the
+//! workers found blocked at a tick sleep outside the process
+//! ([`KernelView::waits_outside`]: the kernel names a system call other
+//! than a futex, a timer or a socket): such waits end on their own
+//! however many wait beside them, and the burst grows unasked.
 //!
 //! Nor does a queue that *flows*: more than [`FLOWING_ENDS_PER_SLOT`] tasks
 //! ending per slot per interval. Workers of a lock convoy (tiny items that
@@ -174,6 +178,11 @@ pub(crate) struct KernelView {
     /// CPU time over wall time since the monitor's previous look at the
     /// task (or since it was first seen), if the CPU clock could be read.
     pub(crate) cpu_share: Option<f64>,
+    /// Waiting, in a system call other than a futex (`sys::WaitsFor`): a
+    /// sleep, a socket, a disk. Its wait does not shorten if a sibling
+    /// runs, so more threads beside it complete more (the burst's climb
+    /// is not asked). False for a futex (a lock, a channel) or unknown.
+    pub(crate) waits_outside: bool,
 }
 
 /// Everything a policy may look at.
@@ -371,7 +380,9 @@ impl Policy {
         }
         match self {
             Policy::Adaptive(burst) => {
-                decision.set_target = burst.step(limits, sample, decision.mark_blocked.len());
+                let outside = wait_outside(sample, &decision.mark_blocked);
+                decision.set_target =
+                    burst.step(limits, sample, decision.mark_blocked.len(), outside);
                 decision.burst = burst.raised > 0;
                 if burst.raised > 0 || decision.set_target.is_some() {
                     // A burst owns the target; a lend it overrode is over.
@@ -465,8 +476,15 @@ impl Burst {
     }
 
     /// One tick of the burst rule (module docs); `blocked_now` workers were
-    /// found blocked this tick. Returns a new target, if it changes.
-    fn step(&mut self, limits: &Limits, sample: &Sample, blocked_now: usize) -> Option<usize> {
+    /// found blocked this tick, most of them waiting outside the process
+    /// if `outside` ([`wait_outside`]). Returns a new target, if it changes.
+    fn step(
+        &mut self,
+        limits: &Limits,
+        sample: &Sample,
+        blocked_now: usize,
+        outside: bool,
+    ) -> Option<usize> {
         let computing = sample.in_task.iter().any(|w| {
             matches!(w.kernel, Some(k) if !k.waiting || k.cpu_share.is_some_and(|s| s >= BUSY_CPU_SHARE))
         });
@@ -511,23 +529,31 @@ impl Burst {
         // lock, complete no faster for more threads (a convoy of a kind
         // taught to block reached 512 threads, 460 of them the burst's,
         // before this). The factor doubles only with a raise.
-        let target = to_u32(sample.target);
-        let (climb, ends) = match &mut self.climb {
-            Some(climb) => (climb, to_u32(ended_since)),
-            none => (none.insert(Climb::holding(sample.now, target)), 0),
+        // Workers asleep outside the process (a sleep, a socket: the
+        // kernel names the system call) complete their own waits however
+        // many wait beside them (Little's law): the burst grows unasked.
+        let allowed = if outside {
+            self.climb = None;
+            extra
+        } else {
+            let target = to_u32(sample.target);
+            let (climb, ends) = match &mut self.climb {
+                Some(climb) => (climb, to_u32(ended_since)),
+                none => (none.insert(Climb::holding(sample.now, target)), 0),
+            };
+            climb.look(
+                sample.now,
+                (ends, None),
+                target,
+                to_u32(sample.target + extra),
+                limits.threshold,
+            );
+            climb.level().saturating_sub(target) as usize
         };
-        climb.look(
-            sample.now,
-            (ends, None),
-            target,
-            to_u32(sample.target + extra),
-            limits.threshold,
-        );
         if extra == 0 {
             self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
             return None;
         }
-        let allowed = climb.level().saturating_sub(target) as usize;
         let extra = extra.min(allowed);
         if extra == 0 {
             return None;
@@ -551,6 +577,26 @@ impl Burst {
             );
         }
     }
+}
+
+/// Whether `worker` is asleep waiting for a sibling (`WorkerView::sibling_wait`)
+/// rather than for something outside the process: a held kind's worker
+/// the kernel finds in a timer or a socket waits as any other.
+fn waits_for_sibling(worker: &WorkerView) -> bool {
+    worker.sibling_wait && !worker.kernel.is_some_and(|k| k.waits_outside)
+}
+
+/// Whether most of the workers `marked` blocked this tick sleep outside the
+/// process (`KernelView::waits_outside`): a burst of them needs no climb.
+/// False when none is marked, or the kernel named no system call.
+fn wait_outside(sample: &Sample, marked: &[(usize, StatusWord)]) -> bool {
+    let outside = sample
+        .in_task
+        .iter()
+        .filter(|w| marked.iter().any(|&(index, _)| index == w.index))
+        .filter(|w| w.kernel.is_some_and(|k| k.waits_outside))
+        .count();
+    outside * 2 > marked.len()
 }
 
 /// `n` as a `u32`, at most `u32::MAX`.
@@ -585,7 +631,7 @@ fn blocked_workers(limits: &Limits, sample: &Sample) -> Vec<(usize, StatusWord)>
     sample
         .in_task
         .iter()
-        .filter(|w| w.in_task_for >= limits.threshold && !w.sibling_wait)
+        .filter(|w| w.in_task_for >= limits.threshold && !waits_for_sibling(w))
         .filter(|w| match verdict(limits, sample, w) {
             Verdict::Blocked => true,
             Verdict::Guess if guesses > 0 => {
@@ -617,9 +663,12 @@ fn verdict(limits: &Limits, sample: &Sample, worker: &WorkerView) -> Verdict {
         }
     };
     match (worker.kernel, worker.fallback) {
-        (Some(KernelView { waiting, cpu_share }), _) => {
-            blocked(waiting && cpu_share.is_none_or(|share| share < BUSY_CPU_SHARE))
-        }
+        (
+            Some(KernelView {
+                waiting, cpu_share, ..
+            }),
+            _,
+        ) => blocked(waiting && cpu_share.is_none_or(|share| share < BUSY_CPU_SHARE)),
         (None, Some(FallbackView::CpuClock { cpu_share })) => {
             blocked(watched(CPU_CLOCK_THRESHOLDS) && cpu_share < BUSY_CPU_SHARE)
         }
@@ -722,10 +771,12 @@ mod tests {
     const SLEEPING: Option<KernelView> = Some(KernelView {
         waiting: true,
         cpu_share: Some(0.0),
+        waits_outside: false,
     });
     const RUNNABLE: Option<KernelView> = Some(KernelView {
         waiting: false,
         cpu_share: Some(0.5),
+        waits_outside: false,
     });
 
     fn sample(workers: Vec<WorkerView>, queued: usize) -> Sample {
@@ -794,6 +845,7 @@ mod tests {
         let busy_but_sleeping_now = Some(KernelView {
             waiting: true,
             cpu_share: Some(0.9),
+            waits_outside: false,
         });
         let d = policy.decide(
             &limits(),
@@ -1148,6 +1200,17 @@ mod tests {
             &sample(vec![sibling, worker(1, 5, SLEEPING)], 10),
         );
         assert_eq!(d.mark_blocked, [(1, in_task(1, 1))], "only the other one");
+        // Unless the kernel finds it in a timer or a socket: a wait of its
+        // own, not a sibling's.
+        let outside = WorkerView {
+            kernel: Some(KernelView {
+                waits_outside: true,
+                ..SLEEPING.unwrap()
+            }),
+            ..sibling
+        };
+        let d = policy.decide(&limits(), &sample(vec![outside], 10));
+        assert_eq!(d.mark_blocked, [(0, in_task(0, 1))]);
     }
 
     #[test]
@@ -1182,6 +1245,29 @@ mod tests {
             target = policy.decide(&limits, &s).set_target.unwrap_or(target);
         }
         assert!(target > 4, "{target}");
+    }
+
+    #[test]
+    fn a_burst_of_workers_asleep_outside_the_process_grows_unjudged() {
+        // The same flat completions as the convoy above, but the kernel
+        // says the workers sleep in a timer or a socket, not a futex: no
+        // climb, so the burst doubles at each tick that finds them blocked.
+        let outside = Some(KernelView {
+            waits_outside: true,
+            ..SLEEPING.unwrap()
+        });
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut target = 2;
+        for tick in 0..6u32 {
+            let mut s = sample(vec![worker(0, 5, outside), worker(1, 5, outside)], 500);
+            s.now = MS * tick;
+            s.ended = 6 * u64::from(tick);
+            s.target = target;
+            s.threads = target;
+            target = policy.decide(&limits, &s).set_target.unwrap_or(target);
+        }
+        assert!(target > 4, "grew past one probe within 6 ticks: {target}");
     }
 
     fn quantum_limits() -> Limits {
@@ -1378,10 +1464,12 @@ mod detection_mode_tests {
         let asleep = Some(KernelView {
             waiting: true,
             cpu_share: Some(0.0),
+            waits_outside: false,
         });
         let runnable_but_starved = Some(KernelView {
             waiting: false,
             cpu_share: Some(0.0),
+            waits_outside: false,
         });
         assert_eq!(marked(vec![view(0, 1, asleep)], 0, 0), vec![0]);
         assert!(marked(vec![view(0, 10_000, runnable_but_starved)], 9, 0).is_empty());

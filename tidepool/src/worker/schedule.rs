@@ -306,16 +306,10 @@ fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> 
 /// stopping), its presumption given back (`runtime::kinds::Presumption`):
 /// it then waits for a slot as any other task.
 pub(crate) fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
-    let kind = runnable.metadata().kind;
     let runnable = match shared.sleepers.hand(runnable) {
         Ok(()) => {
             ThreadCounters::bump(&shared.threads.counters.presumed_handed);
-            // A spare for the next presumed task of the kind, if one may
-            // come: a kind held at its cap (a lock convoy's, by the growth
-            // climb) starts its next one only as one ends, on the thread
-            // that ended it; spares asked for anyway were up to 4 of a
-            // taught convoy's 10 threads.
-            if shared.sleepers.parked() == 0 && shared.kinds.likely_blocks(kind) {
+            if shared.sleepers.parked() == 0 {
                 shared.monitor.want_spare();
             }
             return None;
