@@ -191,11 +191,13 @@
 //! A free phase of one interval took a convoy to 41 threads when nothing
 //! at all ended for 2.2 ms (the lock's holder preempted), hence 4.
 //!
-//! Measured (lab, 2 shared cores, 3 repetitions, after the step down and
-//! the probes again): short-blocking started items at 0.006 ms p50, 0.029
-//! ms mean, 3.3 ms max, wall 1,752 ms, 7-8 threads (main: 0.005, 0.014,
-//! 3.4, 1,752, 9); `tests/control_convoy.rs`'s taught convoy peaked at
-//! 6-10 threads in 8 runs (the bound is 10).
+//! Measured (lab, 2 shared cores, 3 repetitions, at 7f3d188 against main
+//! at c84d337; docs/measurements.md, "The growth climb for lock
+//! convoys"): convoys peak at 3-8 threads untaught (main: 512 on three
+//! of five rows), 2-10 at work taught, walls 0.98-1.11x the fixed pool's;
+//! burst, mixed, fetch-process, learned-then-computes, mixed-kind and
+//! service as on main within the machine's spread; short-blocking's
+//! slowest start 1.2-1.5x main's.
 //!
 //! What this does not do: probe *down* below a base that was earned (a
 //! level falls only to the base of a refuted probe, or with the cap when
