@@ -42,10 +42,11 @@
 //! pool whose handles are gone is never kept alive by it.
 
 use crate::control::back_from_block::{judge, Look, Verdict};
+use crate::control::growth::{policy_max_threads, Climb, Step};
 use crate::control::policy::{
     Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
 };
-use crate::control::presumption::computes_while_running;
+use crate::control::presumption::{computes_while_running, look_cap};
 use crate::control::slots::{Phase, StatusWord};
 use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
@@ -53,7 +54,7 @@ use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::kinds::Kind;
 use crate::runtime::{Blocked, Hook, Shared};
 use crate::sync::{lock, Arc, Ordering};
-use crate::sys::{ThreadProbe, ThreadState};
+use crate::sys::{ThreadProbe, ThreadState, WaitsFor};
 use crate::trace;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -144,6 +145,9 @@ struct Track {
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
+    /// What the thread waited for when first found asleep in this task
+    /// ([`Track::waits_outside`]).
+    waits_for: Option<WaitsFor>,
 }
 
 /// A thread's clocks at one probe.
@@ -198,7 +202,27 @@ impl Track {
             seen_runnable: false,
             probe_wait: 0,
             backoff: 1,
+            waits_for: None,
         }
+    }
+
+    /// Whether the thread, found asleep, sleeps outside the process (not
+    /// in a futex: `sys::WaitsFor`), asked of the kernel at the first such
+    /// look in the task and then remembered (a task's waits are mostly of
+    /// one sort; the question costs an open and a read).
+    fn waits_outside(&mut self, probe: &ThreadProbe) -> bool {
+        let waits = match self.waits_for {
+            Some(known) => known,
+            None => {
+                let asked = probe.waits_for();
+                // Caught between two waits: ask again at the next look.
+                if asked != WaitsFor::Unknown {
+                    self.waits_for = Some(asked);
+                }
+                asked
+            }
+        };
+        waits == WaitsFor::Outside
     }
 }
 
@@ -229,6 +253,26 @@ struct Monitor {
     presumed_computing: Vec<(usize, StatusWord)>,
     /// The presumed tasks seen this tick, per kind.
     presumed_looks: PresumedLooks,
+    /// How many asleep presumed tasks the kernel may still be asked about
+    /// (`Track::waits_for`), and when the allowance last grew
+    /// ([`Monitor::asks_allowed`]).
+    asks: (u32, Duration),
+    /// The growth climb of each kind with presumed tasks: how far a look
+    /// may raise its cap (`control::growth`), dropped once not looked at
+    /// for a while.
+    climbs: Vec<(Kind, Climb)>,
+    /// The task each worker ran at the last tick (its status tick, kind,
+    /// and when the monitor first saw it), unless presumed: one that is
+    /// gone by this tick ended, and counts toward its kind's `slot_ends`.
+    last_tasks: Vec<Option<(u64, Kind, Duration)>>,
+    /// Kinds with a growth climb whose tasks were seen to end on slots
+    /// since the last look, and when the latest-begun of those was first
+    /// seen: evidence for the climb that the kind's tasks end
+    /// (`control::growth`).
+    slot_ends: Vec<(Kind, Duration)>,
+    /// Every task at work at the last look was of a kind its growth climb
+    /// holds (`control::growth::policy_max_threads`).
+    all_held: bool,
     /// Kinds whose queued tasks were handed threads at the last look:
     /// looked for again at the next while the kind has room
     /// (`Monitor::judge_presumed`).
@@ -256,6 +300,11 @@ impl Monitor {
             counted_again: Vec::new(),
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
+            asks: (ASKS_SAVED, Duration::ZERO),
+            climbs: Vec::new(),
+            last_tasks: Vec::new(),
+            slot_ends: Vec::new(),
+            all_held: false,
             presume_again: Vec::new(),
             quick_ticks: 0,
             #[cfg(feature = "metrics")]
@@ -293,7 +342,7 @@ impl Monitor {
             self.publish(&shared, tick);
             let timeout = self.next_sleep(&shared, tick);
             shared.monitor.record(started.elapsed(), None);
-            let serve_spare = || crate::worker::start_spare(&shared);
+            let serve_spare = self.spare_server(&shared);
             let interval = Some(shared.config.monitor_interval);
             if !shared
                 .monitor
@@ -320,10 +369,38 @@ impl Monitor {
     /// immediate tick the monitor slept two intervals. Returns false if the
     /// monitor should exit.
     fn let_the_task_start(&self, shared: &Arc<Shared>) -> bool {
-        let serve_spare = || crate::worker::start_spare(shared);
+        let serve_spare = self.spare_server(shared);
         shared
             .monitor
             .sleep(Some(shared.config.monitor_interval), serve_spare)
+    }
+
+    /// What the monitor does when a worker asks for a spare parked thread
+    /// (`worker::start_spare`): starts one, unless every task at work at
+    /// the last look was of a kind its growth climb holds (a lock convoy:
+    /// its next presumed task starts as one ends, on the thread that
+    /// ended it, and spares started anyway were up to 4 of a taught
+    /// convoy's 10 threads).
+    fn spare_server<'a>(&self, shared: &'a Arc<Shared>) -> impl Fn() + 'a {
+        let held = self.all_held;
+        move || {
+            if !held {
+                crate::worker::start_spare(shared);
+            }
+        }
+    }
+
+    /// How many asleep presumed tasks the kernel may be asked about at this
+    /// tick, `now`: one more for each [`ASK_EVERY`] since the allowance
+    /// last grew, at most [`ASKS_SAVED`].
+    fn asks_allowed(&mut self, now: Duration) -> u32 {
+        let (left, since) = self.asks;
+        let grown = now.saturating_sub(since).as_nanos() / ASK_EVERY.as_nanos();
+        let grown = u32::try_from(grown).unwrap_or(u32::MAX);
+        if grown > 0 {
+            self.asks = ((left.saturating_add(grown)).min(ASKS_SAVED), now);
+        }
+        self.asks.0
     }
 
     /// How long to sleep after `tick`; `None` is "until woken".
@@ -368,7 +445,16 @@ impl Monitor {
             .take()
             .unwrap_or_else(|| Policy::new(config.controller));
         let (sample, mut any_suspect) = self.observe(shared, &policy, &limits);
-        let decision = policy.decide(&limits, &sample);
+        // While every task at work is of a kind whose growth climb holds
+        // it (more threads did not raise its completions: a lock convoy),
+        // the policy replaces blocked workers and grows bursts only up to
+        // a few threads (`control::growth`); the stuck watch below keeps
+        // the real `max_threads`.
+        let held = Limits {
+            max_threads: policy_max_threads(limits.max_threads, limits.concurrency, self.all_held),
+            ..limits
+        };
+        let decision = policy.decide(&held, &sample);
         self.policy = Some(policy);
         // Declared sections first: the worker said it blocks, which is
         // what the kernel's look in `apply` would find too.
@@ -384,10 +470,11 @@ impl Monitor {
         for (index, seen) in std::mem::take(&mut self.counted_again) {
             shared.count_again(index, seen);
         }
-        if self.judge_presumed(shared) {
+        if self.judge_presumed(shared, sample.now, sample.ended) {
             // A kind's presumed tasks were (mostly) found asleep and it
-            // has more room: look again soon, so they double within a few
-            // intervals (`control::presumption`).
+            // has more room, or its growth climb gathers evidence: look
+            // again soon, so they double within a few intervals
+            // (`control::presumption`, `control::growth`).
             self.quick_ticks = QUICK_PACE_TICKS;
             any_suspect = true;
         }
@@ -423,14 +510,34 @@ impl Monitor {
         if self.tracks.len() < entries.len() {
             self.tracks.resize(entries.len(), None);
         }
+        if self.last_tasks.len() < entries.len() {
+            self.last_tasks.resize(entries.len(), None);
+        }
         let mut sample = Sample {
             now: now.duration_since(shared.built_at),
             ..Sample::default()
         };
         let mut any_suspect = false;
+        // Presumed tasks whose wait the kernel may be asked about this
+        // tick (`Track::waits_for`): a sample decides a kind's waits.
+        let mut classify = self.asks_allowed(sample.now);
+        // Whether every task at work is of a kind its climb holds.
+        let mut all_held = None;
         for (index, entry) in entries.iter().enumerate() {
-            let track = &mut self.tracks[index];
             let seen = entry.status.load();
+            self.saw_task_end(entry, index, seen, sample.now);
+            let kind_held = seen.phase() != Phase::Idle && {
+                let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+                self.climbs.iter().any(|(k, c)| *k == kind && c.holds())
+            };
+            if seen.phase() != Phase::Idle && all_held != Some(false) {
+                all_held = Some(kind_held);
+            }
+            // Asleep, a task of a held kind waits for a sibling while the
+            // whole pool is at such work (the last look's verdict): its
+            // slot is not handed on (`control::growth`).
+            let sibling_wait = kind_held && self.all_held;
+            let track = &mut self.tracks[index];
             match seen.phase() {
                 Phase::Idle => {
                     *track = None;
@@ -455,7 +562,8 @@ impl Monitor {
                         }
                     };
                     if presumed {
-                        let look = look_at_presumed(entry, t, now, limits.threshold);
+                        let look = look_at_presumed(entry, t, now, limits.threshold, &mut classify);
+                        self.asks.0 = classify;
                         self.presumed_looks.tally(entry, look);
                         if look.computes {
                             self.presumed_computing.push((index, seen));
@@ -504,6 +612,7 @@ impl Monitor {
                 kernel: None,
                 fallback: None,
                 computed: false,
+                sibling_wait,
             };
             let probe = policy
                 .detects_blocking()
@@ -541,6 +650,7 @@ impl Monitor {
             }
             sample.in_task.push(view);
         }
+        self.all_held = all_held == Some(true);
         sample.queued = shared.queued();
         sample.slots = shared.slots.counts();
         sample.target = shared.slots.target();
@@ -557,14 +667,53 @@ impl Monitor {
         (sample, any_suspect)
     }
 
+    /// Notes whether the task the worker at `index` ran at the last tick
+    /// ended by this one (`seen` is its status word `now`), for the growth
+    /// climb of its kind, if it has one (`Monitor::slot_ends`). Presumed
+    /// tasks are counted exactly where their end is recorded instead.
+    fn saw_task_end(
+        &mut self,
+        entry: &crate::runtime::Entry,
+        index: usize,
+        seen: StatusWord,
+        now: Duration,
+    ) {
+        let running = (seen.phase() != Phase::Idle).then(|| seen.tick());
+        let last = self.last_tasks[index];
+        if let Some((tick, kind, first)) = last {
+            if running != Some(tick) && self.climbs.iter().any(|(k, _)| *k == kind) {
+                match self.slot_ends.iter_mut().find(|(k, _)| *k == kind) {
+                    Some((_, latest)) => *latest = (*latest).max(first),
+                    None => self.slot_ends.push((kind, first)),
+                }
+            }
+        }
+        self.last_tasks[index] = running
+            .filter(|&tick| entry.presumed.load(Ordering::Relaxed) != tick)
+            .map(|tick| match last {
+                Some((t, kind, first)) if t == tick => (tick, kind, first),
+                _ => (
+                    tick,
+                    Kind::from_bits(entry.kind.load(Ordering::Relaxed)),
+                    now,
+                ),
+            });
+    }
+
     /// Carries out what this tick's looks at presumed tasks found
     /// (`control::presumption`): a presumed task judged computing stops
     /// its kind's presumption at once, counts as a wrong guess, and its
     /// worker is counted against the slots again; then each kind's look
-    /// sets its cap, and a kind given more room has queued tasks handed
+    /// sets its cap, within the level its growth climb allows `now`
+    /// (`control::growth`: only while its completions per second rise with
+    /// the cap), and a kind given more room has queued tasks handed
     /// threads (`worker::presume_queued`: their fan-out fills the room).
-    /// True if a cap grew.
-    fn judge_presumed(&mut self, shared: &Arc<Shared>) -> bool {
+    /// `ended` is the pool's total of ended tasks, which a climb compares
+    /// too while every task at work is of a held kind.
+    /// True if a cap grew, or a climb gathers evidence (the next look
+    /// should come soon).
+    fn judge_presumed(&mut self, shared: &Arc<Shared>, now: Duration, ended: u64) -> bool {
+        let interval = shared.config.monitor_interval;
         let counters = &shared.threads.counters;
         for (index, seen) in std::mem::take(&mut self.presumed_computing) {
             let entry = shared.threads.entry(index);
@@ -584,8 +733,42 @@ impl Monitor {
         }
         let mut grew = false;
         let again = std::mem::take(&mut self.presume_again);
-        for (kind, seen, asleep) in self.presumed_looks.take() {
-            let more_room = shared.kinds.looked(kind, seen, asleep);
+        self.climbs.retain(|(_, c)| !c.forgotten(now, interval));
+        let climbs = &self.climbs;
+        self.slot_ends
+            .retain(|(k, _)| climbs.iter().any(|(c, _)| c == k));
+        for look in self.presumed_looks.take() {
+            let KindLook {
+                kind, seen, asleep, ..
+            } = look;
+            // The ends since the last look, and what the look would set:
+            // the climb says how far it may.
+            let record = shared.kinds.take_ends(kind);
+            let (cap, wants) = (record.cap(), look_cap(record, seen, asleep));
+            let (climb, ends) = match self.climbs.iter_mut().position(|(k, _)| *k == kind) {
+                Some(at) => (&mut self.climbs[at].1, record.ends()),
+                None => {
+                    self.climbs.push((kind, Climb::new(now, cap)));
+                    (&mut self.climbs.last_mut().expect("just pushed").1, 0)
+                }
+            };
+            let on_slots = self
+                .slot_ends
+                .iter()
+                .position(|(k, _)| *k == kind)
+                .map(|at| self.slot_ends.swap_remove(at).1);
+            // While every task at work is of a held kind, the pool's ends
+            // are theirs: a probe must raise them too.
+            let pool = self.all_held.then_some(ended);
+            // Its asleep tasks wait outside the process (a timer, a
+            // socket): not a convoy, and the level follows the look.
+            let step = if look.waits_outside(climb.waited_outside(now, interval)) {
+                climb.waits_outside(now, wants)
+            } else {
+                climb.look_in_pool(now, (ends, on_slots), pool, cap, wants, interval)
+            };
+            grew |= step == Step::Gathering;
+            let more_room = shared.kinds.looked(kind, seen, asleep, climb.level());
             grew |= more_room;
             // Queued tasks of the kind are handed threads when a look gives
             // it more room, and at each look after one that found some, as
@@ -706,38 +889,94 @@ fn back_from_block(entry: &crate::runtime::Entry, track: &mut Track, now: Instan
     verdict == Verdict::RunningAgain
 }
 
+/// How often the monitor may ask the kernel what an asleep presumed task
+/// waits for (`Track::waits_for`: an open, a read and a close, 5-10 µs),
+/// and how many asks it may save up: a sample of a kind's tasks says what
+/// the kind waits for. Asking about every task cost the monitor 7 ms in a
+/// burst of 500, and 12 ms over short-blocking's 2,000 items (twice its
+/// busy time); 250 a second cost at most a fifth of a millisecond of each
+/// second, and 4 saved let a burst's first looks ask at once.
+const ASK_EVERY: Duration = Duration::from_millis(4);
+const ASKS_SAVED: u32 = 4;
+
 /// What one look at a worker running a presumed task found.
 #[derive(Clone, Copy, Debug, Default)]
 struct PresumedLook {
     /// It sleeps: at this look, or at the last one if it was not asked
     /// now (asked less and less often while it sleeps).
     asleep: bool,
+    /// Asleep, and what it waits for, if the kernel was asked
+    /// (`Track::waits_for`).
+    waits: Option<WaitsFor>,
     /// It computes (`presumption::computes_while_running`).
     computes: bool,
 }
 
-/// The presumed tasks seen at one tick, per kind: how many, and how many
-/// asleep (`presumption::Seen::Look`).
+/// The presumed tasks seen at one tick, per kind (`presumption::Seen::Look`).
 #[derive(Debug, Default)]
-struct PresumedLooks(Vec<(Kind, u32, u32)>);
+struct PresumedLooks(Vec<KindLook>);
+
+/// One kind's presumed tasks seen at one tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KindLook {
+    kind: Kind,
+    /// Seen running.
+    seen: u32,
+    /// Of those, asleep.
+    asleep: u32,
+    /// Of those, the kernel said (when asked, `Track::waits_for`) wait
+    /// outside the process, and in a futex.
+    outside: u32,
+    in_process: u32,
+}
+
+impl KindLook {
+    /// Whether the kind waits outside the process by this look: more than
+    /// a quarter of its asleep tasks the kernel was asked about sleep
+    /// outside, not in a futex; with none asked about, as `before`.
+    ///
+    /// A quarter, not a half: a futex wait is not always a sibling's (a
+    /// mutex a thread outside the pool holds, a blocking client's reply),
+    /// and while a share of a kind's tasks wait for the world, threads
+    /// for them complete more. A convoy's waiters are all in the lock's
+    /// futex, bar its holder if it holds the lock across a wait of its
+    /// own (one of five or more).
+    fn waits_outside(&self, before: bool) -> bool {
+        let asked = self.outside + self.in_process;
+        if asked == 0 {
+            before
+        } else {
+            self.outside * 4 > asked
+        }
+    }
+}
 
 impl PresumedLooks {
     /// Counts the presumed task of `entry`, seen as `look`.
     fn tally(&mut self, entry: &crate::runtime::Entry, look: PresumedLook) {
         let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-        let at = match self.0.iter().position(|(k, ..)| *k == kind) {
+        let at = match self.0.iter().position(|k| k.kind == kind) {
             Some(at) => at,
             None => {
-                self.0.push((kind, 0, 0));
+                self.0.push(KindLook {
+                    kind,
+                    seen: 0,
+                    asleep: 0,
+                    outside: 0,
+                    in_process: 0,
+                });
                 self.0.len() - 1
             }
         };
-        self.0[at].1 += 1;
-        self.0[at].2 += u32::from(look.asleep);
+        let counts = &mut self.0[at];
+        counts.seen += 1;
+        counts.asleep += u32::from(look.asleep);
+        counts.outside += u32::from(look.waits == Some(WaitsFor::Outside));
+        counts.in_process += u32::from(look.waits == Some(WaitsFor::ThisProcess));
     }
 
     /// This tick's counts, leaving none.
-    fn take(&mut self) -> Vec<(Kind, u32, u32)> {
+    fn take(&mut self) -> Vec<KindLook> {
         std::mem::take(&mut self.0)
     }
 }
@@ -752,12 +991,14 @@ fn look_at_presumed(
     track: &mut Track,
     now: Instant,
     interval: Duration,
+    classify: &mut u32,
 ) -> PresumedLook {
     let asleep_before = track.back_look.is_some_and(|l| l.asleep);
     if track.probe_wait > 0 {
         track.probe_wait -= 1;
         return PresumedLook {
             asleep: asleep_before,
+            waits: track.waits_for.filter(|_| asleep_before),
             computes: false,
         };
     }
@@ -802,7 +1043,15 @@ fn look_at_presumed(
     } else {
         track.backoff = 1;
     }
-    PresumedLook { asleep, computes }
+    if asleep && state.is_waiting() && track.waits_for.is_none() && *classify > 0 {
+        *classify -= 1;
+        track.waits_outside(&probe);
+    }
+    PresumedLook {
+        asleep,
+        waits: track.waits_for.filter(|_| asleep),
+        computes,
+    }
 }
 
 /// Step 2 for one suspect: asks the kernel about it through `probe` if it is
@@ -897,6 +1146,7 @@ fn ask_kernel(
         return (None, Some(fallback));
     }
     let waiting = state.is_waiting();
+    let waits_outside = waiting && track.waits_outside(probe);
     if !waiting {
         // Runnable: if it waits for a CPU, the cores are oversubscribed; more
         // threads would not help.
@@ -927,6 +1177,7 @@ fn ask_kernel(
         Some(KernelView {
             waiting,
             cpu_share: recent_share,
+            waits_outside,
         }),
         None,
     )

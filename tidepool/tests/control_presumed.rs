@@ -380,9 +380,11 @@ fn a_presumed_task_that_takes_the_last_parked_worker_leaves_a_spare_for_the_next
         d.started_presumed, 0,
         "none waited for a thread to start: {d:?} {m:?}"
     );
-    // Each hand took the last parked thread and asked for a spare; the
-    // first was needed (its item was still waiting), the last one is not
-    // started if the items ended and parked first.
+    // Each hand took the last parked thread; the first asked for a spare
+    // (its kind had room for the second, which needed it), the last took
+    // the kind's last place under its fresh cap and asks for none (or, if
+    // the first ended first, had room and its spare found the items
+    // ended and parked).
     assert!(
         (ITEMS as u64 - 1..=ITEMS as u64).contains(&spares),
         "{spares} spares: {m:?}"
@@ -758,6 +760,7 @@ fn a_kind_that_truly_blocks_gets_a_thread_per_item_within_a_few_looks() {
         met.iter().all(|&m| m),
         "all ran at once: {first:?} {second:?}"
     );
+    println!("first burst {first:?}, second {second:?}");
     assert_eq!(second.failed, 0, "{second:?}");
     // Once learned, the cap doubles at each look while they all wait:
     // most of the second burst is presumed, not found blocked one by one.

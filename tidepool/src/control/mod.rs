@@ -9,6 +9,9 @@
 //! * `stuck`: when a pool with every thread blocked counts as stuck.
 //! * `presumption`: what a pool learned per kind of task, and when its
 //!   tasks are presumed blocking (pure decisions on a kind's record).
+//! * `growth`: the growth climb: how far a look may raise a kind's
+//!   presumption cap, only while its completions per second rise with it
+//!   (lock convoys stay small).
 
 /// Why a worker thread was started (each start is counted under its reason in
 /// [`Metrics`](crate::Metrics)).
@@ -62,6 +65,7 @@ impl StartReason {
 }
 
 pub(crate) mod back_from_block;
+pub(crate) mod growth;
 pub(crate) mod pacing;
 pub(crate) mod policy;
 pub(crate) mod presumption;

@@ -52,6 +52,18 @@
 //! the queued work hand it threads themselves, and threads the burst
 //! started for the same queue would find it empty.
 //!
+//! And a burst grows only as its growth climb allows (`control::growth`):
+//! from the first tick with blocked workers, while the pool completes
+//! nothing for 4 intervals it may grow at every tick; once tasks end, a
+//! raise needs the pool's completions per second to have risen with the
+//! target (a probe first). A lock convoy's workers, found asleep on the
+//! lock, complete no faster for more threads: a convoy of a kind taught to
+//! block started 460 burst threads before this. Not when most of the
+//! workers found blocked at a tick sleep outside the process
+//! ([`KernelView::waits_outside`]: the kernel names a system call other
+//! than a futex, a timer or a socket): such waits end on their own
+//! however many wait beside them, and the burst grows unasked.
+//!
 //! Nor does a queue that *flows*: more than [`FLOWING_ENDS_PER_SLOT`] tasks
 //! ending per slot per interval. Workers of a lock convoy (tiny items that
 //! all take one mutex) sleep on the lock whenever its holder is preempted,
@@ -87,6 +99,7 @@
 //!   works is never judged by time: a CPU-bound task there is never
 //!   compensated.
 
+use super::growth::Climb;
 use super::slots::{SlotCounts, StatusWord};
 use super::Controller;
 use std::time::Duration;
@@ -140,6 +153,12 @@ pub(crate) struct WorkerView {
     /// Runnable alone is not enough for the quantum rule: see
     /// [`Burst::quantum`].
     pub(crate) computed: bool,
+    /// Its task is of a kind whose tasks end (its growth climb holds it:
+    /// `control::growth::Climb::holds`) while every task at work is of
+    /// such a kind: asleep, it waits for a sibling (a lock another task of
+    /// the kind holds), and is never marked blocked, so its slot is not
+    /// handed to another thread that would only join the wait.
+    pub(crate) sibling_wait: bool,
 }
 
 /// What is known of a suspect whose kernel state could not be read.
@@ -159,6 +178,11 @@ pub(crate) struct KernelView {
     /// CPU time over wall time since the monitor's previous look at the
     /// task (or since it was first seen), if the CPU clock could be read.
     pub(crate) cpu_share: Option<f64>,
+    /// Waiting, in a system call other than a futex (`sys::WaitsFor`): a
+    /// sleep, a socket, a disk. Its wait does not shorten if a sibling
+    /// runs, so more threads beside it complete more (the burst's climb
+    /// is not asked). False for a futex (a lock, a channel) or unknown.
+    pub(crate) waits_outside: bool,
 }
 
 /// Everything a policy may look at.
@@ -269,6 +293,10 @@ pub(crate) struct Burst {
     last: Option<(u64, Duration)>,
     /// `Sample::presumed` at the previous tick.
     last_presumed: u64,
+    /// The burst's growth climb (`control::growth`): the target it may
+    /// raise to, while the pool's completions per second rise with it.
+    /// Begun at the burst's first raise, dropped when the burst ends.
+    climb: Option<Climb>,
 }
 
 impl Default for Burst {
@@ -279,6 +307,7 @@ impl Default for Burst {
             no_lend_until: None,
             last: None,
             last_presumed: 0,
+            climb: None,
         }
     }
 }
@@ -351,7 +380,9 @@ impl Policy {
         }
         match self {
             Policy::Adaptive(burst) => {
-                decision.set_target = burst.step(limits, sample, decision.mark_blocked.len());
+                let outside = wait_outside(sample, &decision.mark_blocked);
+                decision.set_target =
+                    burst.step(limits, sample, decision.mark_blocked.len(), outside);
                 decision.burst = burst.raised > 0;
                 if burst.raised > 0 || decision.set_target.is_some() {
                     // A burst owns the target; a lend it overrode is over.
@@ -445,11 +476,21 @@ impl Burst {
     }
 
     /// One tick of the burst rule (module docs); `blocked_now` workers were
-    /// found blocked this tick. Returns a new target, if it changes.
-    fn step(&mut self, limits: &Limits, sample: &Sample, blocked_now: usize) -> Option<usize> {
+    /// found blocked this tick, most of them waiting outside the process
+    /// if `outside` ([`wait_outside`]). Returns a new target, if it changes.
+    fn step(
+        &mut self,
+        limits: &Limits,
+        sample: &Sample,
+        blocked_now: usize,
+        outside: bool,
+    ) -> Option<usize> {
         let computing = sample.in_task.iter().any(|w| {
             matches!(w.kernel, Some(k) if !k.waiting || k.cpu_share.is_some_and(|s| s >= BUSY_CPU_SHARE))
         });
+        let ended_since = self
+            .last
+            .map_or(0, |(ended, _)| sample.ended.saturating_sub(ended));
         let flowing = self.last.is_some_and(|(ended, at)| {
             let intervals =
                 sample.now.saturating_sub(at).as_nanos() / limits.threshold.as_nanos().max(1);
@@ -461,6 +502,7 @@ impl Burst {
         self.last_presumed = sample.presumed;
         if sample.queued == 0 || computing || flowing {
             self.factor = 1;
+            self.climb = None;
             if self.raised == 0 {
                 return None;
             }
@@ -473,6 +515,7 @@ impl Burst {
         // Burst threads started for the same queue found it empty: 25 of
         // 225 threads idle for 200 items, beyond items + slots.
         if blocked_now == 0 || presuming {
+            self.climb_within(limits, sample, ended_since);
             return None;
         }
         // Queued work the plain replacements (one per blocked worker) leave
@@ -480,13 +523,85 @@ impl Burst {
         let waiting = sample.queued.saturating_sub(blocked_now);
         let room = limits.max_threads.saturating_sub(sample.target);
         let extra = (blocked_now * (self.factor - 1)).min(waiting).min(room);
-        self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
+        // Raised only while the pool's completions per second rise with
+        // the target (`control::growth`), from the burst's first tick with
+        // blocked workers: a lock convoy's workers, found asleep on the
+        // lock, complete no faster for more threads (a convoy of a kind
+        // taught to block reached 512 threads, 460 of them the burst's,
+        // before this). The factor doubles only with a raise.
+        // Workers asleep outside the process (a sleep, a socket: the
+        // kernel names the system call) complete their own waits however
+        // many wait beside them (Little's law): the burst grows unasked.
+        let allowed = if outside {
+            self.climb = None;
+            extra
+        } else {
+            let target = to_u32(sample.target);
+            let (climb, ends) = match &mut self.climb {
+                Some(climb) => (climb, to_u32(ended_since)),
+                none => (none.insert(Climb::holding(sample.now, target)), 0),
+            };
+            climb.look(
+                sample.now,
+                (ends, None),
+                target,
+                to_u32(sample.target + extra),
+                limits.threshold,
+            );
+            climb.level().saturating_sub(target) as usize
+        };
+        if extra == 0 {
+            self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
+            return None;
+        }
+        let extra = extra.min(allowed);
         if extra == 0 {
             return None;
         }
+        self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
         self.raised += extra;
         Some(sample.target + extra)
     }
+
+    /// A tick that raises nothing still counts its ends toward the burst's
+    /// climb (it does not press: `Climb::look` with the target as it is).
+    fn climb_within(&mut self, limits: &Limits, sample: &Sample, ended_since: u64) {
+        if let Some(climb) = &mut self.climb {
+            let target = to_u32(sample.target);
+            climb.look(
+                sample.now,
+                (to_u32(ended_since), None),
+                target,
+                target,
+                limits.threshold,
+            );
+        }
+    }
+}
+
+/// Whether `worker` is asleep waiting for a sibling (`WorkerView::sibling_wait`)
+/// rather than for something outside the process: a held kind's worker
+/// the kernel finds in a timer or a socket waits as any other.
+fn waits_for_sibling(worker: &WorkerView) -> bool {
+    worker.sibling_wait && !worker.kernel.is_some_and(|k| k.waits_outside)
+}
+
+/// Whether most of the workers `marked` blocked this tick sleep outside the
+/// process (`KernelView::waits_outside`): a burst of them needs no climb.
+/// False when none is marked, or the kernel named no system call.
+fn wait_outside(sample: &Sample, marked: &[(usize, StatusWord)]) -> bool {
+    let outside = sample
+        .in_task
+        .iter()
+        .filter(|w| marked.iter().any(|&(index, _)| index == w.index))
+        .filter(|w| w.kernel.is_some_and(|k| k.waits_outside))
+        .count();
+    outside * 2 > marked.len()
+}
+
+/// `n` as a `u32`, at most `u32::MAX`.
+fn to_u32(n: impl TryInto<u32>) -> u32 {
+    n.try_into().unwrap_or(u32::MAX)
 }
 
 /// Free slots after the decision, filled only while work waits and only with
@@ -516,7 +631,7 @@ fn blocked_workers(limits: &Limits, sample: &Sample) -> Vec<(usize, StatusWord)>
     sample
         .in_task
         .iter()
-        .filter(|w| w.in_task_for >= limits.threshold)
+        .filter(|w| w.in_task_for >= limits.threshold && !waits_for_sibling(w))
         .filter(|w| match verdict(limits, sample, w) {
             Verdict::Blocked => true,
             Verdict::Guess if guesses > 0 => {
@@ -548,9 +663,12 @@ fn verdict(limits: &Limits, sample: &Sample, worker: &WorkerView) -> Verdict {
         }
     };
     match (worker.kernel, worker.fallback) {
-        (Some(KernelView { waiting, cpu_share }), _) => {
-            blocked(waiting && cpu_share.is_none_or(|share| share < BUSY_CPU_SHARE))
-        }
+        (
+            Some(KernelView {
+                waiting, cpu_share, ..
+            }),
+            _,
+        ) => blocked(waiting && cpu_share.is_none_or(|share| share < BUSY_CPU_SHARE)),
         (None, Some(FallbackView::CpuClock { cpu_share })) => {
             blocked(watched(CPU_CLOCK_THRESHOLDS) && cpu_share < BUSY_CPU_SHARE)
         }
@@ -621,6 +739,10 @@ mod tests {
     use crate::control::slots::TaskStatus;
 
     const MS: Duration = Duration::from_millis(1);
+    /// How long a burst's climb waits with nothing ended before it lets
+    /// the burst grow (`control::growth`): a tick that far apart.
+    const FREE: Duration =
+        Duration::from_millis(crate::control::growth::FREE_AFTER_INTERVALS as u64);
 
     fn limits() -> Limits {
         Limits::for_tests(2, 4)
@@ -642,16 +764,19 @@ mod tests {
             kernel,
             fallback: None,
             computed: false,
+            sibling_wait: false,
         }
     }
 
     const SLEEPING: Option<KernelView> = Some(KernelView {
         waiting: true,
         cpu_share: Some(0.0),
+        waits_outside: false,
     });
     const RUNNABLE: Option<KernelView> = Some(KernelView {
         waiting: false,
         cpu_share: Some(0.5),
+        waits_outside: false,
     });
 
     fn sample(workers: Vec<WorkerView>, queued: usize) -> Sample {
@@ -720,6 +845,7 @@ mod tests {
         let busy_but_sleeping_now = Some(KernelView {
             waiting: true,
             cpu_share: Some(0.9),
+            waits_outside: false,
         });
         let d = policy.decide(
             &limits(),
@@ -943,8 +1069,11 @@ mod tests {
         let limits = wide_limits();
         let mut target = 2;
         let mut raises = Vec::new();
-        for _ in 0..5 {
+        for tick in 0..5 {
             let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            // Nothing ends, so the burst's climb (`control::growth`) lets
+            // it grow at every tick once FREE_AFTER_INTERVALS passed.
+            s.now = FREE * tick;
             s.target = target;
             s.threads = target;
             let d = policy.decide(&limits, &s);
@@ -960,6 +1089,7 @@ mod tests {
         assert_eq!(target, 54);
         // The wakes fill the freed and raised slots.
         let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        s.now = FREE * 5;
         s.target = target;
         s.threads = target;
         let d = policy.decide(&limits, &s);
@@ -989,7 +1119,7 @@ mod tests {
         s.now = MS * 7;
         s.ended = ended;
         policy.decide(&limits, &s);
-        s.now = MS * 8;
+        s.now = MS * 7 + FREE;
         assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
     }
 
@@ -1011,6 +1141,7 @@ mod tests {
         let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
         s.presumed = 50;
         policy.decide(&limits, &s);
+        s.now = FREE;
         assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
     }
 
@@ -1020,6 +1151,7 @@ mod tests {
         let limits = wide_limits();
         let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
         policy.decide(&limits, &s);
+        s.now = FREE;
         let raised = policy.decide(&limits, &s).set_target.unwrap();
         assert!(raised > 2);
         s.target = raised;
@@ -1038,8 +1170,9 @@ mod tests {
         let mut policy = Policy::new(Controller::Adaptive);
         let wide = wide_limits();
         let blocked = || vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
-        let s = sample(blocked(), 3);
+        let mut s = sample(blocked(), 3);
         policy.decide(&wide, &s);
+        s.now = FREE;
         // Factor 2: two extra wanted, but only one item waits beyond the two
         // plain replacements.
         assert_eq!(policy.decide(&wide, &s).set_target, Some(3));
@@ -1048,10 +1181,93 @@ mod tests {
         assert_eq!(policy.decide(&wide, &s).set_target, Some(2));
         // Never past max_threads.
         let mut policy = Policy::new(Controller::Adaptive);
-        let s = sample(blocked(), 500);
+        let mut s = sample(blocked(), 500);
         policy.decide(&limits(), &s);
+        s.now = FREE;
         let d = policy.decide(&limits(), &s);
         assert_eq!(d.set_target, Some(4), "max_threads is 4");
+    }
+
+    #[test]
+    fn a_worker_waiting_for_a_sibling_is_not_marked_blocked() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let sibling = WorkerView {
+            sibling_wait: true,
+            ..worker(0, 5, SLEEPING)
+        };
+        let d = policy.decide(
+            &limits(),
+            &sample(vec![sibling, worker(1, 5, SLEEPING)], 10),
+        );
+        assert_eq!(d.mark_blocked, [(1, in_task(1, 1))], "only the other one");
+        // Unless the kernel finds it in a timer or a socket: a wait of its
+        // own, not a sibling's.
+        let outside = WorkerView {
+            kernel: Some(KernelView {
+                waits_outside: true,
+                ..SLEEPING.unwrap()
+            }),
+            ..sibling
+        };
+        let d = policy.decide(&limits(), &sample(vec![outside], 10));
+        assert_eq!(d.mark_blocked, [(0, in_task(0, 1))]);
+    }
+
+    #[test]
+    fn a_burst_grows_only_while_completions_rise_with_it() {
+        // A lock convoy whose queue does not flow by the per-slot measure:
+        // workers found asleep on the lock at every tick, 6 tasks ending
+        // per interval whatever the threads. One probe (the climb's first
+        // judgement, `control::growth`), then held.
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut target = 2;
+        for tick in 0..100u32 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            s.now = MS * tick;
+            s.ended = 6 * u64::from(tick);
+            s.target = target;
+            s.threads = target;
+            let d = policy.decide(&limits, &s);
+            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
+            target = d.set_target.unwrap_or(target);
+        }
+        assert_eq!(target, 4, "one probe");
+        // Waits that complete in proportion to the threads (twice the ends
+        // per interval at twice the target, still short of flowing): it
+        // grows again.
+        for tick in 100..104u32 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            s.now = MS * tick;
+            s.ended = 594 + 12 * u64::from(tick - 99);
+            s.target = target;
+            s.threads = target;
+            target = policy.decide(&limits, &s).set_target.unwrap_or(target);
+        }
+        assert!(target > 4, "{target}");
+    }
+
+    #[test]
+    fn a_burst_of_workers_asleep_outside_the_process_grows_unjudged() {
+        // The same flat completions as the convoy above, but the kernel
+        // says the workers sleep in a timer or a socket, not a futex: no
+        // climb, so the burst doubles at each tick that finds them blocked.
+        let outside = Some(KernelView {
+            waits_outside: true,
+            ..SLEEPING.unwrap()
+        });
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut target = 2;
+        for tick in 0..6u32 {
+            let mut s = sample(vec![worker(0, 5, outside), worker(1, 5, outside)], 500);
+            s.now = MS * tick;
+            s.ended = 6 * u64::from(tick);
+            s.target = target;
+            s.threads = target;
+            target = policy.decide(&limits, &s).set_target.unwrap_or(target);
+        }
+        assert!(target > 4, "grew past one probe within 6 ticks: {target}");
     }
 
     fn quantum_limits() -> Limits {
@@ -1204,6 +1420,7 @@ mod detection_mode_tests {
             kernel,
             fallback: None,
             computed: false,
+            sibling_wait: false,
         }
     }
 
@@ -1247,10 +1464,12 @@ mod detection_mode_tests {
         let asleep = Some(KernelView {
             waiting: true,
             cpu_share: Some(0.0),
+            waits_outside: false,
         });
         let runnable_but_starved = Some(KernelView {
             waiting: false,
             cpu_share: Some(0.0),
+            waits_outside: false,
         });
         assert_eq!(marked(vec![view(0, 1, asleep)], 0, 0), vec![0]);
         assert!(marked(vec![view(0, 10_000, runnable_but_starved)], 9, 0).is_empty());

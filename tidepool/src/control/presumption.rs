@@ -33,7 +33,12 @@
 //!   ended has [`FRESH_CAP`] again, so its next burst, if it computes, gets
 //!   two wrong guesses, not a thousand. (Before: a credit that every wait
 //!   earned, up to 1,024, let 268 of a burst of 300 CPU-bound items of a
-//!   kind that had blocked compute at once on 2 cores.)
+//!   kind that had blocked compute at once on 2 cores.) How far a look may
+//!   raise the cap is the growth climb's to say (`control::growth`: only
+//!   while the kind's completions per second rise with it, so a lock
+//!   convoy's items, asleep on the lock, do not double it): the look
+//!   carries its `limit`, and presumed tasks' ends are counted in the
+//!   record for the climb to take ([`Seen::TakeEnds`]).
 //! * **Judged while it runs.** The monitor looks at each presumed task
 //!   ([`computes_while_running`]): one that computed at least a monitor
 //!   interval of CPU, a quarter of its time so far and of the time since
@@ -89,6 +94,10 @@ pub(crate) const SHORTS_TO_PAUSE: u32 = 8;
 /// Presumed tasks that waited after a wrong guess that forgive it: a
 /// second wrong guess before that many ends presumption for good.
 pub(crate) const WAITS_TO_FORGIVE: u32 = 8;
+/// The most presumed ends a record counts between two takes of the
+/// count ([`Seen::TakeEnds`]): the growth climb takes it at each look at
+/// the kind, and judges a rate once it has a few (`control::growth`).
+pub(crate) const MAX_ENDS: u32 = 0xff;
 /// A presumed task that ends within this share of a monitor interval
 /// (125 µs at the default 1 ms) is [`Ended::Short`]: the items of a lock
 /// convoy take microseconds, while blocking worth a thread of its own takes
@@ -129,27 +138,46 @@ pub(crate) struct Record {
     /// Presumed tasks that waited since the last wrong guess, up to
     /// [`WAITS_TO_FORGIVE`].
     waits: u32,
+    /// Presumed tasks of the kind that ran and ended since the growth
+    /// climb last took the count ([`Seen::TakeEnds`]), up to [`MAX_ENDS`].
+    ends: u32,
 }
 
 impl Record {
-    /// The record packed in `bits` (the low 48 of a table word).
+    /// The record packed in `bits` (the low 48 of a table word): the
+    /// flags in 8 bits, the cap and the tasks in flight in 12 each (both
+    /// at most [`MAX_CAP`]: a task is presumed only below the cap), the
+    /// short ends and the waits in 4 each, the ends in 8.
     pub(crate) fn unpack(bits: u64) -> Record {
         Record {
             flags: (bits & 0xff) as u32,
-            cap: (bits >> 8 & 0xffff) as u32,
-            in_flight: (bits >> 24 & 0xffff) as u32,
-            shorts: (bits >> 40 & 0xf) as u32,
-            waits: (bits >> 44 & 0xf) as u32,
+            cap: (bits >> 8 & 0xfff) as u32,
+            in_flight: (bits >> 20 & 0xfff) as u32,
+            shorts: (bits >> 32 & 0xf) as u32,
+            waits: (bits >> 36 & 0xf) as u32,
+            ends: (bits >> 40 & 0xff) as u32,
         }
     }
 
     /// The record in 48 bits.
     pub(crate) fn pack(self) -> u64 {
         u64::from(self.flags & 0xff)
-            | u64::from(self.cap.min(0xffff)) << 8
-            | u64::from(self.in_flight.min(0xffff)) << 24
-            | u64::from(self.shorts.min(0xf)) << 40
-            | u64::from(self.waits.min(0xf)) << 44
+            | u64::from(self.cap.min(0xfff)) << 8
+            | u64::from(self.in_flight.min(0xfff)) << 20
+            | u64::from(self.shorts.min(0xf)) << 32
+            | u64::from(self.waits.min(0xf)) << 36
+            | u64::from(self.ends.min(MAX_ENDS)) << 40
+    }
+
+    /// The most presumed tasks of the kind in flight at once now.
+    pub(crate) fn cap(self) -> u32 {
+        self.cap
+    }
+
+    /// Presumed tasks of the kind that ran and ended since the growth
+    /// climb last took the count ([`Seen::TakeEnds`]).
+    pub(crate) fn ends(self) -> u32 {
+        self.ends
     }
 
     /// Whether the kind's closures are presumed blocking now (room aside):
@@ -267,20 +295,31 @@ pub(crate) enum Seen {
     /// A task of the kind asks to be presumed blocking: one more in
     /// flight, if there is room.
     Presume,
-    /// A presumed task of the kind ended, having done what it says
-    /// (`None`: not judged here, because it never ran presumed, or the
-    /// monitor judged it while it ran).
+    /// A presumed task of the kind ran and ended, having done what it
+    /// says (`None`: not judged here, because the monitor judged it while
+    /// it ran): one more end for the growth climb to count.
     Ended(Option<Ended>),
+    /// A task that held one of the kind's presumed places gives it back
+    /// without having run presumed.
+    GivenBack,
+    /// The growth climb takes the count of the kind's presumed ends
+    /// (`Record::ends`, read from the record this is applied to): the
+    /// count starts again from nothing.
+    TakeEnds,
     /// The monitor judged a presumed task of the kind computing while it
     /// runs ([`computes_while_running`]).
     ComputingWhileRunning,
     /// One monitor look at the kind's presumed tasks running now: `seen`
-    /// of them, `asleep` of those asleep.
+    /// of them, `asleep` of those asleep. The cap it sets is at most
+    /// `limit`, the growth climb's level for the kind (`control::growth`;
+    /// the climb asks [`look_cap`] what the look would set).
     Look {
         /// Presumed tasks of the kind the monitor saw running.
         seen: u32,
         /// Of those, how many the kernel said sleep.
         asleep: u32,
+        /// The most the cap may be after the look.
+        limit: u32,
     },
 }
 
@@ -353,9 +392,21 @@ pub(crate) fn decide(old: Record, seen: Seen) -> (Record, Act) {
             Act::Presume,
         ),
         Seen::Presume => (old, Act::Refuse),
-        Seen::Ended(what) => (ended(old, what), Act::Nothing),
+        Seen::Ended(what) => (
+            Record {
+                ends: (old.ends + 1).min(MAX_ENDS),
+                ..ended(old, what)
+            },
+            Act::Nothing,
+        ),
+        Seen::GivenBack => (ended(old, None), Act::Nothing),
+        Seen::TakeEnds => (Record { ends: 0, ..old }, Act::Nothing),
         Seen::ComputingWhileRunning => (old.overran(), Act::Nothing),
-        Seen::Look { seen, asleep } => look(old, seen, asleep),
+        Seen::Look {
+            seen,
+            asleep,
+            limit,
+        } => look(old, seen, asleep, limit),
     }
 }
 
@@ -387,13 +438,15 @@ fn ended(old: Record, what: Option<Ended>) -> Record {
     new
 }
 
-/// One look at the kind's presumed tasks ([`Seen::Look`]): the cap becomes
-/// twice those asleep while most are, else the number asleep (never below
-/// [`FRESH_CAP`], never above [`MAX_CAP`]). A look that saw none changes
-/// nothing: the ends bring the cap down.
-fn look(old: Record, seen: u32, asleep: u32) -> (Record, Act) {
+/// The cap a look at `seen` of the kind's presumed tasks, `asleep` of
+/// them asleep, would set on `old` before the growth climb's limit
+/// ([`Seen::Look`]): twice those asleep while most are, else the number
+/// asleep (never below [`FRESH_CAP`], never above [`MAX_CAP`]); the cap
+/// as it is if the look saw none (the ends bring the cap down) or the kind
+/// is not known to block.
+pub(crate) fn look_cap(old: Record, seen: u32, asleep: u32) -> u32 {
     if seen == 0 || old.flags & BLOCKS == 0 {
-        return (old, Act::Nothing);
+        return old.cap;
     }
     // Only tasks still in flight are evidence: a look taken before some of
     // them ended, applied after, would give room for tasks that are gone
@@ -401,12 +454,22 @@ fn look(old: Record, seen: u32, asleep: u32) -> (Record, Act) {
     // burst of the kind, which computed, room for 16).
     let asleep = asleep.min(seen).min(old.in_flight);
     let (part, whole) = MOSTLY_ASLEEP;
-    let cap = if asleep > 0 && asleep * whole >= seen * part {
+    if asleep > 0 && asleep * whole >= seen * part {
         2 * asleep
     } else {
         asleep
     }
-    .clamp(FRESH_CAP, MAX_CAP);
+    .clamp(FRESH_CAP, MAX_CAP)
+}
+
+/// One look at the kind's presumed tasks ([`Seen::Look`]): the cap becomes
+/// [`look_cap`]'s, at most `limit` (the growth climb's level) and never
+/// below [`FRESH_CAP`].
+fn look(old: Record, seen: u32, asleep: u32, limit: u32) -> (Record, Act) {
+    if seen == 0 || old.flags & BLOCKS == 0 {
+        return (old, Act::Nothing);
+    }
+    let cap = look_cap(old, seen, asleep).min(limit).max(FRESH_CAP);
     let new = Record { cap, ..old };
     let act = if cap > old.cap && new.has_room() {
         Act::MoreRoom
@@ -526,7 +589,11 @@ mod tests {
 
     /// A look that saw `seen` presumed tasks, `asleep` of them asleep.
     fn seen(seen: u32, asleep: u32) -> Seen {
-        Seen::Look { seen, asleep }
+        Seen::Look {
+            seen,
+            asleep,
+            limit: MAX_CAP,
+        }
     }
 
     /// A record of a kind known to block (declared once).
@@ -725,6 +792,39 @@ mod tests {
     }
 
     #[test]
+    fn ends_are_counted_for_the_growth_climb_and_a_look_stays_within_its_limit() {
+        let mut r = blocking();
+        fill(&mut r);
+        see(&mut r, Seen::Ended(Some(Ended::Waited)));
+        see(&mut r, Seen::Ended(None));
+        assert_eq!(r.ends(), 2, "both ran");
+        see(&mut r, Seen::Presume);
+        see(&mut r, Seen::GivenBack);
+        assert_eq!(r.ends(), 2, "a place given back unrun is no end");
+        assert_eq!(r.in_flight(), 0);
+        see(&mut r, Seen::TakeEnds);
+        assert_eq!(r.ends(), 0, "taken");
+        for _ in 0..MAX_ENDS + 10 {
+            see(&mut r, Seen::Ended(None));
+        }
+        assert_eq!(r.ends(), MAX_ENDS, "saturates");
+        // A look asks for twice those asleep; the climb's limit bounds it.
+        fill(&mut r);
+        assert_eq!(look_cap(r, 2, 2), 4);
+        let limited = Seen::Look {
+            seen: 2,
+            asleep: 2,
+            limit: FRESH_CAP,
+        };
+        assert_eq!(see(&mut r, limited), Act::Nothing);
+        assert_eq!(r.cap(), FRESH_CAP, "held at the limit");
+        assert_eq!(see(&mut r, seen(2, 2)), Act::MoreRoom);
+        assert_eq!(r.cap(), 4);
+        assert_eq!(look_cap(r, 0, 0), 4, "a look that saw none");
+        assert_eq!(look_cap(Record::default(), 2, 2), 0, "not known to block");
+    }
+
+    #[test]
     fn a_kind_seen_computing_for_a_quantum_needs_two_blocked_sightings_again() {
         let mut r = Record::default();
         see(&mut r, Seen::Blocked);
@@ -760,6 +860,8 @@ mod tests {
         assert!(Seen::ComputedForQuantum.takes_over());
         assert!(!Seen::Presume.takes_over());
         assert!(!Seen::Ended(None).takes_over());
+        assert!(!Seen::GivenBack.takes_over());
+        assert!(!Seen::TakeEnds.takes_over());
         assert!(!seen(1, 1).takes_over());
         assert!(!Seen::ComputingWhileRunning.takes_over());
     }

@@ -164,11 +164,17 @@ impl KindTable {
     /// kind only if `seen` teaches (`Seen::takes_over`); writes nothing
     /// when the record does not change. No kind (tag 0) learns nothing.
     fn apply(&self, kind: Kind, seen: Seen) -> Act {
+        self.apply_to(kind, seen).1
+    }
+
+    /// [`KindTable::apply`], also returning the record `seen` was applied
+    /// to (the kind's, or a default one if the word is another kind's).
+    fn apply_to(&self, kind: Kind, seen: Seen) -> (Record, Act) {
         if kind.tag == 0 {
-            return decide(Record::default(), seen).1;
+            return (Record::default(), decide(Record::default(), seen).1);
         }
         let ours = u64::from(kind.tag) << TAG_SHIFT;
-        let mut act = Act::Nothing;
+        let mut applied = (Record::default(), Act::Nothing);
         let _ = self.words[usize::from(kind.index)].fetch_update(
             Ordering::Relaxed,
             Ordering::Relaxed,
@@ -178,16 +184,16 @@ impl KindTable {
                 } else if seen.takes_over() {
                     Record::default()
                 } else {
-                    act = decide(Record::default(), seen).1;
+                    applied = (Record::default(), decide(Record::default(), seen).1);
                     return None;
                 };
                 let (new, then) = decide(old, seen);
-                act = then;
+                applied = (old, then);
                 let word_now = ours | new.pack();
                 (word_now != word).then_some(word_now)
             },
         );
-        act
+        applied
     }
 
     /// The monitor found a task of `kind` blocked (`Seen::Blocked`).
@@ -219,17 +225,32 @@ impl KindTable {
     /// Starts a presumption (`Seen::Presume`): true, and one more presumed
     /// task of `kind` in flight, if the kind is presumed blocking and has
     /// room under its cap. Every `true` must be matched by one
-    /// [`KindTable::presumption_over`]. Reads first: most kinds are never
+    /// [`KindTable::presumption_over`] (or, for a task that did not run
+    /// presumed, [`KindTable::presumption_given_back`]). Reads first: most kinds are never
     /// presumed, and a refusal must not write the shared word.
     pub(crate) fn try_presume(&self, kind: Kind) -> bool {
         self.read(kind).has_room() && self.apply(kind, Seen::Presume) == Act::Presume
     }
 
-    /// Ends a presumption [`KindTable::try_presume`] started: what the
-    /// task did, if judged at its end (`None`: it never ran presumed, or
-    /// the monitor judged it while it ran).
+    /// Ends a presumption [`KindTable::try_presume`] started, of a task
+    /// that ran presumed: what it did, if judged at its end (`None`: the
+    /// monitor judged it while it ran). Counted among the kind's ends for
+    /// the growth climb ([`KindTable::take_ends`]).
     pub(crate) fn presumption_over(&self, kind: Kind, what: Option<Ended>) {
         self.apply(kind, Seen::Ended(what));
+    }
+
+    /// Gives back a presumption [`KindTable::try_presume`] started, of a
+    /// task that did not run presumed (`Seen::GivenBack`).
+    pub(crate) fn presumption_given_back(&self, kind: Kind) {
+        self.apply(kind, Seen::GivenBack);
+    }
+
+    /// The growth climb takes the count of `kind`'s presumed ends
+    /// (`Seen::TakeEnds`): returns the record as it was, count included
+    /// (`control::growth`).
+    pub(crate) fn take_ends(&self, kind: Kind) -> Record {
+        self.apply_to(kind, Seen::TakeEnds).0
     }
 
     /// The monitor judged a presumed task of `kind` computing while it
@@ -239,10 +260,16 @@ impl KindTable {
     }
 
     /// One monitor look at `kind`'s presumed tasks: `seen` running,
-    /// `asleep` of them asleep. True if the cap grew and the kind has room
-    /// (`Act::MoreRoom`).
-    pub(crate) fn looked(&self, kind: Kind, seen: u32, asleep: u32) -> bool {
-        self.apply(kind, Seen::Look { seen, asleep }) == Act::MoreRoom
+    /// `asleep` of them asleep; the cap it sets is at most `limit` (the
+    /// growth climb's level, `control::growth`). True if the cap grew and
+    /// the kind has room (`Act::MoreRoom`).
+    pub(crate) fn looked(&self, kind: Kind, seen: u32, asleep: u32, limit: u32) -> bool {
+        let look = Seen::Look {
+            seen,
+            asleep,
+            limit,
+        };
+        self.apply(kind, look) == Act::MoreRoom
     }
 
     /// True if a task of `kind` would be presumed blocking now (see
@@ -321,7 +348,7 @@ impl Presumption {
 
     /// Lets go of the presumption, if held; true if it was. The caller then
     /// ends it ([`KindTable::presumption_over`]) when it knows what the
-    /// task did.
+    /// task did (or gives it back, [`Presumption::give_back`]).
     pub(crate) fn let_go(&self) -> bool {
         self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::Relaxed)
     }
@@ -329,7 +356,7 @@ impl Presumption {
     /// Ends the presumption, if held, for a task that did not run presumed.
     pub(crate) fn give_back(&self, table: &KindTable, kind: Kind) {
         if self.let_go() {
-            table.presumption_over(kind, None);
+            table.presumption_given_back(kind);
         }
     }
 }
@@ -337,7 +364,7 @@ impl Presumption {
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;
-    use crate::control::presumption::FRESH_CAP;
+    use crate::control::presumption::{FRESH_CAP, MAX_CAP};
 
     fn kind_of_value<T: 'static>(_: &T) -> Kind {
         Kind::of::<T>()
@@ -444,15 +471,25 @@ mod tests {
         }
         assert!(!table.try_presume(kind), "the fresh cap in flight: no more");
         // A look finds them asleep: room for as many more.
-        assert!(table.looked(kind, FRESH_CAP, FRESH_CAP));
+        assert!(table.looked(kind, FRESH_CAP, FRESH_CAP, MAX_CAP));
         for _ in 0..FRESH_CAP {
             assert!(table.try_presume(kind));
         }
         assert!(!table.try_presume(kind));
-        for _ in 0..2 * FRESH_CAP {
+        for _ in 0..2 * FRESH_CAP - 1 {
             table.presumption_over(kind, None);
         }
+        table.presumption_given_back(kind);
         assert_eq!(table.in_flight(kind), 0, "every presumption ended");
+        // The ends that ran, counted for the growth climb, taken once.
+        assert_eq!(table.take_ends(kind).ends(), 2 * FRESH_CAP - 1);
+        assert_eq!(table.take_ends(kind).ends(), 0);
+        // The climb's limit holds a look's cap.
+        for _ in 0..FRESH_CAP {
+            assert!(table.try_presume(kind));
+        }
+        assert!(!table.looked(kind, FRESH_CAP, FRESH_CAP, FRESH_CAP), "held");
+        assert!(table.looked(kind, FRESH_CAP, FRESH_CAP, MAX_CAP));
     }
 
     #[test]
@@ -463,7 +500,8 @@ mod tests {
         table.declared_blocking(owner);
         assert!(!table.try_presume(other));
         table.presumption_over(other, None);
-        assert!(!table.looked(other, 4, 4));
+        assert!(!table.looked(other, 4, 4, MAX_CAP));
+        assert_eq!(table.take_ends(other), Record::default());
         table.computed_while_presumed(other);
         assert!(
             table.likely_blocks(owner),

@@ -21,6 +21,13 @@
 //!
 //! - `tidepool-*`: `Pool::builder().concurrency(2)`, the default
 //!   (adaptive) controller, closures through `Pool::execute`.
+//! - `taught-*` (system `tidepool-taught`): the same pool, taught first
+//!   that the convoy's kind blocks: [`TEACH_ITEMS`] items of the same
+//!   closure type that sleep [`TEACH_SLEEP`] each (a tenth as many at
+//!   `--tiny`), then, once they ended, the convoy, whose items are then
+//!   presumed blocking (handed threads of their own) from the first. The
+//!   worst case of issue #41: before the growth climb (`control/growth.rs`
+//!   in tidepool), 10,000 x 100 µs taught this way reached 512 threads.
 //! - `fixed-*` (system `tidepool-fixed`): `Controller::Fixed` with
 //!   `concurrency(2)` and `max_threads(2)`: a pool that never grows, so
 //!   the convoy costs it nothing beyond the lock. Every row's ratio
@@ -38,6 +45,15 @@
 //!   other.
 //! - `peak_threads` and tidepool's counters, as in `quota`. The target for
 //!   tidepool: at most `concurrency + 8` = 10 threads.
+//! - `taught-*` rows also: `convoy_peak_threads`, the most threads from
+//!   the convoy's first item on (the teaching's sleepers left parked
+//!   count too, until they retire), `convoy_peak_busy_threads`, the most
+//!   holding a slot or blocked in a task at once from the pool's own
+//!   series (what the convoy itself used: the row's threads target is
+//!   judged on it; absent when the monitor took no sample during the
+//!   convoy, as at `--tiny`), `convoy_threads_started` and
+//!   `convoy_presumed_blocking` (the pool's counters over the convoy),
+//!   and `teach_wall_ms`. Their `peak_threads` includes the teaching.
 //!
 //! # Run time
 //!
@@ -75,6 +91,21 @@ const THREADS_TARGET: usize = CONCURRENCY + 8;
 /// The issue's target for tidepool's wall time over the Fixed pool's.
 const WALL_TARGET: f64 = 1.2;
 
+/// Items that teach the `taught-*` rows' pool that the convoy's kind
+/// blocks, at full and `--quick` scale (a tenth at `--tiny`).
+const TEACH_ITEMS: usize = 100;
+
+/// How long each teaching item sleeps: longer than the monitor's interval
+/// (1 ms), so the monitor finds them asleep.
+const TEACH_SLEEP: Duration = Duration::from_millis(5);
+
+/// What the teaching's count is divided by at each scale.
+const TEACH_DIVIDE: ScaleTable<usize> = ScaleTable {
+    full: 1,
+    quick: 1,
+    tiny: 10,
+};
+
 /// The convoys, as their ids name them: (count, hold in µs).
 const CONVOYS: [(&str, &str); 6] = [
     ("10k", "5us"),
@@ -85,12 +116,13 @@ const CONVOYS: [(&str, &str); 6] = [
     ("100k", "100us"),
 ];
 
-/// One row: a system and its convoy at full scale.
+/// One row: a system and its convoy at full scale, taught first or not.
 #[derive(Debug, Clone, Copy)]
 struct Row {
     way: Way,
     items: usize,
     hold: Duration,
+    taught: bool,
 }
 
 /// What the counts are divided by at each scale.
@@ -104,6 +136,9 @@ const DIVIDE: ScaleTable<usize> = ScaleTable {
 macro_rules! how {
     (tidepool) => {
         "tidepool with concurrency(2) and its default controller, closures through Pool::execute"
+    };
+    (taught) => {
+        "tidepool with concurrency(2) and its default controller, closures through Pool::execute, taught first that the kind blocks (100 items of the same closure type sleeping 5 ms each)"
     };
     (fixed) => {
         "tidepool's Controller::Fixed with concurrency(2) and max_threads(2), closures through Pool::execute"
@@ -119,6 +154,9 @@ macro_rules! how {
 /// A row's `RunSpec`: `<system>-<count>-<hold>`.
 macro_rules! row {
     ($system:ident, $label:literal, $way:expr, $count:literal, $items:literal, $hold:literal) => {
+        row!($system, $label, $way, $count, $items, $hold, false)
+    };
+    ($system:ident, $label:literal, $way:expr, $count:literal, $items:literal, $hold:literal, $taught:literal) => {
         RunSpec {
             id: concat!(stringify!($system), "-", $count, "-", $hold, "us"),
             system: $label,
@@ -138,6 +176,7 @@ macro_rules! row {
                         way: $way,
                         items: $items,
                         hold: Duration::from_micros($hold),
+                        taught: $taught,
                     },
                 )
             },
@@ -145,11 +184,20 @@ macro_rules! row {
     };
 }
 
-/// The four systems' rows of one convoy.
+/// The four systems' rows of one convoy, and tidepool taught first.
 macro_rules! convoy {
     ($count:literal, $items:literal, $hold:literal) => {
         [
             row!(tidepool, "tidepool", Way::Tidepool, $count, $items, $hold),
+            row!(
+                taught,
+                "tidepool-taught",
+                Way::Tidepool,
+                $count,
+                $items,
+                $hold,
+                true
+            ),
             row!(
                 fixed,
                 "tidepool-fixed",
@@ -171,8 +219,11 @@ macro_rules! convoy {
     };
 }
 
+/// Rows per convoy.
+const PER_CONVOY: usize = 5;
+
 /// Every row, convoy by convoy.
-const RUNS: [[RunSpec; 4]; 6] = [
+const RUNS: [[RunSpec; PER_CONVOY]; 6] = [
     convoy!("10k", 10_000, 5),
     convoy!("10k", 10_000, 20),
     convoy!("10k", 10_000, 100),
@@ -182,11 +233,11 @@ const RUNS: [[RunSpec; 4]; 6] = [
 ];
 
 /// The rows in one slice.
-static FLAT: [RunSpec; 24] = {
-    let mut out = [RUNS[0][0]; 24];
+static FLAT: [RunSpec; 6 * PER_CONVOY] = {
+    let mut out = [RUNS[0][0]; 6 * PER_CONVOY];
     let mut i = 0;
-    while i < 24 {
-        out[i] = RUNS[i / 4][i % 4];
+    while i < 6 * PER_CONVOY {
+        out[i] = RUNS[i / PER_CONVOY][i % PER_CONVOY];
         i += 1;
     }
     out
@@ -196,32 +247,38 @@ static FLAT: [RunSpec; 24] = {
 pub static EXPERIMENT: Experiment = Experiment {
     name: "lock-convoy",
     about: ABOUT,
-    question: "Closures convoying on one Mutex look blocked while they wait: does tidepool stay within concurrency + 8 threads and 1.2x the wall time of a Fixed pool of 2?",
+    question: "Closures convoying on one Mutex look blocked while they wait: does tidepool stay within concurrency + 8 threads and 1.2x the wall time of a Fixed pool of 2, also when it was taught first that their kind blocks?",
     verdict,
     scale: describe_scale,
     headline: WALL,
     baseline: "fixed-10k-5us",
     baselines: &[
         ("tidepool-10k-5us", "fixed-10k-5us"),
+        ("taught-10k-5us", "fixed-10k-5us"),
         ("threadpool-10k-5us", "fixed-10k-5us"),
         ("rayon-10k-5us", "fixed-10k-5us"),
         ("tidepool-10k-20us", "fixed-10k-20us"),
+        ("taught-10k-20us", "fixed-10k-20us"),
         ("fixed-10k-20us", "fixed-10k-20us"),
         ("threadpool-10k-20us", "fixed-10k-20us"),
         ("rayon-10k-20us", "fixed-10k-20us"),
         ("tidepool-10k-100us", "fixed-10k-100us"),
+        ("taught-10k-100us", "fixed-10k-100us"),
         ("fixed-10k-100us", "fixed-10k-100us"),
         ("threadpool-10k-100us", "fixed-10k-100us"),
         ("rayon-10k-100us", "fixed-10k-100us"),
         ("tidepool-100k-5us", "fixed-100k-5us"),
+        ("taught-100k-5us", "fixed-100k-5us"),
         ("fixed-100k-5us", "fixed-100k-5us"),
         ("threadpool-100k-5us", "fixed-100k-5us"),
         ("rayon-100k-5us", "fixed-100k-5us"),
         ("tidepool-100k-20us", "fixed-100k-20us"),
+        ("taught-100k-20us", "fixed-100k-20us"),
         ("fixed-100k-20us", "fixed-100k-20us"),
         ("threadpool-100k-20us", "fixed-100k-20us"),
         ("rayon-100k-20us", "fixed-100k-20us"),
         ("tidepool-100k-100us", "fixed-100k-100us"),
+        ("taught-100k-100us", "fixed-100k-100us"),
         ("fixed-100k-100us", "fixed-100k-100us"),
         ("threadpool-100k-100us", "fixed-100k-100us"),
         ("rayon-100k-100us", "fixed-100k-100us"),
@@ -230,6 +287,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     runs: &FLAT,
     opt_in: &[
         "tidepool-100k-100us",
+        "taught-100k-100us",
         "fixed-100k-100us",
         "threadpool-100k-100us",
         "rayon-100k-100us",
@@ -243,9 +301,10 @@ fn describe_scale(scale: Scale) -> String {
     let d = DIVIDE.at(scale);
     format!(
         "{} and {} items holding one Mutex for 5, 20 or 100 µs each (the 100,000 x 100 µs rows \
-         opt-in); 2 slots",
+         opt-in), tidepool also taught first by {} items sleeping 5 ms; 2 slots",
         group_digits((10_000 / d) as f64),
-        group_digits((100_000 / d) as f64)
+        group_digits((100_000 / d) as f64),
+        TEACH_ITEMS / TEACH_DIVIDE.at(scale)
     )
 }
 
@@ -255,30 +314,51 @@ fn lock_bound(items: usize, hold: Duration) -> Duration {
     hold * u32::try_from(items).unwrap_or(u32::MAX)
 }
 
+/// The teaching's items at `scale` (none for a row not taught).
+fn teach_items(row: Row, scale: Scale) -> usize {
+    if row.taught {
+        TEACH_ITEMS / TEACH_DIVIDE.at(scale)
+    } else {
+        0
+    }
+}
+
 /// One repetition of one row, in a process of its own.
 fn run(ctx: &RunCtx, id: &str, row: Row) -> Result<Measured, String> {
     let items = row.items / DIVIDE.at(ctx.scale);
-    let limit = lock_bound(items, row.hold) * 20 + Duration::from_secs(120);
+    let teach = TEACH_SLEEP * u32::try_from(teach_items(row, ctx.scale)).unwrap_or(u32::MAX);
+    let limit = lock_bound(items, row.hold) * 20 + teach + Duration::from_secs(120);
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| measure(ctx, row))
 }
 
-/// Builds the system, hands it the convoy, waits for it, and reports.
+/// Builds the system, teaches it (a `taught-*` row), hands it the
+/// convoy, waits for it, and reports.
 fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
     let items = (row.items / DIVIDE.at(ctx.scale)).max(1);
+    let teach = teach_items(row, ctx.scale);
     let bound = lock_bound(items, row.hold);
     let lock = Arc::new(Mutex::new(0_usize));
     let limit = bound * 20 + Duration::from_secs(60);
-    let (waited, ended) = Session::one_batch(
-        ctx,
-        row.way,
-        false,
-        "convoy",
-        items,
-        limit,
-        |system, phase, i| {
-            system.spawn_fn(item(phase.clone(), lock.clone(), i, row.hold));
-        },
-    )?;
+    let session = Session::start(ctx, row.way, false, teach + items)?;
+    let taught = (teach > 0).then(|| {
+        let teaching = session.hand_over(ctx, "teaching", teach, limit, |system, phase, i| {
+            system.spawn_fn(item(
+                phase.clone(),
+                lock.clone(),
+                i,
+                Hold::Sleep(TEACH_SLEEP),
+            ));
+        });
+        (teaching, session.tidepool_metrics())
+    });
+    let waited = match &taught {
+        Some((Err(e), _)) => Err(format!("no convoy: the teaching did not end: {e}")),
+        _ => session.hand_over(ctx, "convoy", items, limit, |system, phase, i| {
+            system.spawn_fn(item(phase.clone(), lock.clone(), i, Hold::Lock(row.hold)));
+        }),
+    };
+    let after = session.tidepool_metrics();
+    let ended = session.finish(ctx);
     let done = waited?;
     let counted = *lock.lock().unwrap_or_else(|e| e.into_inner());
     if counted != items {
@@ -295,26 +375,91 @@ fn measure(ctx: &RunCtx, row: Row) -> Result<Measured, String> {
         bound,
     );
     ended.put_threads_and_pool(&mut m);
-    m.note = Some(format!(
+    let mut note = format!(
         "{} items held the lock {} µs each.",
         group_digits(items as f64),
         row.hold.as_micros()
-    ));
+    );
+    if let Some((teaching, before)) = taught {
+        let teaching = teaching?;
+        m.put("teach_wall_ms", teaching.last().as_secs_f64() * 1e3);
+        m.put(
+            "convoy_peak_threads",
+            ended.peak_threads_since(done.origin) as f64,
+        );
+        if let (Some(before), Some(after)) = (before, after) {
+            for (name, v) in convoy_counters(&before, &after) {
+                m.put(name, v);
+            }
+        }
+        note = format!(
+            "{teach} items of the same closure type slept {} ms each first; then {note}",
+            TEACH_SLEEP.as_millis()
+        );
+    }
+    m.note = Some(note);
     Ok(m)
 }
 
-/// Item `i`: holds the lock for `hold` of its own CPU time.
+/// What a taught pool did over its convoy, from its metrics `before` the
+/// convoy and `after` it: the most threads holding a slot or blocked in a
+/// task at once (its own series from the convoy's first sample on; parked
+/// leftovers of the teaching not counted; none if the monitor took no
+/// sample during the convoy, as in a `--tiny` one of a few milliseconds),
+/// threads started, and tasks presumed blocking.
+fn convoy_counters(
+    before: &tidepool::Metrics,
+    after: &tidepool::Metrics,
+) -> Vec<(&'static str, f64)> {
+    let from = before.thread_series.last().map_or(Duration::ZERO, |p| p.at);
+    let busy = after
+        .thread_series
+        .iter()
+        .filter(|p| p.at > from)
+        .map(|p| p.running + p.blocked)
+        .max();
+    let busy = busy.map(|b| ("convoy_peak_busy_threads", b as f64));
+    busy.into_iter()
+        .chain([
+            (
+                "convoy_threads_started",
+                after.threads_started.saturating_sub(before.threads_started) as f64,
+            ),
+            (
+                "convoy_presumed_blocking",
+                after
+                    .presumed_blocking
+                    .saturating_sub(before.presumed_blocking) as f64,
+            ),
+        ])
+        .collect()
+}
+
+/// What an item does: hold the lock, computing, or (teaching) sleep
+/// without it.
+#[derive(Debug, Clone, Copy)]
+enum Hold {
+    Lock(Duration),
+    Sleep(Duration),
+}
+
+/// Item `i`: holds the lock for `hold` of its own CPU time, or sleeps
+/// (one closure type either way: a taught pool's teaching and its convoy
+/// are one kind).
 fn item(
     phase: Arc<Phase>,
     lock: Arc<Mutex<usize>>,
     i: usize,
-    hold: Duration,
+    hold: Hold,
 ) -> impl FnOnce() + Send + 'static {
     move || {
-        {
-            let mut held = lock.lock().unwrap_or_else(|e| e.into_inner());
-            std::hint::black_box(burn_cpu(hold));
-            *held += 1;
+        match hold {
+            Hold::Lock(hold) => {
+                let mut held = lock.lock().unwrap_or_else(|e| e.into_inner());
+                std::hint::black_box(burn_cpu(hold));
+                *held += 1;
+            }
+            Hold::Sleep(sleep) => std::thread::sleep(sleep),
         }
         phase.end(i);
     }
@@ -348,31 +493,42 @@ fn plots(runs: &[RunResult]) -> Vec<Plot> {
     out
 }
 
+/// The tidepool rows the verdict judges: the id's system, the label its
+/// row gets, and the threads figure judged (a taught pool's teaching left
+/// threads parked: its convoy is judged on those at work).
+const JUDGED: [(&str, &str, &str); 2] = [
+    ("tidepool", "", "peak_threads"),
+    ("taught", "taught ", "convoy_peak_busy_threads"),
+];
+
 /// The summary's answer: each tidepool convoy's threads and wall time over
-/// the Fixed pool's, against the issue's targets.
+/// the Fixed pool's, against the issue's targets, untaught and taught.
 fn verdict(exp: &ExperimentResult) -> Option<String> {
     let mut rows = Vec::new();
     let mut missed = Vec::new();
-    for (items, hold) in CONVOYS {
+    for ((items, hold), (system, label, figure)) in CONVOYS
+        .into_iter()
+        .flat_map(|c| JUDGED.into_iter().map(move |j| (c, j)))
+    {
         let convoy = format!("{items}-{hold}");
-        let Some(threads) = median(exp, &format!("tidepool-{convoy}"), "peak_threads") else {
+        let Some(threads) = median(exp, &format!("{system}-{convoy}"), figure) else {
             continue;
         };
-        let wall = median(exp, &format!("tidepool-{convoy}"), WALL);
+        let wall = median(exp, &format!("{system}-{convoy}"), WALL);
         let fixed = median(exp, &format!("fixed-{convoy}"), WALL);
         let mut row = format!(
-            "{items} x {} {}",
+            "{label}{items} x {} {}",
             hold.replace("us", " µs"),
             count(threads, "thread", "threads")
         );
         if threads > THREADS_TARGET as f64 {
-            missed.push(format!("{convoy} threads"));
+            missed.push(format!("{label}{convoy} threads"));
         }
         if let (Some(w), Some(f)) = (wall, fixed) {
             let x = w / f;
             let _ = write!(row, ", {} = {x:.2}x the Fixed pool's", ms(w));
             if x > WALL_TARGET {
-                missed.push(format!("{convoy} wall"));
+                missed.push(format!("{label}{convoy} wall"));
             }
         }
         rows.push(row);
@@ -405,9 +561,10 @@ mod tests {
     #[test]
     fn every_row_is_compared_with_the_fixed_pool_of_its_convoy() {
         let ids = EXPERIMENT.run_ids();
-        assert_eq!(ids.len(), 24);
+        assert_eq!(ids.len(), 30);
         assert_eq!(ids[0], "tidepool-10k-5us");
-        assert_eq!(ids[23], "rayon-100k-100us");
+        assert_eq!(ids[1], "taught-10k-5us");
+        assert_eq!(ids[29], "rayon-100k-100us");
         for id in &ids {
             let (system, convoy) = id.split_once('-').unwrap();
             assert_eq!(
@@ -416,15 +573,15 @@ mod tests {
                 "{id}"
             );
             let spec = EXPERIMENT.run(id).unwrap();
-            let want = if system == "fixed" {
-                "tidepool-fixed"
-            } else {
-                system
+            let want = match system {
+                "fixed" => "tidepool-fixed",
+                "taught" => "tidepool-taught",
+                _ => system,
             };
             assert_eq!(spec.system, want);
         }
         let defaults = EXPERIMENT.default_run_ids();
-        assert_eq!(defaults.len(), 20);
+        assert_eq!(defaults.len(), 25);
         assert!(defaults.iter().all(|id| !id.ends_with("100k-100us")));
     }
 
@@ -438,6 +595,55 @@ mod tests {
     }
 
     #[test]
+    fn only_taught_rows_teach() {
+        let taught = |id| EXPERIMENT.run(id).unwrap().system == "tidepool-taught";
+        assert!(taught("taught-10k-100us"));
+        assert!(!taught("tidepool-10k-100us"));
+        let row = |taught| Row {
+            way: Way::Tidepool,
+            items: 10_000,
+            hold: Duration::from_micros(20),
+            taught,
+        };
+        assert_eq!(teach_items(row(true), Scale::Full), TEACH_ITEMS);
+        assert_eq!(teach_items(row(true), Scale::Tiny), TEACH_ITEMS / 10);
+        assert_eq!(teach_items(row(false), Scale::Full), 0);
+    }
+
+    #[test]
+    fn a_taught_convoy_counts_what_the_pool_did_after_the_teaching() {
+        use tidepool::ThreadSample;
+        let sample = |ms, running, blocked, idle| ThreadSample {
+            at: Duration::from_millis(ms),
+            running,
+            blocked,
+            idle,
+        };
+        let mut before = tidepool::Metrics::default();
+        before.thread_series = vec![sample(1, 2, 100, 0), sample(5, 2, 0, 100)];
+        before.threads_started = 102;
+        before.presumed_blocking = 90;
+        let mut after = before.clone();
+        after
+            .thread_series
+            .extend([sample(6, 2, 5, 100), sample(7, 2, 3, 100)]);
+        after.threads_started = 105;
+        after.presumed_blocking = 190;
+        assert_eq!(
+            convoy_counters(&before, &after),
+            [
+                ("convoy_peak_busy_threads", 7.0),
+                ("convoy_threads_started", 3.0),
+                ("convoy_presumed_blocking", 100.0),
+            ]
+        );
+        // No sample during the convoy: no busy figure, not a zero.
+        let counters = convoy_counters(&before, &before);
+        assert_eq!(counters.len(), 2);
+        assert_eq!(counters[0].0, "convoy_threads_started");
+    }
+
+    #[test]
     fn items_hold_the_lock_one_at_a_time_and_count() {
         let phase = Phase::for_test(3);
         let lock = Arc::new(Mutex::new(0));
@@ -447,12 +653,16 @@ mod tests {
                     phase.clone(),
                     lock.clone(),
                     i,
-                    Duration::from_micros(50),
+                    if i == 0 {
+                        Hold::Sleep(Duration::from_millis(1))
+                    } else {
+                        Hold::Lock(Duration::from_micros(50))
+                    },
                 ))
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
-        assert_eq!(*lock.lock().unwrap(), 3);
+        assert_eq!(*lock.lock().unwrap(), 2, "the sleeper does not count");
         assert!(phase.wait(Duration::ZERO).is_ok());
     }
 
@@ -473,6 +683,27 @@ mod tests {
             &[
                 "10k x 5 µs 4 threads, 60 ms = 1.20x the Fixed pool's; 100k x 20 µs 14 threads, 2.1 s = 1.02x",
                 "Verdict: missed on 100k-20us threads (",
+            ],
+        );
+        let taught = done_run(
+            &EXPERIMENT,
+            "taught-10k-100us",
+            &[
+                ("peak_threads", 102.0),
+                ("convoy_peak_busy_threads", 12.0),
+                (WALL, 1100.0),
+            ],
+        );
+        assert_verdict_says(
+            &EXPERIMENT,
+            vec![
+                result("tidepool-10k-100us", 3.0, 1000.0),
+                taught,
+                result("fixed-10k-100us", 2.0, 1000.0),
+            ],
+            &[
+                "10k x 100 µs 3 threads, 1.0 s = 1.00x the Fixed pool's; taught 10k x 100 µs 12 threads, 1.1 s = 1.10x",
+                "missed on taught 10k-100us threads (",
             ],
         );
         assert_verdict_says(
