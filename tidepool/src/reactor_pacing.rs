@@ -59,9 +59,11 @@ use std::time::{Duration, Instant};
 #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 pub(crate) const PAUSE: Duration = Duration::from_micros(200);
 
-/// Events closer than this are dense: they come faster than the reactor
-/// thread could sleep between them.
-#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+/// Events closer than this are dense: they come faster than a reactor
+/// thread could sleep between them, and it would be woken for each (the
+/// shared tokio runtime's thread pauses, tidepool's own steps aside:
+/// `reactor`).
+#[cfg_attr(not(any(feature = "tokio", unix)), allow(dead_code))]
 pub(crate) const DENSE: Duration = Duration::from_millis(1);
 
 /// Whether the reactor thread pauses now: a task it woke was just queued
@@ -88,7 +90,7 @@ enum Role {
 
 /// A reactor thread's pacing state (its own: thread-locals).
 #[derive(Clone, Copy, Debug)]
-struct Pacer {
+struct ReactorPacing {
     role: Role,
     /// A task woken on this thread was queued behind busy workers since
     /// its last turn ended.
@@ -105,8 +107,8 @@ struct Pacer {
 }
 
 thread_local! {
-    static PACER: Cell<Pacer> = const {
-        Cell::new(Pacer {
+    static PACER: Cell<ReactorPacing> = const {
+        Cell::new(ReactorPacing {
             role: Role::Other,
             queued_behind_busy: false,
             last_event: None,

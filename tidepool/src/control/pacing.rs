@@ -32,12 +32,12 @@ pub(crate) const MAX_DELAY: Duration = Duration::from_millis(64);
 
 /// The pacer's memory. Times are durations since any fixed origin.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Pacer {
+pub(crate) struct StartPacer {
     last_start: Option<Duration>,
     delay: Duration,
 }
 
-impl Pacer {
+impl StartPacer {
     /// May a thread beyond `concurrency` start at `now`? Records the start if
     /// so.
     pub(crate) fn try_start(&mut self, now: Duration) -> bool {
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn spread_out_starts_are_never_delayed() {
-        let mut pacer = Pacer::default();
+        let mut pacer = StartPacer::default();
         for i in 0..100u32 {
             assert!(pacer.try_start(MS * 10 * i), "start {i} refused");
             assert_eq!(pacer.delay(), Duration::ZERO);
@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn a_burst_is_paced_with_a_growing_delay() {
-        let mut pacer = Pacer::default();
+        let mut pacer = StartPacer::default();
         let mut started = Vec::new();
         // Someone asks for a thread every 100 µs for one second.
         for i in 0..10_000u32 {
@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn the_delay_resets_when_pressure_ends() {
-        let mut pacer = Pacer::default();
+        let mut pacer = StartPacer::default();
         for i in 0..20u32 {
             pacer.try_start(Duration::from_micros(500) * i);
         }

@@ -79,9 +79,6 @@ const WAKE_TOKEN: Token = Token(usize::MAX);
 /// The token of the timerfd that ends the thread's wait at a deadline.
 const DEADLINE_TOKEN: Token = Token(usize::MAX - 1);
 
-/// Events closer than this are dense: the thread would be woken for each.
-const DENSE: Duration = Duration::from_millis(1);
-
 /// While the thread is aside, a worker polls every this many tasks, and
 /// whenever the pool's queues run dry. tokio's workers look at their
 /// driver every 61 tasks. A first rule, polling whenever this worker's
@@ -263,7 +260,8 @@ impl Reactor {
                 }
             };
             let now = Instant::now();
-            let dense = last_turn.is_some_and(|at| now.duration_since(at) < DENSE);
+            let dense =
+                last_turn.is_some_and(|at| now.duration_since(at) < crate::reactor_pacing::DENSE);
             last_turn = Some(now);
             // Workers busy: a task we woke was queued behind them.
             let behind = crate::reactor_pacing::take_queued_behind_busy();

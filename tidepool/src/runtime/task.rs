@@ -517,12 +517,12 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 ///
 /// # How long the ring is
 ///
-/// Long enough to cover the backlog of a burst: a cell evicted before its
+/// Long enough to cover the backlog of a rush: a cell evicted before its
 /// item ran is freed by the worker after all. A spawner that floods the
 /// pool runs ahead of the workers by tens of thousands of items, so the
-/// ring holds up to [`KEPT_IN_BURST`](local_free::KEPT_IN_BURST) items while this thread spawns in a
-/// burst (as `start_sampler` sees it) and [`KEPT_IN_TRICKLE`](local_free::KEPT_IN_TRICKLE) otherwise,
-/// shrinking by up to [`TRIM_STEP`](local_free::TRIM_STEP) per spawn when a burst ends. Measured
+/// ring holds up to [`KEPT_IN_RUSH`](local_free::KEPT_IN_RUSH) items while this thread spawns in a
+/// rush (as `start_sampler` sees it) and [`KEPT_IN_TRICKLE`](local_free::KEPT_IN_TRICKLE) otherwise,
+/// shrinking by up to [`TRIM_STEP`](local_free::TRIM_STEP) per spawn when a rush ends. Measured
 /// with `tidepool-lab thread-per-task --repeat 5` (1M closures from one
 /// thread; ns per task, tidepool / the threadpool crate in the same run,
 /// three runs each): a ring of 256: 1.23, 1.06, 1.77; 16,384: 0.79, 0.79,
@@ -548,15 +548,15 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// see docs/measurements.md, "The free ring waits for the closure's
 /// return".
 ///
-/// The cost is memory, bounded in bytes: a burst's ring holds at most
+/// The cost is memory, bounded in bytes: a rush's ring holds at most
 /// [`RING_BYTES`](local_free::RING_BYTES) of cells
-/// ([`burst_length`](local_free::burst_length): 65,536 finished cells of a
+/// ([`rush_length`](local_free::rush_length): 65,536 finished cells of a
 /// closure capturing a pointer, 64-byte blocks whose closures and outputs
 /// are gone; fewer of larger ones; none above
 /// [`ITEM_KEPT_MAX_BYTES`](local_free::ITEM_KEPT_MAX_BYTES)) beyond the
 /// queued ones, and the ring itself (8 bytes an item), about
-/// 4.5 MiB per thread that spawned a large burst (4.0 MiB counted in
-/// tests/memory.rs for a burst of tiny closures), until it spawns again
+/// 4.5 MiB per thread that spawned a large rush (4.0 MiB counted in
+/// tests/memory.rs for a rush of tiny closures), until it spawns again
 /// or exits (the ring is freed). glibc would keep most of that memory in
 /// its free lists anyway. An item that never starts (dropped unrun by a
 /// stopped pool) stays until the ring holds
@@ -564,7 +564,7 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 ///
 /// # Letting go when idle
 ///
-/// Memory follows live work: once a burst's work has finished, what the
+/// Memory follows live work: once a rush's work has finished, what the
 /// rings keep of it goes as soon as the thread or the pool is idle, not
 /// only as the thread spawns on.
 ///
@@ -578,7 +578,7 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 ///   lets go of that pool's tasks in each of them at once, unless the
 ///   ring's thread last kept a task of that pool, since the monitor's last
 ///   look: that thread
-///   may be spawning a burst that the workers keep up with (the pool then
+///   may be spawning a rush that the workers keep up with (the pool then
 ///   goes idle between its spawns), and its ring would lose what it is
 ///   for. Its ring is looked at again an interval later, and let go of
 ///   once its thread has stopped. An items' ring is a thread-local without
@@ -586,7 +586,7 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 ///   and a thread outside the pool cannot be called back: so the monitor
 ///   bumps a count ([`IDLE_EPOCH`](local_free::IDLE_EPOCH)), and the ring
 ///   lets go of the finished items at its front over its thread's next
-///   spawns outside a burst, [`IDLE_STEP`](local_free::IDLE_STEP) a spawn,
+///   spawns outside a rush, [`IDLE_STEP`](local_free::IDLE_STEP) a spawn,
 ///   not [`TRIM_STEP`](local_free::TRIM_STEP). A
 ///   thread that never spawns again keeps at most its ring's bytes (above),
 ///   until it exits.
@@ -608,10 +608,10 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// all samples in the spawning thread's `malloc` (refilled from glibc's
 /// arena, as its own cache never got a cell back). So while a thread spawns small futures (at most
 /// [`FUTURE_KEPT_MAX_BYTES`](local_free::FUTURE_KEPT_MAX_BYTES), and
-/// their outputs too) in a burst, it keeps a waker of each, the one
+/// their outputs too) in a rush, it keeps a waker of each, the one
 /// reference `async-task` lets anyone hold, and lets the oldest go beyond
-/// [`KEPT_IN_BURST`](local_free::KEPT_IN_BURST): by then the task has
-/// usually ended, and the drop frees its cell here. Out of a burst, each
+/// [`KEPT_IN_RUSH`](local_free::KEPT_IN_RUSH): by then the task has
+/// usually ended, and the drop frees its cell here. Out of a rush, each
 /// spawn of a future lets go of up to [`TRIM_STEP`](local_free::TRIM_STEP)
 /// more, until none is kept. docs/measurements.md ("Async tasks freed
 /// where they were spawned") has the figures.
@@ -626,15 +626,15 @@ impl<G: MaybeGate> Drop for EndGuard<G> {
 /// (uncontended: its owner takes it on every spawn, anyone else only
 /// then), and the abandoning thread lets go of that pool's tasks in every
 /// thread's ring ([`let_go_of_kept_futures`](local_free::let_go_of_kept_futures)).
-/// The cost is memory, bounded in bytes as for items: a burst's ring of
+/// The cost is memory, bounded in bytes as for items: a rush's ring of
 /// futures keeps [`RING_BYTES`](local_free::RING_BYTES) of cells and
 /// entries together
-/// ([`future_burst_length_of`](local_free::future_burst_length_of): 29,127
+/// ([`future_rush_length_of`](local_free::future_rush_length_of): 29,127
 /// tasks of an `async` block capturing an `Arc`, 112-byte cells and
 /// 32-byte entries), until the pool goes idle (above), the thread spawns
 /// futures again, or it exits; and each pool's shared state lives until
 /// the last of its tasks' cells goes.
-/// Futures are not kept out of a burst: a thread that spawns now and then
+/// Futures are not kept out of a rush: a thread that spawns now and then
 /// (an accept loop, say) gains little, and would hold its long-lived
 /// tasks' cells for nothing.
 pub(crate) mod local_free {
@@ -650,33 +650,33 @@ pub(crate) mod local_free {
     // `keeps_future` keeps nothing under loom).
     use crate::sync::lock_std as lock;
 
-    /// Items kept while this thread spawns in a burst, at the most.
-    pub(crate) const KEPT_IN_BURST: usize = 65_536;
-    /// The bytes of cells a burst's ring may hold: the ring of a burst of
+    /// Items kept while this thread spawns in a rush, at the most.
+    pub(crate) const KEPT_IN_RUSH: usize = 65_536;
+    /// The bytes of cells a rush's ring may hold: the ring of a rush of
     /// items of `n`-byte cells keeps `RING_BYTES / n` of them, between
-    /// [`KEPT_IN_TRICKLE`] and [`KEPT_IN_BURST`] ([`burst_length`]). The
+    /// [`KEPT_IN_TRICKLE`] and [`KEPT_IN_RUSH`] ([`rush_length`]). The
     /// tiny closures the ring is for make 56-byte cells, so their ring is
-    /// [`KEPT_IN_BURST`] long as before; a closure that captured 8 KiB kept
-    /// 65,536 cells of it, 420 MB resident after the burst had finished.
-    /// A burst's ring of futures holds as many bytes of cells and entries
-    /// together ([`future_burst_length_of`]).
+    /// [`KEPT_IN_RUSH`] long as before; a closure that captured 8 KiB kept
+    /// 65,536 cells of it, 420 MB resident after the rush had finished.
+    /// A rush's ring of futures holds as many bytes of cells and entries
+    /// together ([`future_rush_length_of`]).
     pub(crate) const RING_BYTES: usize = 4 << 20;
     /// Cells larger than this are not kept at all: the allocator's own
     /// caches do not hold such blocks long, and their free on the worker
     /// costs little beside their size.
     pub(crate) const ITEM_KEPT_MAX_BYTES: usize = 1024;
 
-    /// How many items of `cell_bytes`-byte cells a burst's ring keeps (see
+    /// How many items of `cell_bytes`-byte cells a rush's ring keeps (see
     /// [`RING_BYTES`]); 0 for cells too large to keep.
-    pub(crate) const fn burst_length(cell_bytes: usize) -> usize {
+    pub(crate) const fn rush_length(cell_bytes: usize) -> usize {
         if cell_bytes > ITEM_KEPT_MAX_BYTES {
             return 0;
         }
         let length = RING_BYTES / if cell_bytes == 0 { 1 } else { cell_bytes };
         if length < KEPT_IN_TRICKLE {
             KEPT_IN_TRICKLE
-        } else if length > KEPT_IN_BURST {
-            KEPT_IN_BURST
+        } else if length > KEPT_IN_RUSH {
+            KEPT_IN_RUSH
         } else {
             length
         }
@@ -685,14 +685,14 @@ pub(crate) mod local_free {
     /// enough that the item has usually run by the time it is evicted.
     pub(crate) const KEPT_IN_TRICKLE: usize = 256;
     /// How many more than one a spawn evicts when the ring is over its
-    /// length (a burst ended): a few microseconds of frees per spawn at the
+    /// length (a rush ended): a few microseconds of frees per spawn at the
     /// most, and a full ring shrinks within ~2,000 spawns.
     pub(crate) const TRIM_STEP: usize = 32;
-    /// How many finished items a spawn outside a burst evicts once a pool
-    /// went idle ([`IDLE_EPOCH`]): a burst's full ring (65,536 tiny cells)
+    /// How many finished items a spawn outside a rush evicts once a pool
+    /// went idle ([`IDLE_EPOCH`]): a rush's full ring (65,536 tiny cells)
     /// goes within 32 spawns, ~40 µs of frees each. All at once, the next
-    /// burst's first spawn freed them while the workers waited for work:
-    /// `spawn_many outside/tidepool` (a burst after each idle moment) lost
+    /// rush's first spawn freed them while the workers waited for work:
+    /// `spawn_many outside/tidepool` (a rush after each idle moment) lost
     /// ~3% to that pause.
     pub(crate) const IDLE_STEP: usize = 2048;
     /// An item found running at the ring's front this many times (at as
@@ -724,37 +724,37 @@ pub(crate) mod local_free {
     /// the module docs).
     pub(crate) const FUTURE_KEPT_MAX_BYTES: usize = 256;
 
-    /// How many async tasks of `cell_bytes`-byte cells a burst's ring of
+    /// How many async tasks of `cell_bytes`-byte cells a rush's ring of
     /// futures keeps: [`RING_BYTES`] of cells and of the ring's own entries
-    /// together, at most [`KEPT_IN_BURST`]. A tiny future (an `async` block
+    /// together, at most [`KEPT_IN_RUSH`]. A tiny future (an `async` block
     /// that captures an `Arc`) makes a 112-byte cell and a 32-byte entry:
     /// 29,127 of them. Unbounded in bytes, the ring kept 65,536 whatever
-    /// their size: 16 threads that had spawned such a burst each and then
+    /// their size: 16 threads that had spawned such a rush each and then
     /// waited held 145 MB (tests/memory.rs).
-    pub(crate) const fn future_burst_length_of(cell_bytes: usize) -> usize {
+    pub(crate) const fn future_rush_length_of(cell_bytes: usize) -> usize {
         let length = RING_BYTES / (cell_bytes + std::mem::size_of::<KeptFuture>());
-        if length > KEPT_IN_BURST {
-            KEPT_IN_BURST
+        if length > KEPT_IN_RUSH {
+            KEPT_IN_RUSH
         } else {
             length
         }
     }
 
-    /// The ring's length in a burst for an async task of future `F` and
-    /// gate `G` spawned now ([`future_burst_length_of`]), or 0 if the task
+    /// The ring's length in a rush for an async task of future `F` and
+    /// gate `G` spawned now ([`future_rush_length_of`]), or 0 if the task
     /// is not kept: a future (or output) too large, or a spawn outside a
-    /// burst.
+    /// rush.
     #[inline]
-    pub(crate) fn future_burst_length<F: Future, G: super::MaybeGate>() -> usize {
+    pub(crate) fn future_rush_length<F: Future, G: super::MaybeGate>() -> usize {
         // Not under loom: the rings outlive a model's executions.
         if cfg!(tidepool_loom)
             || std::mem::size_of::<F>() > FUTURE_KEPT_MAX_BYTES
             || std::mem::size_of::<F::Output>() > FUTURE_KEPT_MAX_BYTES
-            || !super::start_sampler::in_burst()
+            || !super::start_sampler::in_rush()
         {
             return 0;
         }
-        future_burst_length_of(future_cell_bytes::<F, G>())
+        future_rush_length_of(future_cell_bytes::<F, G>())
     }
 
     /// The bytes of an `async-task` cell around `wrap(F, G)`, as async-task
@@ -763,7 +763,7 @@ pub(crate) mod local_free {
     /// `bool`), the scheduler (which captures the pool's `Arc`), then the
     /// future or its result, whichever is larger. An estimate of another
     /// crate's layout, for a bound: tests/memory.rs counts the bytes a
-    /// burst really holds.
+    /// rush really holds.
     pub(crate) const fn future_cell_bytes<F: Future, G: super::MaybeGate>() -> usize {
         use std::mem::size_of;
         let header = size_of::<usize>()
@@ -778,12 +778,12 @@ pub(crate) mod local_free {
     }
 
     /// Bumped each time a pool goes idle ([`pool_went_idle`]). A ring
-    /// spawned into outside a burst compares it with the count it saw last
+    /// spawned into outside a rush compares it with the count it saw last
     /// and, if it moved, lets go of the finished items at its front,
     /// [`IDLE_STEP`] a spawn (a thread outside the pool cannot be called
     /// back: it finds out at its next spawn). `std`'s atomic in both builds, like the rings.
     ///
-    /// A burst's spawns do not read it: they evict as they go, and the
+    /// A rush's spawns do not read it: they evict as they go, and the
     /// hot path stays as it was. A trickle's spawn reads it once, relaxed:
     /// a line every core holds shared, written only when some pool goes
     /// idle (at most once a monitor interval per pool), so the load hits
@@ -796,7 +796,7 @@ pub(crate) mod local_free {
     /// found nothing running or queued): tells every ring. Each thread's
     /// ring of futures lets go of that pool's tasks now if its thread kept
     /// none since the previous call (a thread that did may be spawning a
-    /// burst that the workers keep up with: its ring is left alone, as it
+    /// rush that the workers keep up with: its ring is left alone, as it
     /// would be while the pool is busy); the items' rings let go at their
     /// next spawn ([`IDLE_EPOCH`]). Returns false if some ring was left
     /// for the next call, which the caller then makes a while later.
@@ -844,7 +844,7 @@ pub(crate) mod local_free {
     }
 
     /// A kept item: the reference that keeps its cell alive. Eight bytes, so
-    /// that a ring of [`KEPT_IN_BURST`] is 512 KiB (see [`Ring`]).
+    /// that a ring of [`KEPT_IN_RUSH`] is 512 KiB (see [`Ring`]).
     pub(crate) struct Kept(ItemKept);
 
     impl Kept {
@@ -870,7 +870,7 @@ pub(crate) mod local_free {
     /// the oldest was found running; apart, the items found running for
     /// long. Only the front is ever looked at, so the count is the ring's,
     /// not each entry's: entries of 16 bytes (a pointer and a count) made a
-    /// burst's ring 1 MiB, twice the cache lines to read at its front and
+    /// rush's ring 1 MiB, twice the cache lines to read at its front and
     /// write at its back on every spawn.
     struct Ring {
         kept: VecDeque<Kept>,
@@ -885,7 +885,7 @@ pub(crate) mod local_free {
         /// [`IDLE_EPOCH`] as this ring last saw it.
         idle_epoch: u64,
         /// A pool went idle since the ring was last over a trickle's
-        /// length: its spawns outside a burst evict [`IDLE_STEP`] each.
+        /// length: its spawns outside a rush evict [`IDLE_STEP`] each.
         draining: bool,
     }
 
@@ -933,16 +933,16 @@ pub(crate) mod local_free {
     /// kept beyond the ring's length, up to the first whose item has not
     /// started yet (see the module docs).
     ///
-    /// `in_burst` is the ring's length in a burst for this item's cell
-    /// ([`burst_length`]); 0 keeps nothing (a cell too large: its
+    /// `in_rush` is the ring's length in a rush for this item's cell
+    /// ([`rush_length`]); 0 keeps nothing (a cell too large: its
     /// reference is let go of at once, and the worker frees it).
     #[inline]
-    pub(crate) fn keep(kept: Kept, in_burst: usize) {
-        if in_burst == 0 {
+    pub(crate) fn keep(kept: Kept, in_rush: usize) {
+        if in_rush == 0 {
             return;
         }
-        let burst = super::start_sampler::in_burst();
-        let length = if burst { in_burst } else { KEPT_IN_TRICKLE };
+        let rush = super::start_sampler::in_rush();
+        let length = if rush { in_rush } else { KEPT_IN_TRICKLE };
         let _ = RING.try_with(|ring| {
             MAY_KEEP.set(true);
             let (over, done) = {
@@ -955,7 +955,7 @@ pub(crate) mod local_free {
                 }
                 let done = ring.take_long_runner_if_done();
                 let mut over = ring.len().saturating_sub(length).min(TRIM_STEP + 1);
-                if !burst {
+                if !rush {
                     // A pool went idle since this ring last looked: the
                     // finished items at its front go `IDLE_STEP` a spawn,
                     // not `TRIM_STEP` (see `IDLE_EPOCH`).
@@ -978,15 +978,15 @@ pub(crate) mod local_free {
             drop(done);
             if over > 0 {
                 evict_oldest(ring, over);
-                if !burst {
+                if !rush {
                     shrink(ring);
                 }
             }
         });
     }
 
-    /// Gives back the buffer of a ring that a burst grew and that is back
-    /// to a trickle's length (a burst's is 512 KiB).
+    /// Gives back the buffer of a ring that a rush grew and that is back
+    /// to a trickle's length (a rush's is 512 KiB).
     #[cold]
     fn shrink_now(ring: &RefCell<Ring>) {
         let mut ring = ring.borrow_mut();
@@ -1062,7 +1062,7 @@ pub(crate) mod local_free {
     }
 
     impl FutureKeeper {
-        /// Keeps `entry` (the owner, in a burst whose ring is `length`
+        /// Keeps `entry` (the owner, in a rush whose ring is `length`
         /// long).
         #[inline]
         pub(crate) fn push(&mut self, entry: KeptFuture, length: usize) {
@@ -1081,7 +1081,7 @@ pub(crate) mod local_free {
         /// For the look of the idle pool at `pool` ([`pool_went_idle`]):
         /// takes that pool's tasks out, for the caller to drop outside the
         /// lock, or `None` if the owner kept one of that pool's tasks last
-        /// and since the pool's last look (it may be spawning a burst the
+        /// and since the pool's last look (it may be spawning a rush the
         /// workers keep up with: left for the next look). A thread that
         /// went on to spawn into another pool is not spawning into this
         /// one: its tasks of this pool go, and the look leaves the other
@@ -1165,14 +1165,14 @@ pub(crate) mod local_free {
     thread_local! {
         static FUTURES: ThisThreadsFutures = ThisThreadsFutures::register();
         /// Whether this thread's [`FutureRing`] may hold a waker: spawns
-        /// outside a burst look at the ring only then.
+        /// outside a rush look at the ring only then.
         static MAYBE_KEEPS: Cell<bool> = const { Cell::new(false) };
     }
 
     /// Keeps `entry` (an async task just spawned, if
-    /// [`future_burst_length`] gave its ring a `length`) and lets the
+    /// [`future_rush_length`] gave its ring a `length`) and lets the
     /// oldest kept ones go beyond `length`; once this thread's futures stop
-    /// coming in a burst (`entry` is `None`), up to [`TRIM_STEP`] more per
+    /// coming in a rush (`entry` is `None`), up to [`TRIM_STEP`] more per
     /// spawn, until none is kept.
     #[inline]
     pub(crate) fn keep_future(entry: Option<KeptFuture>, length: usize) {
@@ -1183,7 +1183,7 @@ pub(crate) mod local_free {
         let length = if keeping { length } else { 0 };
         let _ = FUTURES.try_with(|ring| {
             // The oldest over the length is taken out under the same lock
-            // (a burst's steady state: one in, one out, one lock).
+            // (a rush's steady state: one in, one out, one lock).
             let (oldest, mut more, left) = {
                 let mut keeper = lock(&ring.0);
                 // Over the length counting the new entry, taken out before
@@ -1227,7 +1227,7 @@ pub(crate) mod local_free {
                 more -= 1;
             }
             if left == 0 {
-                // Trimmed to nothing: its buffer goes too (a burst's is
+                // Trimmed to nothing: its buffer goes too (a rush's is
                 // up to 1 MiB). Empty, it drops no task.
                 let mut keeper = lock(&ring.0);
                 if keeper.kept.is_empty() {
@@ -1367,8 +1367,8 @@ pub(crate) mod local_free {
 /// Reading the time-stamp counter at spawn and at first poll, and recording
 /// the difference, cost ~75 ns of a ~250 ns tiny task on the project machine
 /// (benches/tools/spawn_parts.rs). So each spawning thread measures every spawn
-/// while its spawns are spread out, and one in `BURST_EVERY` while it
-/// spawns in a burst (less than `BURST_GAP_TICKS` apart on average). The
+/// while its spawns are spread out, and one in `RUSH_EVERY` while it
+/// spawns in a rush (less than `RUSH_GAP_TICKS` apart on average). The
 /// summary stays exact for the latency-sensitive trickle and statistically
 /// sound for floods, whose tasks share the same queue wait.
 pub(crate) mod start_sampler {
@@ -1377,12 +1377,12 @@ pub(crate) mod start_sampler {
     /// The stamp of a spawn that is not measured.
     pub(crate) const NOT_SAMPLED: u64 = 0;
 
-    /// In a burst, one spawn in this many is measured.
-    const BURST_EVERY: u32 = 8;
+    /// In a rush, one spawn in this many is measured.
+    const RUSH_EVERY: u32 = 8;
 
     /// Spawns closer than this on average (in ticks: ~5-10 µs at 2-4 GHz)
-    /// form a burst.
-    const BURST_GAP_TICKS: u64 = 20_000;
+    /// form a rush.
+    const RUSH_GAP_TICKS: u64 = 20_000;
 
     thread_local! {
         /// (spawns left until the next measured one, current interval,
@@ -1390,12 +1390,12 @@ pub(crate) mod start_sampler {
         static STATE: Cell<(u32, u32, u64)> = const { Cell::new((0, 1, 0)) };
     }
 
-    /// True if this thread's recent spawns came in a burst (closer than
-    /// `BURST_GAP_TICKS` apart on average, as of the last measured one).
+    /// True if this thread's recent spawns came in a rush (closer than
+    /// `RUSH_GAP_TICKS` apart on average, as of the last measured one).
     #[inline]
-    pub(super) fn in_burst() -> bool {
+    pub(super) fn in_rush() -> bool {
         STATE
-            .try_with(|state| state.get().1 == BURST_EVERY)
+            .try_with(|state| state.get().1 == RUSH_EVERY)
             .unwrap_or(false)
     }
 
@@ -1421,17 +1421,17 @@ pub(crate) mod start_sampler {
             return ((left - 1, every, last), NOT_SAMPLED);
         }
         let now = now().max(1);
-        // The mean gap below `BURST_GAP_TICKS`, without a division.
-        let burst = now.saturating_sub(last) < BURST_GAP_TICKS * u64::from(every);
-        let every = if burst { BURST_EVERY } else { 1 };
+        // The mean gap below `RUSH_GAP_TICKS`, without a division.
+        let rush = now.saturating_sub(last) < RUSH_GAP_TICKS * u64::from(every);
+        let every = if rush { RUSH_EVERY } else { 1 };
         ((every, every, now), now)
     }
 
-    /// Puts this thread's sampler in a burst or out of one (for tests
+    /// Puts this thread's sampler in a rush or out of one (for tests
     /// that must not depend on how fast the machine runs them).
     #[cfg(all(test, not(tidepool_loom)))]
-    pub(super) fn set_in_burst(burst: bool) {
-        let every = if burst { BURST_EVERY } else { 1 };
+    pub(super) fn set_in_rush(rush: bool) {
+        let every = if rush { RUSH_EVERY } else { 1 };
         STATE.with(|state| state.set((every, every, 1)));
     }
 
@@ -1458,10 +1458,10 @@ pub(crate) mod start_sampler {
         }
 
         #[test]
-        fn close_spawns_are_a_burst_measured_one_in_eight() {
+        fn close_spawns_are_a_rush_measured_one_in_eight() {
             let mut clock = 1_000_000;
             let (state, _) = run((0, 1, 0), &mut clock, 16, 10);
-            assert_eq!(state.1, BURST_EVERY, "in a burst");
+            assert_eq!(state.1, RUSH_EVERY, "in a rush");
             let (_, measured) = run(state, &mut clock, 8 * 100, 10);
             assert_eq!(measured, 100);
         }
@@ -1469,11 +1469,11 @@ pub(crate) mod start_sampler {
         #[test]
         fn spread_out_spawns_are_each_measured() {
             let mut clock = 1_000_000;
-            let (burst, _) = run((0, 1, 0), &mut clock, 16, 10);
-            // The burst ends: the first measured spawn after the gap sees it.
-            let (state, measured) = run(burst, &mut clock, 100, 2 * BURST_GAP_TICKS);
-            assert_eq!(state.1, 1, "out of the burst");
-            assert!(measured >= 100 - BURST_EVERY as usize);
+            let (rush, _) = run((0, 1, 0), &mut clock, 16, 10);
+            // The rush ends: the first measured spawn after the gap sees it.
+            let (state, measured) = run(rush, &mut clock, 100, 2 * RUSH_GAP_TICKS);
+            assert_eq!(state.1, 1, "out of the rush");
+            assert!(measured >= 100 - RUSH_EVERY as usize);
         }
     }
 }
@@ -1484,33 +1484,33 @@ mod tests {
     use super::{local_free, start_sampler, TaskMeta};
 
     #[test]
-    fn a_bursts_ring_is_bounded_in_bytes_and_tiny_cells_keep_its_full_length() {
+    fn a_rushs_ring_is_bounded_in_bytes_and_tiny_cells_keep_its_full_length() {
         // A closure capturing a pointer: its ring is as long as ever.
         let tiny = item::cell_bytes::<Box<u8>, ()>();
-        assert_eq!(local_free::burst_length(tiny), local_free::KEPT_IN_BURST);
+        assert_eq!(local_free::rush_length(tiny), local_free::KEPT_IN_RUSH);
         // 512-byte cells: RING_BYTES of them.
-        assert_eq!(local_free::burst_length(512), local_free::RING_BYTES / 512);
+        assert_eq!(local_free::rush_length(512), local_free::RING_BYTES / 512);
         // A closure capturing 8 KiB is not kept at all.
         assert_eq!(
-            local_free::burst_length(item::cell_bytes::<[u8; 8192], ()>()),
+            local_free::rush_length(item::cell_bytes::<[u8; 8192], ()>()),
             0
         );
     }
 
     /// A closure's cell as `worker::spawn_item` makes it, kept by this
-    /// thread's ring (in a burst or not: set, not timed, since a spawn's
+    /// thread's ring (in a rush or not: set, not timed, since a spawn's
     /// stamp moves the sampler), with its runnable and handle.
-    fn item(burst: bool) -> (ItemRunnable, ItemHandle<()>) {
+    fn item(rush: bool) -> (ItemRunnable, ItemHandle<()>) {
         let (runnable, handle, kept) = item::spawn(TaskMeta::for_tests(true), || ());
-        start_sampler::set_in_burst(burst);
-        local_free::keep(local_free::Kept::of(kept), local_free::KEPT_IN_BURST);
+        start_sampler::set_in_rush(rush);
+        local_free::keep(local_free::Kept::of(kept), local_free::KEPT_IN_RUSH);
         (runnable, handle)
     }
 
     /// Keeps `n` items whose workers have run them.
-    fn keep_finished(n: usize, burst: bool) {
+    fn keep_finished(n: usize, rush: bool) {
         for _ in 0..n {
-            let (runnable, handle) = item(burst);
+            let (runnable, handle) = item(rush);
             assert!(runnable.metadata().claim.start());
             runnable.run();
             drop(handle);
@@ -1518,13 +1518,13 @@ mod tests {
     }
 
     #[test]
-    fn the_free_ring_grows_in_a_burst_and_shrinks_in_a_trickle() {
+    fn the_free_ring_grows_in_a_rush_and_shrinks_in_a_trickle() {
         // The sampler's state is set, not timed: how close the spawns of
         // a test come depends on the machine's load (a timed version
         // failed in CI with 991 of 1,024 kept).
-        let burst = 4 * local_free::KEPT_IN_TRICKLE;
-        keep_finished(burst, true);
-        assert_eq!(local_free::kept(), burst, "a burst keeps every item");
+        let rush = 4 * local_free::KEPT_IN_TRICKLE;
+        keep_finished(rush, true);
+        assert_eq!(local_free::kept(), rush, "a rush keeps every item");
         keep_finished(200, false);
         // At most: a pool of another test going idle lets this ring go
         // further (`IDLE_EPOCH`).
@@ -1553,7 +1553,7 @@ mod tests {
             local_free::holds(&queued.metadata().claim),
             "the running item is kept"
         );
-        // (At most: see `the_free_ring_grows_in_a_burst_and_shrinks_in_a_trickle`.)
+        // (At most: see `the_free_ring_grows_in_a_rush_and_shrinks_in_a_trickle`.)
         assert!(
             local_free::kept() <= local_free::KEPT_IN_TRICKLE,
             "a running item does not hold the ring's front"
@@ -1569,18 +1569,18 @@ mod tests {
     #[test]
     fn a_ring_lets_go_of_its_finished_items_within_a_few_spawns_once_a_pool_went_idle() {
         static POOL: FakePool = 8;
-        let burst = 16 * local_free::IDLE_STEP;
-        keep_finished(burst, true);
-        assert!(local_free::kept() >= burst);
+        let rush = 16 * local_free::IDLE_STEP;
+        keep_finished(rush, true);
+        assert!(local_free::kept() >= rush);
         local_free::pool_went_idle(fake(&POOL));
-        // The next spawns outside a burst: `IDLE_STEP` finished items go
+        // The next spawns outside a rush: `IDLE_STEP` finished items go
         // with each, not all with the first (a pause the workers would
-        // wait through), nor `TRIM_STEP` (the burst's ring would stay).
+        // wait through), nor `TRIM_STEP` (the rush's ring would stay).
         let (first, first_handle) = item(false);
         let after_one = local_free::kept();
         assert!(
-            after_one < burst && after_one + local_free::IDLE_STEP + 1 >= burst,
-            "{after_one} kept of {burst} after one spawn"
+            after_one < rush && after_one + local_free::IDLE_STEP + 1 >= rush,
+            "{after_one} kept of {rush} after one spawn"
         );
         let spawned: Vec<_> = (0..16).map(|_| item(false)).collect();
         assert_eq!(
@@ -1621,8 +1621,8 @@ mod tests {
         trim_futures();
         let (ours, ours_freed) = task_that_says_where_it_was_freed();
         let (other, other_freed) = task_that_says_where_it_was_freed();
-        local_free::keep_future(Some(kept(&ours, &POOL)), local_free::KEPT_IN_BURST);
-        local_free::keep_future(Some(kept(&other, &OTHER_POOL)), local_free::KEPT_IN_BURST);
+        local_free::keep_future(Some(kept(&ours, &POOL)), local_free::KEPT_IN_RUSH);
+        local_free::keep_future(Some(kept(&other, &OTHER_POOL)), local_free::KEPT_IN_RUSH);
         ours.run();
         other.run();
         // The first look finds this thread spawning into the pool (it
@@ -1646,7 +1646,7 @@ mod tests {
         static OTHER_POOL: FakePool = 13;
         let (task, freed) = task_that_says_where_it_was_freed();
         let mut keeper = local_free::FutureKeeper::default();
-        keeper.push(kept(&task, &POOL), local_free::KEPT_IN_BURST);
+        keeper.push(kept(&task, &POOL), local_free::KEPT_IN_RUSH);
         task.run();
         // Another pool's look takes none of it, and leaves the mark.
         assert!(keeper
@@ -1691,52 +1691,52 @@ mod tests {
     }
 
     /// Lets go of every async task this thread keeps, as spawns outside a
-    /// burst do.
+    /// rush do.
     fn trim_futures() {
         while local_free::futures_kept() > 0 {
             local_free::keep_future(None, 0);
         }
     }
 
-    /// How long a burst's ring of futures is for futures of type `F`
+    /// How long a rush's ring of futures is for futures of type `F`
     /// spawned now.
     fn future_ring<F: std::future::Future>() -> usize {
-        local_free::future_burst_length::<F, super::NoGate>()
+        local_free::future_rush_length::<F, super::NoGate>()
     }
 
     #[test]
-    fn small_futures_are_kept_in_a_burst_only() {
-        start_sampler::set_in_burst(true);
+    fn small_futures_are_kept_in_a_rush_only() {
+        start_sampler::set_in_rush(true);
         assert!(future_ring::<std::future::Ready<u64>>() > 0);
         assert_eq!(
             future_ring::<std::future::Ready<[u8; 1024]>>(),
             0,
             "a large future's cell would hold memory for little gain"
         );
-        start_sampler::set_in_burst(false);
+        start_sampler::set_in_rush(false);
         assert_eq!(future_ring::<std::future::Ready<u64>>(), 0);
     }
 
     #[test]
-    fn a_bursts_ring_of_futures_is_bounded_in_bytes() {
-        start_sampler::set_in_burst(true);
+    fn a_rushs_ring_of_futures_is_bounded_in_bytes() {
+        start_sampler::set_in_rush(true);
         let entry = std::mem::size_of::<local_free::KeptFuture>();
         for cell in [
             local_free::future_cell_bytes::<std::future::Ready<u64>, super::NoGate>(),
             local_free::future_cell_bytes::<std::future::Ready<[u8; 256]>, super::NoGate>(),
             200,
         ] {
-            let length = local_free::future_burst_length_of(cell);
+            let length = local_free::future_rush_length_of(cell);
             assert!(length * (cell + entry) <= local_free::RING_BYTES, "{cell}");
-            assert!(length <= local_free::KEPT_IN_BURST);
+            assert!(length <= local_free::KEPT_IN_RUSH);
             assert!(
                 length > local_free::KEPT_IN_TRICKLE,
-                "{cell}: still a burst's ring"
+                "{cell}: still a rush's ring"
             );
         }
         assert_eq!(
             future_ring::<std::future::Ready<u64>>(),
-            local_free::future_burst_length_of(local_free::future_cell_bytes::<
+            local_free::future_rush_length_of(local_free::future_cell_bytes::<
                 std::future::Ready<u64>,
                 super::NoGate,
             >())
@@ -1773,7 +1773,7 @@ mod tests {
     fn a_kept_async_task_is_freed_by_the_thread_that_spawned_it() {
         static POOL: FakePool = 1;
         let (runnable, freed_on) = task_that_says_where_it_was_freed();
-        local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_BURST);
+        local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_RUSH);
         // A worker runs it to its end and lets go of its reference.
         std::thread::spawn(move || runnable.run()).join().unwrap();
         assert_eq!(*freed_on.lock().unwrap(), None, "the ring keeps the cell");
@@ -1801,7 +1801,7 @@ mod tests {
             },
             move |runnable| queue.lock().unwrap().push(runnable),
         );
-        local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_BURST);
+        local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_RUSH);
         task.detach();
         runnable.run();
         assert_eq!(*future_dropped.lock().unwrap(), None, "still waiting");
@@ -1825,7 +1825,7 @@ mod tests {
         let (kept_tx, kept_rx) = std::sync::mpsc::channel();
         let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
         let keeper = std::thread::spawn(move || {
-            local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_BURST);
+            local_free::keep_future(Some(kept(&runnable, &POOL)), local_free::KEPT_IN_RUSH);
             kept_tx.send(runnable).unwrap();
             let _ = exit_rx.recv();
         });
@@ -1848,8 +1848,8 @@ mod tests {
         let (ours, ours_freed) = task_that_says_where_it_was_freed();
         let (other, other_freed) = task_that_says_where_it_was_freed();
         trim_futures();
-        local_free::keep_future(Some(kept(&ours, &POOL)), local_free::KEPT_IN_BURST);
-        local_free::keep_future(Some(kept(&other, &OTHER_POOL)), local_free::KEPT_IN_BURST);
+        local_free::keep_future(Some(kept(&ours, &POOL)), local_free::KEPT_IN_RUSH);
+        local_free::keep_future(Some(kept(&other, &OTHER_POOL)), local_free::KEPT_IN_RUSH);
         ours.run();
         other.run();
         local_free::let_go_of_kept_futures(fake(&POOL));
@@ -1866,16 +1866,16 @@ mod tests {
     #[test]
     // A pool's reactor makes a timerfd, a foreign call Miri cannot run.
     #[cfg_attr(miri, ignore)]
-    fn a_pool_keeps_the_small_futures_a_thread_spawns_in_a_burst() {
+    fn a_pool_keeps_the_small_futures_a_thread_spawns_in_a_rush() {
         let pool = crate::Pool::builder().concurrency(1).build().unwrap();
         trim_futures();
-        start_sampler::set_in_burst(true);
+        start_sampler::set_in_rush(true);
         let handle = pool.spawn(async { 7 });
         assert_eq!(local_free::futures_kept(), 1);
         assert_eq!(handle.join().unwrap(), 7);
-        start_sampler::set_in_burst(false);
+        start_sampler::set_in_rush(false);
         let handle = pool.spawn(async { 8 });
-        assert_eq!(local_free::futures_kept(), 0, "let go outside a burst");
+        assert_eq!(local_free::futures_kept(), 0, "let go outside a rush");
         assert_eq!(handle.join().unwrap(), 8);
     }
 }

@@ -9,7 +9,7 @@
 //! one and gives it back when it exits.
 
 use super::work::Queued;
-use crate::control::pacing::Pacer;
+use crate::control::pacing::StartPacer;
 use crate::control::slots::TaskStatus;
 use crate::metrics::{Detection, LatencyRecorder, TaskCounters, ThreadCounters};
 use crate::sync::{lock, Arc, AtomicBool, AtomicUsize, Mutex, Ordering};
@@ -159,7 +159,7 @@ pub(crate) struct Threads {
     /// it retires or exits).
     alive: AtomicUsize,
     /// Paces thread starts beyond `concurrency`.
-    pacer: Mutex<Pacer>,
+    pacer: Mutex<StartPacer>,
     /// Thread starts, retirements and blocking, by reason.
     pub(crate) counters: ThreadCounters,
     /// Set when a thread start fails, cleared when one succeeds: while it is
@@ -177,7 +177,7 @@ impl Threads {
             high_water: AtomicUsize::new(0),
             free: Mutex::new((0..capacity).rev().collect()),
             alive: AtomicUsize::new(0),
-            pacer: Mutex::new(Pacer::default()),
+            pacer: Mutex::new(StartPacer::default()),
             counters: ThreadCounters::default(),
             failing: AtomicBool::new(false),
             last_failure: Mutex::new(None),

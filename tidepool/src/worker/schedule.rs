@@ -91,8 +91,8 @@ where
     // captures the pool it guards the call with a temporary waker, two
     // atomic updates of the cell's state per spawn. Here the caller's
     // `shared` and the runnable itself keep everything alive.
-    let in_burst = task::local_free::future_burst_length::<F, G>();
-    let kept = (in_burst > 0).then(|| {
+    let in_rush = task::local_free::future_rush_length::<F, G>();
+    let kept = (in_rush > 0).then(|| {
         task::local_free::KeptFuture::new(
             runnable.waker(),
             Arc::as_ptr(shared).cast(),
@@ -101,7 +101,7 @@ where
     });
     schedule_from(shared, Runnable::Future(runnable), false, caller);
     // Kept after scheduling, as an item's cell is (`spawn_item`).
-    task::local_free::keep_future(kept, in_burst);
+    task::local_free::keep_future(kept, in_rush);
     Some(cell)
 }
 
@@ -131,8 +131,8 @@ where
 {
     let caller = admit_spawn(shared)?;
     let (runnable, handle, kept) = item::spawn(item_meta(kind, priority), work);
-    let in_burst = task::local_free::burst_length(item::cell_bytes::<F, R>());
-    queue_item(shared, runnable, kept, caller, in_burst);
+    let in_rush = task::local_free::rush_length(item::cell_bytes::<F, R>());
+    queue_item(shared, runnable, kept, caller, in_rush);
     Some(handle)
 }
 
@@ -158,8 +158,8 @@ where
         return false;
     };
     let (runnable, kept) = item::spawn_detached(item_meta(kind, priority), work);
-    let in_burst = task::local_free::burst_length(item::cell_bytes::<F, ()>());
-    queue_item(shared, runnable, kept, caller, in_burst);
+    let in_rush = task::local_free::rush_length(item::cell_bytes::<F, ()>());
+    queue_item(shared, runnable, kept, caller, in_rush);
     true
 }
 
@@ -175,20 +175,20 @@ fn item_meta(kind: Kind, priority: Priority) -> TaskMeta {
 }
 
 /// Queues a new work item's runnable, and keeps its cell in this thread's
-/// free ring, which holds `in_burst` such cells in a burst
-/// (`local_free::burst_length`).
+/// free ring, which holds `in_rush` such cells in a rush
+/// (`local_free::rush_length`).
 #[inline]
 fn queue_item(
     shared: &Arc<Shared>,
     runnable: item::ItemRunnable,
     kept: item::ItemKept,
     caller: Caller,
-    in_burst: usize,
+    in_rush: usize,
 ) {
     schedule_from(shared, Runnable::Item(runnable), false, caller);
     // Kept after scheduling: an evicted cell's free must not delay the
     // item's start.
-    task::local_free::keep(task::local_free::Kept::of(kept), in_burst);
+    task::local_free::keep(task::local_free::Kept::of(kept), in_rush);
 }
 
 /// Where a task is scheduled from, as far as its scheduler knows.
