@@ -253,32 +253,40 @@ fn a_lock_convoy_keeps_its_threads_few() {
     common::assert_counters_add_up(&m);
 }
 
+/// Teaches a fresh pool of two slots that kind `K` blocks (its items
+/// sleep first), then runs `convoys` of its items, each (items, hold in
+/// µs), one after the other; checks that the threads at work during them
+/// stay within [`convoy_bound`], that the convoy's items were presumed
+/// blocking, and that the counters add up.
+fn taught_convoy<const K: usize>(label: &str, convoys: &'static [(usize, u64)]) {
+    let (bound, taught, m) = alone(move || {
+        let pool = two_slots();
+        teach_blocking::<K>(&pool);
+        let taught = pool.metrics();
+        for &(items, hold) in convoys {
+            run_items::<K>(&pool, items, Duration::from_micros(hold), None);
+        }
+        let items: usize = convoys.iter().map(|&(items, _)| items).sum();
+        // The teaching's 10 items are counted too.
+        let ended = metrics_once_ended(&pool, items as u64 + 10);
+        (convoy_bound(&pool), taught, ended)
+    });
+    let busy = busy_since(&taught, &m);
+    println!("{label}: at most {busy} at work; {}", sources(&m));
+    assert!(busy <= bound, "{busy} at work; {}", sources(&m));
+    assert!(m.presumed_blocking > 0, "nothing was presumed: {m:?}");
+    common::assert_counters_add_up(&m);
+}
+
 #[test]
 fn a_convoy_of_a_kind_presumed_blocking_keeps_its_threads_few() {
     // The worst case: the kind is known to block before the convoy starts
     // (taught on the same pool), so its items are presumed blocking,
     // handed threads of their own, from the first.
-    let (bound, m) = alone(|| {
-        let pool = two_slots();
-        teach_blocking::<2>(&pool);
-        let taught = pool.metrics();
-        for hold in [5, 20, 100] {
-            run_items::<2>(&pool, 3_000, Duration::from_micros(hold), None);
-        }
-        (
-            convoy_bound(&pool),
-            (taught, metrics_once_ended(&pool, 9_010)),
-        )
-    });
-    let (taught, m) = m;
-    let busy = busy_since(&taught, &m);
-    println!(
-        "taught 3 x 3,000 x 5/20/100 µs: at most {busy} at work; {}",
-        sources(&m)
+    taught_convoy::<2>(
+        "taught 3 x 3,000 x 5/20/100 µs",
+        &[(3_000, 5), (3_000, 20), (3_000, 100)],
     );
-    assert!(busy <= bound, "{busy} at work; {}", sources(&m));
-    assert!(m.presumed_blocking > 0, "nothing was presumed: {m:?}");
-    common::assert_counters_add_up(&m);
 }
 
 #[test]
@@ -288,25 +296,7 @@ fn a_taught_convoy_of_100_us_holds_keeps_its_threads_few() {
     // c895626 it reached 512 threads (max_threads): the items asleep on
     // the lock doubled presumption's cap at every look, and the policy's
     // burst replaced the slot holders found asleep on it.
-    let (bound, m) = alone(|| {
-        let pool = two_slots();
-        teach_blocking::<4>(&pool);
-        let taught = pool.metrics();
-        run_items::<4>(&pool, 10_000, Duration::from_micros(100), None);
-        (
-            convoy_bound(&pool),
-            (taught, metrics_once_ended(&pool, 10_010)),
-        )
-    });
-    let (taught, m) = m;
-    let busy = busy_since(&taught, &m);
-    println!(
-        "taught 10,000 x 100 µs: at most {busy} at work; {}",
-        sources(&m)
-    );
-    assert!(busy <= bound, "{busy} at work; {}", sources(&m));
-    assert!(m.presumed_blocking > 0, "nothing was presumed: {m:?}");
-    common::assert_counters_add_up(&m);
+    taught_convoy::<4>("taught 10,000 x 100 µs", &[(10_000, 100)]);
 }
 
 #[test]

@@ -22,8 +22,8 @@
 //! - `tidepool-*`: `Pool::builder().concurrency(2)`, the default
 //!   (adaptive) controller, closures through `Pool::execute`.
 //! - `taught-*` (system `tidepool-taught`): the same pool, taught first
-//!   that the convoy's kind blocks: [`TEACH_ITEMS`] items of the same
-//!   closure type that sleep [`TEACH_SLEEP`] each (a tenth as many at
+//!   that the convoy's kind blocks: `TEACH_ITEMS` (100) items of the same
+//!   closure type that sleep `TEACH_SLEEP` (5 ms) each (a tenth as many at
 //!   `--tiny`), then, once they ended, the convoy, whose items are then
 //!   presumed blocking (handed threads of their own) from the first. The
 //!   worst case of issue #41: before the growth climb (`control/growth.rs`
