@@ -892,8 +892,8 @@ fn back_from_block(entry: &crate::runtime::Entry, track: &mut Track, now: Instan
 /// How often the monitor may ask the kernel what an asleep presumed task
 /// waits for (`Track::waits_for`: an open, a read and a close, 5-10 µs),
 /// and how many asks it may save up: a sample of a kind's tasks says what
-/// the kind waits for. Asking about every task cost the monitor 7 ms in a
-/// burst of 500, and 12 ms over short-blocking's 2,000 items (twice its
+/// the kind waits for. Asking about every task cost the monitor 7 ms over
+/// two bursts of 500 on one pool, and 12 ms over short-blocking's 2,000 items (twice its
 /// busy time); 250 a second cost at most a fifth of a millisecond of each
 /// second, and 4 saved let a burst's first looks ask at once.
 const ASK_EVERY: Duration = Duration::from_millis(4);

@@ -51,15 +51,16 @@
 //!   client's reply): a kind of only those is judged by its rate. A
 //!   quarter, not a half: the lab's short-blocking kind half sleeps, half
 //!   waits on mutexes another thread holds, and judged by its rate it was
-//!   found blocked on slots three times as often as on main (a third of a
+//!   found blocked on slots three times as often as on main (about a
 //!   millisecond more at its slowest starts). The monitor asks about each
 //!   task once, at most 250 a second ([`Climb::waited_outside`] says what
 //!   a look with no answer goes by: the last look's verdict, if recent);
 //!   asking about every task doubled short-blocking's monitor time.
 //!   Without this rule a burst of 500 sleeps of 200 ms started at 16 ms p50
 //!   against 13 cold, and 13 against 7.8 warm (the free phase below
-//!   delayed its doubling); with it, level with main (10.4-11.9 against
-//!   10.4-14.0 cold, 7.1-8.4 against 6.6-7.9 warm, 3 rounds of 5).
+//!   delayed its doubling); with it, cold level with main (10.4-11.9
+//!   against 10.4-14.0), warm 8.3-9.7 against 7.3-7.9 beside the cold
+//!   rows and 7.1-7.8 against 6.6-7.3 alone (3 rounds of 5 each).
 //! * **Nothing ended yet: up at every look, after a few intervals.** While
 //!   no task of the kind has ended since the climb began (neither a
 //!   presumed one nor, as far as the monitor saw, one on a slot), and it

@@ -1213,6 +1213,24 @@ mod tests {
         assert_eq!(d.mark_blocked, [(0, in_task(0, 1))]);
     }
 
+    /// One tick of `policy` (wide limits) finding two workers in their
+    /// task for 5 ms as `kernel` says, 500 tasks queued, at `tick` ms,
+    /// with `ended` tasks ended so far and the slot target `target`.
+    fn two_blocked(
+        policy: &mut Policy,
+        kernel: Option<KernelView>,
+        tick: u32,
+        ended: u64,
+        target: usize,
+    ) -> Decision {
+        let mut s = sample(vec![worker(0, 5, kernel), worker(1, 5, kernel)], 500);
+        s.now = MS * tick;
+        s.ended = ended;
+        s.target = target;
+        s.threads = target;
+        policy.decide(&wide_limits(), &s)
+    }
+
     #[test]
     fn a_burst_grows_only_while_completions_rise_with_it() {
         // A lock convoy whose queue does not flow by the per-slot measure:
@@ -1220,15 +1238,9 @@ mod tests {
         // per interval whatever the threads. One probe (the climb's first
         // judgement, `control::growth`), then held.
         let mut policy = Policy::new(Controller::Adaptive);
-        let limits = wide_limits();
         let mut target = 2;
         for tick in 0..100u32 {
-            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-            s.now = MS * tick;
-            s.ended = 6 * u64::from(tick);
-            s.target = target;
-            s.threads = target;
-            let d = policy.decide(&limits, &s);
+            let d = two_blocked(&mut policy, SLEEPING, tick, 6 * u64::from(tick), target);
             assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
             target = d.set_target.unwrap_or(target);
         }
@@ -1237,12 +1249,9 @@ mod tests {
         // per interval at twice the target, still short of flowing): it
         // grows again.
         for tick in 100..104u32 {
-            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-            s.now = MS * tick;
-            s.ended = 594 + 12 * u64::from(tick - 99);
-            s.target = target;
-            s.threads = target;
-            target = policy.decide(&limits, &s).set_target.unwrap_or(target);
+            let ended = 594 + 12 * u64::from(tick - 99);
+            let d = two_blocked(&mut policy, SLEEPING, tick, ended, target);
+            target = d.set_target.unwrap_or(target);
         }
         assert!(target > 4, "{target}");
     }
@@ -1257,15 +1266,10 @@ mod tests {
             ..SLEEPING.unwrap()
         });
         let mut policy = Policy::new(Controller::Adaptive);
-        let limits = wide_limits();
         let mut target = 2;
         for tick in 0..6u32 {
-            let mut s = sample(vec![worker(0, 5, outside), worker(1, 5, outside)], 500);
-            s.now = MS * tick;
-            s.ended = 6 * u64::from(tick);
-            s.target = target;
-            s.threads = target;
-            target = policy.decide(&limits, &s).set_target.unwrap_or(target);
+            let d = two_blocked(&mut policy, outside, tick, 6 * u64::from(tick), target);
+            target = d.set_target.unwrap_or(target);
         }
         assert!(target > 4, "grew past one probe within 6 ticks: {target}");
     }
