@@ -1203,6 +1203,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_kind_waits_outside_once_more_than_a_quarter_asked_about_do() {
+        let look = |outside, in_process| KindLook {
+            kind: Kind::from_bits(0),
+            seen: 8,
+            asleep: 8,
+            outside,
+            in_process,
+        };
+        // A convoy: every waiter asked about is in the lock's futex.
+        assert!(!look(0, 4).waits_outside(true));
+        // Its holder asleep in a wait of its own, one of five: still a convoy.
+        assert!(!look(1, 4).waits_outside(true));
+        // Half sleep, half wait on mutexes held outside the pool
+        // (short-blocking's kind): outside.
+        assert!(look(2, 2).waits_outside(false));
+        assert!(look(2, 5).waits_outside(false), "2 of 7 is over a quarter");
+        // Nobody asked about: as the last verdict.
+        assert!(look(0, 0).waits_outside(true));
+        assert!(!look(0, 0).waits_outside(false));
+    }
+
+    #[test]
     fn the_recent_share_is_of_the_window_since_the_last_look() {
         let ms = Duration::from_millis;
         let start = Instant::now();
