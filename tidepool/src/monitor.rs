@@ -41,6 +41,7 @@
 //! The monitor holds only a `Weak` reference to the pool between ticks, so a
 //! pool whose handles are gone is never kept alive by it.
 
+use crate::control::ablation::Mechanism;
 use crate::control::back_from_block::{judge, Look, Verdict};
 use crate::control::growth::{policy_max_threads, Climb, Step};
 use crate::control::policy::{
@@ -382,12 +383,19 @@ impl Monitor {
     /// ended it, and spares started anyway were up to 4 of a taught
     /// convoy's 10 threads).
     fn spare_server<'a>(&self, shared: &'a Arc<Shared>) -> impl Fn() + 'a {
-        let held = self.all_held;
+        let held = self.convoy_held(shared);
         move || {
             if !held {
                 crate::worker::start_spare(shared);
             }
         }
+    }
+
+    /// Whether every task at work at the last look was of a kind its
+    /// growth climb holds (a lock convoy), and the pool acts on it
+    /// (`control::ablation::Mechanism::ConvoyHold`).
+    fn convoy_held(&self, shared: &Shared) -> bool {
+        self.all_held && shared.config.switches.on(Mechanism::ConvoyHold)
     }
 
     /// How many asleep presumed tasks the kernel may be asked about at this
@@ -418,7 +426,9 @@ impl Monitor {
                     Some(interval)
                 }
             }
-            Tick::Suspects if self.quick_ticks > 0 => {
+            Tick::Suspects
+                if self.quick_ticks > 0 && shared.config.switches.on(Mechanism::QuickPace) =>
+            {
                 self.quick_ticks -= 1;
                 Some(interval / QUICK_PACE_DIVISOR)
             }
@@ -439,6 +449,7 @@ impl Monitor {
             max_threads: config.max_threads,
             threshold: config.monitor_interval,
             quantum: config.quantum,
+            switches: config.switches,
         };
         let mut policy = self
             .policy
@@ -451,7 +462,11 @@ impl Monitor {
         // a few threads (`control::growth`); the stuck watch below keeps
         // the real `max_threads`.
         let held = Limits {
-            max_threads: policy_max_threads(limits.max_threads, limits.concurrency, self.all_held),
+            max_threads: policy_max_threads(
+                limits.max_threads,
+                limits.concurrency,
+                self.convoy_held(shared),
+            ),
             ..limits
         };
         let decision = policy.decide(&held, &sample);
@@ -520,7 +535,11 @@ impl Monitor {
         let mut any_suspect = false;
         // Presumed tasks whose wait the kernel may be asked about this
         // tick (`Track::waits_for`): a sample decides a kind's waits.
-        let mut classify = self.asks_allowed(sample.now);
+        let mut classify = if shared.config.switches.on(Mechanism::WaitClasses) {
+            self.asks_allowed(sample.now)
+        } else {
+            0
+        };
         // Whether every task at work is of a kind its climb holds.
         let mut all_held = None;
         for (index, entry) in entries.iter().enumerate() {
@@ -536,7 +555,7 @@ impl Monitor {
             // Asleep, a task of a held kind waits for a sibling while the
             // whole pool is at such work (the last look's verdict): its
             // slot is not handed on (`control::growth`).
-            let sibling_wait = kind_held && self.all_held;
+            let sibling_wait = kind_held && self.convoy_held(shared);
             let track = &mut self.tracks[index];
             match seen.phase() {
                 Phase::Idle => {
@@ -571,7 +590,9 @@ impl Monitor {
                         // Runnable: judged within the next looks, at the
                         // interval's pace.
                         any_suspect |= !look.asleep;
-                    } else if back_from_block(entry, t, now) {
+                    } else if shared.config.switches.on(Mechanism::CountAgain)
+                        && back_from_block(entry, t, now)
+                    {
                         self.counted_again.push((index, seen));
                     }
                     continue;
@@ -762,7 +783,9 @@ impl Monitor {
             let pool = self.all_held.then_some(ended);
             // Its asleep tasks wait outside the process (a timer, a
             // socket): not a convoy, and the level follows the look.
-            let step = if look.waits_outside(climb.waited_outside(now, interval)) {
+            let step = if look.waits_outside(climb.waited_outside(now, interval))
+                || !shared.config.switches.on(Mechanism::GrowthClimb)
+            {
                 climb.waits_outside(now, wants)
             } else {
                 climb.look_in_pool(now, (ends, on_slots), pool, cap, wants, interval)
@@ -1146,7 +1169,8 @@ fn ask_kernel(
         return (None, Some(fallback));
     }
     let waiting = state.is_waiting();
-    let waits_outside = waiting && track.waits_outside(probe);
+    let waits_outside =
+        waiting && shared.config.switches.on(Mechanism::WaitClasses) && track.waits_outside(probe);
     if !waiting {
         // Runnable: if it waits for a CPU, the cores are oversubscribed; more
         // threads would not help.

@@ -12,6 +12,8 @@
 //! * `growth`: the growth climb: how far a look may raise a kind's
 //!   presumption cap, only while its completions per second rise with it
 //!   (lock convoys stay small).
+//! * `ablation`: the switches that turn one mechanism off, for the lab's
+//!   table of what each one buys.
 
 /// Why a worker thread was started (each start is counted under its reason in
 /// [`Metrics`](crate::Metrics)).
@@ -64,6 +66,7 @@ impl StartReason {
     }
 }
 
+pub(crate) mod ablation;
 pub(crate) mod back_from_block;
 pub(crate) mod growth;
 pub(crate) mod pacing;

@@ -99,6 +99,7 @@
 //!   works is never judged by time: a CPU-bound task there is never
 //!   compensated.
 
+use super::ablation::{Mechanism, Switches};
 use super::growth::Climb;
 use super::slots::{SlotCounts, StatusWord};
 use super::Controller;
@@ -226,6 +227,9 @@ pub(crate) struct Limits {
     pub(crate) threshold: Duration,
     /// See `Builder::quantum`; `None`: off.
     pub(crate) quantum: Option<Duration>,
+    /// Which mechanisms are on (`control::ablation`): the burst and its
+    /// growth climb can be switched off.
+    pub(crate) switches: Switches,
 }
 
 #[cfg(all(test, not(tidepool_loom)))]
@@ -237,6 +241,7 @@ impl Limits {
             max_threads,
             threshold: Duration::from_millis(1),
             quantum: None,
+            switches: Switches::ALL_ON,
         }
     }
 }
@@ -500,7 +505,7 @@ impl Burst {
         self.last = Some((sample.ended, sample.now));
         let presuming = sample.presumed > self.last_presumed;
         self.last_presumed = sample.presumed;
-        if sample.queued == 0 || computing || flowing {
+        if sample.queued == 0 || computing || flowing || !limits.switches.on(Mechanism::Burst) {
             self.factor = 1;
             self.climb = None;
             if self.raised == 0 {
@@ -532,7 +537,7 @@ impl Burst {
         // Workers asleep outside the process (a sleep, a socket: the
         // kernel names the system call) complete their own waits however
         // many wait beside them (Little's law): the burst grows unasked.
-        let allowed = if outside {
+        let allowed = if outside || !limits.switches.on(Mechanism::GrowthClimb) {
             self.climb = None;
             extra
         } else {
@@ -1060,6 +1065,7 @@ mod tests {
             max_threads: 1_000,
             threshold: MS,
             quantum: None,
+            switches: Switches::ALL_ON,
         }
     }
 

@@ -1,6 +1,7 @@
 //! [`Builder`]: a pool's settings and their validation ([`BuildError`]).
 
 use super::Pool;
+use crate::control::ablation::{Mechanism, Switches, UnknownMechanism};
 use crate::control::Controller;
 use crate::interop::TokioContext;
 use crate::metrics::SettingSource;
@@ -485,9 +486,13 @@ impl Builder {
                 return Err(BuildError::ZeroGradualInterval);
             }
         }
+        // The lab's ablation switches (`control::ablation`).
+        let switches =
+            Switches::from_env().map_err(|unknown| BuildError::Ablation { name: unknown.0 })?;
         // How long queued work may wait behind computing tasks: see
         // `Builder::quantum`.
         let quantum = self.quantum.unwrap_or(Some(DEFAULT_QUANTUM));
+        let quantum = quantum.filter(|_| switches.on(Mechanism::Quantum));
         if quantum == Some(Duration::ZERO) {
             return Err(BuildError::ZeroQuantum);
         }
@@ -516,6 +521,7 @@ impl Builder {
             on_thread_stop: self.on_thread_stop,
             thread_name_fn: self.thread_name_fn,
             tokio,
+            switches,
         })
     }
 }
@@ -690,6 +696,14 @@ pub enum BuildError {
         /// What it holds.
         value: String,
     },
+    /// The environment variable `TIDEPOOL_ABLATE`, which the lab sets to
+    /// switch one of the pool's mechanisms off for its ablation table
+    /// (docs/ablation.md; not a setting for services), names something
+    /// that is no mechanism.
+    Ablation {
+        /// The name that is no mechanism's.
+        name: String,
+    },
     /// With the `tokio` feature and no
     /// [`tokio_handle`](Builder#method.tokio_handle): the shared tokio runtime
     /// could not be started (the system refused its epoll instance, its
@@ -755,6 +769,11 @@ impl fmt::Display for BuildError {
                 f,
                 "{variable} ({value:?}) must be a whole number of at least 1: fix or unset it, or set the value in code"
             ),
+            BuildError::Ablation { name } => write!(
+                f,
+                "TIDEPOOL_ABLATE: {}: unset it (it is the lab's, for switching mechanisms off)",
+                UnknownMechanism(name.clone())
+            ),
             BuildError::TokioRuntime { error } => write!(
                 f,
                 "the shared tokio runtime (feature `tokio`) could not start ({error}): raise the open-file or thread limit, or pass a runtime of your own with Builder::tokio_handle"
@@ -780,6 +799,7 @@ impl fmt::Debug for BuildError {
             BuildError::EmptyThreadName => "EmptyThreadName",
             BuildError::HelperThreadStart { .. } => "HelperThreadStart",
             BuildError::Environment { .. } => "Environment",
+            BuildError::Ablation { .. } => "Ablation",
             BuildError::TokioRuntime { .. } => "TokioRuntime",
         };
         write!(f, "BuildError::{variant}: {self}")

@@ -1,6 +1,7 @@
 //! A pool's settings, resolved and validated by the builder
 //! (`pool::builder`), which documents each one and its default.
 
+use crate::control::ablation::Switches;
 use crate::control::Controller;
 use crate::interop::TokioContext;
 use crate::metrics::SettingSource;
@@ -66,6 +67,9 @@ pub(crate) struct Config {
     /// The tokio runtime worker threads enter (feature `tokio`; empty
     /// without it).
     pub(crate) tokio: TokioContext,
+    /// Which mechanisms are on (all, unless the lab switched one off:
+    /// `control::ablation`).
+    pub(crate) switches: Switches,
 }
 
 impl Hook {

@@ -45,6 +45,7 @@ pub use task::PanicPayload;
 pub(crate) use threads::{Entry, StartFailure, Threads};
 pub(crate) use work::{Job, JobRef, JobSlot, Queued, Work};
 
+use crate::control::ablation::Mechanism;
 use crate::control::signal::MonitorSignal;
 use crate::control::slots::{Phase, Slots};
 use crate::metrics::{
@@ -217,7 +218,7 @@ impl Shared {
     fn new(config: Config) -> Self {
         crate::sys::start_tick_calibration();
         Shared {
-            lanes: Lanes::default(),
+            lanes: Lanes::new(config.switches.on(Mechanism::HandedOffFifo)),
             threads: Threads::new(config.max_threads),
             slots: Slots::new(config.concurrency),
             sleepers: Sleepers::new(config.max_threads),

@@ -67,9 +67,21 @@ pub(crate) struct Lanes {
     /// arrived meanwhile, once per block: under overload its p99 was twice
     /// tokio's.
     handed_off: Injector<Queued>,
+    /// Handed-off work goes to the back of the normal lane instead: the
+    /// handed-off FIFO switched off (`control::ablation`, for the lab).
+    hand_off_to_back: bool,
 }
 
 impl Lanes {
+    /// Empty lanes; with `handed_off_fifo` false, handed-off work goes to
+    /// the back of the normal lane (`control::ablation`).
+    pub(crate) fn new(handed_off_fifo: bool) -> Self {
+        Lanes {
+            hand_off_to_back: !handed_off_fifo,
+            ..Lanes::default()
+        }
+    }
+
     /// Queues a plain `runnable` at the back of `lane`.
     pub(crate) fn push(&self, lane: Priority, runnable: Runnable) {
         self.lanes[lane.index()].push(Queued::from(runnable));
@@ -107,6 +119,7 @@ impl Lanes {
             {
                 self.requeue(task)
             }
+            work if self.hand_off_to_back => self.push_work(Priority::Normal, work),
             work => self.handed_off.push(Queued::from(work)),
         }
     }

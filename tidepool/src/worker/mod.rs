@@ -48,6 +48,7 @@ pub(crate) use schedule::{
     spawn_detached_item, spawn_item, start_floor, start_spare, wake_or_start, DeclaredSection,
 };
 
+use crate::control::ablation::Mechanism;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
@@ -666,7 +667,8 @@ fn find_task_stealing_with(
     let shared = &ctx.shared;
     let lanes = &shared.lanes;
     let local = &ctx.local;
-    if pick.is_multiple_of(FAIRNESS_INTERVAL) {
+    if pick.is_multiple_of(FAIRNESS_INTERVAL) && shared.config.switches.on(Mechanism::FairnessTurns)
+    {
         let turn = pick / FAIRNESS_INTERVAL;
         let found = match turn % FAIRNESS_TURNS {
             0 => lanes.pop(Priority::Normal, local),
@@ -725,7 +727,7 @@ fn admitted_turn_start(turn: u64) -> Priority {
 /// queues a spawner writes. Ends early when high-priority work or shutdown
 /// arrives: only normal and low-priority tasks are ever batched.
 fn wait_for_batch(shared: &Shared, wait: u32) {
-    if wait == 0 {
+    if wait == 0 || !shared.config.switches.on(Mechanism::Coalesce) {
         return;
     }
     let deadline = Instant::now() + Duration::from_nanos(u64::from(wait));
@@ -849,7 +851,9 @@ pub(crate) fn try_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
 /// The cheap half of a presumption's conditions: a closure (an async task
 /// may block in one poll and not the next), in a pool that compensates.
 fn could_presume(shared: &Shared, task: &Runnable) -> bool {
-    task.metadata().claim.is_closure() && shared.compensates_blocking()
+    task.metadata().claim.is_closure()
+        && shared.compensates_blocking()
+        && shared.config.switches.on(Mechanism::Presumption)
 }
 
 /// How many queued tasks presumed blocking a worker that starts one hands
@@ -889,6 +893,9 @@ fn computes_on_lent_slot(shared: &Shared, work: &Work) -> bool {
 /// threads it starts (they fan out from the shared queues too).
 fn fan_out(ctx: &WorkerContext) {
     let shared = &ctx.shared;
+    if !shared.config.switches.on(Mechanism::FanOut) {
+        return;
+    }
     for turn in 0..FAN_OUT {
         let next = ctx
             .local

@@ -3,6 +3,7 @@
 //! parked worker or starting a thread.
 
 use super::{run, Begin};
+use crate::control::ablation::Mechanism;
 use crate::control::slots::StatusWord;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
@@ -91,7 +92,7 @@ where
     // captures the pool it guards the call with a temporary waker, two
     // atomic updates of the cell's state per spawn. Here the caller's
     // `shared` and the runnable itself keep everything alive.
-    let in_rush = task::local_free::future_rush_length::<F, G>();
+    let in_rush = free_rings(shared, task::local_free::future_rush_length::<F, G>());
     let kept = (in_rush > 0).then(|| {
         task::local_free::KeptFuture::new(
             runnable.waker(),
@@ -131,7 +132,10 @@ where
 {
     let caller = admit_spawn(shared)?;
     let (runnable, handle, kept) = item::spawn(item_meta(kind, priority), work);
-    let in_rush = task::local_free::rush_length(item::cell_bytes::<F, R>());
+    let in_rush = free_rings(
+        shared,
+        task::local_free::rush_length(item::cell_bytes::<F, R>()),
+    );
     queue_item(shared, runnable, kept, caller, in_rush);
     Some(handle)
 }
@@ -158,9 +162,23 @@ where
         return false;
     };
     let (runnable, kept) = item::spawn_detached(item_meta(kind, priority), work);
-    let in_rush = task::local_free::rush_length(item::cell_bytes::<F, ()>());
+    let in_rush = free_rings(
+        shared,
+        task::local_free::rush_length(item::cell_bytes::<F, ()>()),
+    );
     queue_item(shared, runnable, kept, caller, in_rush);
     true
+}
+
+/// `in_rush`, the free ring's length in a rush for a cell, or 0 (keep
+/// nothing) with the free rings switched off (`control::ablation`).
+#[inline(always)]
+fn free_rings(shared: &Shared, in_rush: usize) -> usize {
+    if shared.config.switches.on(Mechanism::FreeRings) {
+        in_rush
+    } else {
+        0
+    }
 }
 
 /// A work item's metadata.
@@ -279,7 +297,9 @@ fn schedule_from(shared: &Arc<Shared>, runnable: Runnable, yielded: bool, caller
         // Queued with every slot busy and nobody searching: a reactor
         // thread that woke it may pause (`reactor_pacing`); any other
         // thread reads a thread-local and goes on.
-        crate::reactor_pacing::queued_behind_busy_workers();
+        if shared.config.switches.on(Mechanism::ReactorPacing) {
+            crate::reactor_pacing::queued_behind_busy_workers();
+        }
     }
 }
 
@@ -355,7 +375,11 @@ fn room_for_unslotted_thread(shared: &Shared) -> bool {
 /// stack; an unused spare retires after `idle_timeout` like any idle
 /// worker.
 pub(crate) fn start_spare(shared: &Arc<Shared>) {
-    if shared.sleepers.parked() == 0 && room_for_unslotted_thread(shared) && !shared.is_stopped() {
+    if shared.config.switches.on(Mechanism::Spare)
+        && shared.sleepers.parked() == 0
+        && room_for_unslotted_thread(shared)
+        && !shared.is_stopped()
+    {
         start_thread_for(shared, StartReason::Spare, Start::Spare);
     }
 }
@@ -545,6 +569,7 @@ fn start_thread_for(shared: &Arc<Shared>, reason: StartReason, start: Start) -> 
     let threads = &shared.threads;
     let config = &shared.config;
     if reason.is_paced()
+        && config.switches.on(Mechanism::StartPacing)
         && threads.alive() >= config.concurrency
         && !threads.pace(shared.built_at.elapsed())
     {
