@@ -10,6 +10,7 @@
 //! the other way round.
 #![forbid(unsafe_code)]
 
+pub mod ablation;
 pub mod aggregate;
 pub mod cli;
 pub mod experiments;

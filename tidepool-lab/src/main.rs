@@ -18,6 +18,11 @@ use tidepool_lab::probe::{self, Machine};
 use tidepool_lab::report::{self, json::Document};
 
 fn main() -> ExitCode {
+    // What each mechanism buys: a driver of lab runs of its own.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(tidepool_lab::ablation::ABLATION) {
+        return tidepool_lab::ablation::main(&args[2..]);
+    }
     let plan = match cli::parse(std::env::args_os()) {
         Ok(Parsed::Run(plan)) => plan,
         Ok(Parsed::Info(text)) => {
