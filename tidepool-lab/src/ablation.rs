@@ -13,10 +13,17 @@
 //!
 //! The table (written to `--write`, docs/ablation.md in the repository)
 //! shows per mechanism and figure the median and spread (min-max) over
-//! the rounds with the mechanism on and off, their ratio, and a verdict:
-//! off is worse or better when the two spreads do not overlap, else the
-//! difference is within the spread. A mechanism with no row outside the
-//! spread buys nothing measurable on the runs it exists for.
+//! the rounds with the mechanism on and off, their ratio, and in how many
+//! rounds the figure was worse with it off than the base's of the same
+//! round (pairs in one round share the machine's state, which swings by
+//! 2x within minutes here, so pairs say more than the spreads). The
+//! verdict: *buys* when off was worse in all rounds but at most one (of
+//! at least five), *costs* when better in as many, else *no clear
+//! difference*. A mechanism with no *buys* row buys nothing measurable on
+//! the runs it exists for.
+//!
+//! Each variant's lab run is kept (`--out`, one folder per variant and
+//! round), so `--from` renders the table again from them without running.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -191,7 +198,7 @@ pub const PLAN: &[Probe] = &[
 #[command(name = "tidepool-lab ablation")]
 pub struct AblationArgs {
     /// Rounds: each runs the base and every mechanism's variant once.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
 
     /// Only these mechanisms (comma separated; default: all of them).
@@ -206,6 +213,11 @@ pub struct AblationArgs {
     /// printing it.
     #[arg(long, value_name = "FILE")]
     pub write: Option<PathBuf>,
+
+    /// Run nothing: render the table from the variants' runs kept in DIR
+    /// by an earlier `--out DIR` (`base-1/results.json`, ...).
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
 }
 
 /// Runs the subcommand; `args` are the process's arguments after the
@@ -232,15 +244,26 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Ok(lab) = std::env::current_exe() else {
-        eprintln!("tidepool-lab {ABLATION}: cannot find the lab's own binary");
-        return ExitCode::FAILURE;
-    };
     let mut values = Values::new();
     let mut failures = Vec::new();
     let mut variants: Vec<Option<&Probe>> = vec![None];
     variants.extend(probes.iter().map(Some));
     let base_figures: Vec<Figure> = union(&probes);
+    if let Some(dir) = &args.from {
+        let rounds = kept_rounds(dir, &variants, &base_figures, &mut values);
+        if rounds == 0 {
+            eprintln!(
+                "tidepool-lab {ABLATION}: {}: no base-N/results.json",
+                dir.display()
+            );
+            return ExitCode::from(2);
+        }
+        return write_table(&args, &render(&probes, &values, rounds, &failures), true);
+    }
+    let Ok(lab) = std::env::current_exe() else {
+        eprintln!("tidepool-lab {ABLATION}: cannot find the lab's own binary");
+        return ExitCode::FAILURE;
+    };
     for round in 0..args.rounds {
         // Rotated, so no variant always runs right after the base.
         let start = round as usize % variants.len();
@@ -254,7 +277,7 @@ pub fn main(args: &[String]) -> ExitCode {
             let began = Instant::now();
             match run_variant(&lab, variant.map(|p| p.mechanism), figures, &out) {
                 Ok(doc) => {
-                    values.add(name, &doc, figures);
+                    values.add(name, round + 1, &doc, figures);
                     eprintln!(
                         "round {}/{}: {name}: {:.1} s",
                         round + 1,
@@ -270,21 +293,61 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     }
     let table = render(&probes, &values, args.rounds, &failures);
+    write_table(&args, &table, failures.is_empty())
+}
+
+/// Prints `table` or writes it to `--write`.
+fn write_table(args: &AblationArgs, table: &str, ok: bool) -> ExitCode {
     match &args.write {
         None => print!("{table}"),
         Some(path) => {
-            if let Err(e) = std::fs::write(path, &table) {
+            if let Err(e) = std::fs::write(path, table) {
                 eprintln!("tidepool-lab {ABLATION}: {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
             eprintln!("ablation table written to {}", path.display());
         }
     }
-    if failures.is_empty() {
+    if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Reads the variants' runs kept in `dir` (`NAME-ROUND/results.json`)
+/// into `values`; returns how many rounds the base has.
+fn kept_rounds(
+    dir: &Path,
+    variants: &[Option<&Probe>],
+    base_figures: &[Figure],
+    values: &mut Values,
+) -> u32 {
+    let mut rounds = 0;
+    for round in 1.. {
+        let mut any = false;
+        for variant in variants {
+            let (name, figures) = match variant {
+                None => ("base", base_figures),
+                Some(p) => (p.mechanism, p.figures),
+            };
+            let path = dir.join(format!("{name}-{round}")).join("results.json");
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            if let Ok(doc) = serde_json::from_str::<Document>(&text) {
+                values.add(name, round, &doc, figures);
+                any = true;
+                if variant.is_none() {
+                    rounds = round;
+                }
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    rounds
 }
 
 /// The probes `names` picks (all of them if empty), or the unknown name.
@@ -383,7 +446,8 @@ fn run_variant(
 /// rounds.
 #[derive(Debug, Default)]
 pub struct Values {
-    by: BTreeMap<(String, Figure), Vec<f64>>,
+    /// Per variant and figure, the value of each round (numbered from 1).
+    by: BTreeMap<(String, Figure), BTreeMap<u32, f64>>,
 }
 
 impl Ord for Figure {
@@ -404,9 +468,9 @@ impl Values {
         Values::default()
     }
 
-    /// Adds what `doc` measured of `figures` under `variant`. A run that
-    /// failed, or a metric it does not have, adds nothing.
-    pub fn add(&mut self, variant: &str, doc: &Document, figures: &[Figure]) {
+    /// Adds what `doc` measured of `figures` under `variant` in `round`. A
+    /// run that failed, or a metric it does not have, adds nothing.
+    pub fn add(&mut self, variant: &str, round: u32, doc: &Document, figures: &[Figure]) {
         for f in figures {
             let value = doc
                 .experiments
@@ -420,16 +484,31 @@ impl Values {
                 self.by
                     .entry((variant.to_string(), *f))
                     .or_default()
-                    .push(value);
+                    .insert(round, value);
             }
         }
     }
 
-    /// The values of `figure` under `variant`.
-    pub fn of(&self, variant: &str, figure: Figure) -> &[f64] {
+    /// The values of `figure` under `variant`, in round order.
+    pub fn of(&self, variant: &str, figure: Figure) -> Vec<f64> {
         self.by
             .get(&(variant.to_string(), figure))
-            .map_or(&[], Vec::as_slice)
+            .map(|rounds| rounds.values().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The rounds in which both `a` and `b` measured `figure`: pairs of
+    /// (`a`'s value, `b`'s value).
+    pub fn pairs(&self, a: &str, b: &str, figure: Figure) -> Vec<(f64, f64)> {
+        let (Some(a), Some(b)) = (
+            self.by.get(&(a.to_string(), figure)),
+            self.by.get(&(b.to_string(), figure)),
+        ) else {
+            return Vec::new();
+        };
+        a.iter()
+            .filter_map(|(round, x)| b.get(round).map(|y| (*x, *y)))
+            .collect()
     }
 }
 
@@ -441,38 +520,47 @@ pub fn higher_is_better(metric: &str) -> bool {
 /// What switching the mechanism off did to one figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Off is worse, beyond both spreads: the mechanism buys this.
+    /// Off was worse in all rounds but at most one: the mechanism buys
+    /// this.
     Buys,
-    /// Off is better, beyond both spreads: the mechanism costs this.
+    /// Off was better in as many: the mechanism costs this.
     Costs,
-    /// The spreads overlap.
-    WithinSpread,
-    /// A side has no values.
-    NoData,
+    /// Neither.
+    NoClearDifference,
+    /// Fewer than [`MIN_PAIRS`] rounds with both.
+    TooFewRounds,
 }
 
-/// Judges `on` against `off` for `metric`.
-pub fn verdict(metric: &str, on: &[f64], off: &[f64]) -> Verdict {
-    let range = |v: &[f64]| {
-        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (min, max)
+/// The fewest paired rounds a verdict needs.
+pub const MIN_PAIRS: usize = 5;
+
+/// In how many of `pairs` (on, off) the figure `metric` was worse off.
+pub fn worse_off(metric: &str, pairs: &[(f64, f64)]) -> usize {
+    let worse = |on: f64, off: f64| {
+        if higher_is_better(metric) {
+            off < on
+        } else {
+            off > on
+        }
     };
-    if on.is_empty() || off.is_empty() {
-        return Verdict::NoData;
+    pairs.iter().filter(|(on, off)| worse(*on, *off)).count()
+}
+
+/// Judges the rounds' pairs (on, off) of `metric`.
+pub fn verdict(metric: &str, pairs: &[(f64, f64)]) -> Verdict {
+    let n = pairs.len();
+    if n < MIN_PAIRS {
+        return Verdict::TooFewRounds;
     }
-    let ((on_min, on_max), (off_min, off_max)) = (range(on), range(off));
-    let (off_worse, off_better) = if higher_is_better(metric) {
-        (off_max < on_min, off_min > on_max)
-    } else {
-        (off_min > on_max, off_max < on_min)
-    };
-    if off_worse {
+    let worse = worse_off(metric, pairs);
+    let swapped: Vec<(f64, f64)> = pairs.iter().map(|(on, off)| (*off, *on)).collect();
+    let better = worse_off(metric, &swapped);
+    if worse + 1 >= n {
         Verdict::Buys
-    } else if off_better {
+    } else if better + 1 >= n {
         Verdict::Costs
     } else {
-        Verdict::WithinSpread
+        Verdict::NoClearDifference
     }
 }
 
@@ -502,27 +590,30 @@ pub fn render(probes: &[Probe], values: &Values, rounds: u32, failures: &[String
          `control/ablation.rs`), on the tidepool runs of the experiments it exists for.\n\
          {rounds} rounds; in each, the base (every mechanism on) and each variant ran once, each\n\
          in a lab process of its own (`--repeat 1`), in an order rotated per round.\n\
-         Figures: median (min-max) over the rounds. Verdict: *buys* when switching it off\n\
-         made the figure worse beyond both spreads, *costs* when better, else *within spread*.\n\
-         Lower is better except for rates (`_per_s`)."
+         Figures: median (min-max) over the rounds. *Worse off*: in how many rounds the\n\
+         figure was worse with the mechanism off than the base's of the same round.\n\
+         Verdict: *buys* when worse off in all rounds but at most one, *costs* when better\n\
+         in as many, else *no clear difference*. Lower is better except for rates (`_per_s`)."
     );
     let _ = writeln!(
         s,
-        "\n| mechanism | what it is for | run | figure | on | off | off/on | verdict |\n|---|---|---|---|---|---|---|---|"
+        "\n| mechanism | what it is for | run | figure | on | off | off/on | worse off | verdict |\n|---|---|---|---|---|---|---|---|---|"
     );
     for p in probes {
         for (i, f) in p.figures.iter().enumerate() {
             let on = values.of("base", *f);
             let off = values.of(p.mechanism, *f);
-            let ratio = match (spread(on), spread(off)) {
+            let pairs = values.pairs("base", p.mechanism, *f);
+            let ratio = match (spread(&on), spread(&off)) {
                 (Some((a, ..)), Some((b, ..))) if a != 0.0 => format!("{:.2}x", b / a),
                 _ => "-".to_string(),
             };
-            let verdict = match verdict(f.metric, on, off) {
+            let worse = format!("{} of {}", worse_off(f.metric, &pairs), pairs.len());
+            let verdict = match verdict(f.metric, &pairs) {
                 Verdict::Buys => "**buys**",
                 Verdict::Costs => "costs",
-                Verdict::WithinSpread => "within spread",
-                Verdict::NoData => "no data",
+                Verdict::NoClearDifference => "no clear difference",
+                Verdict::TooFewRounds => "too few rounds",
             };
             let (name, purpose) = if i == 0 {
                 (format!("`{}`", p.mechanism), p.purpose)
@@ -531,12 +622,12 @@ pub fn render(probes: &[Probe], values: &Values, rounds: u32, failures: &[String
             };
             let _ = writeln!(
                 s,
-                "| {name} | {purpose} | {}/{} | `{}` | {} | {} | {ratio} | {verdict} |",
+                "| {name} | {purpose} | {}/{} | `{}` | {} | {} | {ratio} | {worse} | {verdict} |",
                 f.experiment,
                 f.run,
                 f.metric,
-                cell(on),
-                cell(off)
+                cell(&on),
+                cell(&off)
             );
         }
     }
@@ -585,23 +676,49 @@ mod tests {
     }
 
     #[test]
-    fn a_verdict_needs_the_spreads_apart_and_knows_which_way_is_better() {
-        assert_eq!(
-            verdict("wall_ms", &[10.0, 12.0], &[13.0, 15.0]),
-            Verdict::Buys
-        );
-        assert_eq!(
-            verdict("wall_ms", &[10.0, 12.0], &[11.0, 15.0]),
-            Verdict::WithinSpread
-        );
-        assert_eq!(
-            verdict("wall_ms", &[10.0, 12.0], &[8.0, 9.0]),
-            Verdict::Costs
-        );
-        assert_eq!(
-            verdict("x_requests_per_s", &[10.0, 12.0], &[8.0, 9.0]),
-            Verdict::Buys
-        );
-        assert_eq!(verdict("wall_ms", &[], &[8.0]), Verdict::NoData);
+    fn a_verdict_needs_all_rounds_but_one_the_same_way_and_knows_which_way_is_better() {
+        let worse = [
+            (10.0, 13.0),
+            (12.0, 15.0),
+            (9.0, 9.5),
+            (30.0, 31.0),
+            (11.0, 10.0),
+        ];
+        assert_eq!(verdict("wall_ms", &worse), Verdict::Buys);
+        assert_eq!(worse_off("wall_ms", &worse), 4);
+        // For a rate, lower off is worse.
+        assert_eq!(verdict("x_requests_per_s", &worse), Verdict::Costs);
+        let mixed = [
+            (10.0, 13.0),
+            (12.0, 15.0),
+            (9.0, 8.0),
+            (30.0, 29.0),
+            (11.0, 12.0),
+        ];
+        assert_eq!(verdict("wall_ms", &mixed), Verdict::NoClearDifference);
+        assert_eq!(verdict("wall_ms", &worse[..4]), Verdict::TooFewRounds);
+    }
+
+    #[test]
+    fn values_pair_the_rounds_both_variants_measured() {
+        let mut values = Values::new();
+        let doc = |v: f64| {
+            serde_json::from_value::<Document>(serde_json::json!({
+                "version": "0", "machine": {"cores": 2, "os": "", "cpu": ""},
+                "quick": false, "scale": "full",
+                "experiments": [{"name": "burst", "about": "", "baseline": "", "summary": "",
+                    "headline": "", "repeat": 1,
+                    "runs": [{"id": "tidepool-sleep", "system": "tidepool", "description": "",
+                        "status": "ok", "metrics": {"p50_start_ms": v}}]}]
+            }))
+            .unwrap()
+        };
+        values.add("base", 1, &doc(1.0), &[BURST_WARM]);
+        values.add("base", 2, &doc(2.0), &[BURST_WARM]);
+        values.add("spare", 2, &doc(3.0), &[BURST_WARM]);
+        values.add("spare", 3, &doc(4.0), &[BURST_WARM]);
+        assert_eq!(values.of("base", BURST_WARM), [1.0, 2.0]);
+        assert_eq!(values.pairs("base", "spare", BURST_WARM), [(2.0, 3.0)]);
+        assert!(values.of("base", BURST_COLD).is_empty());
     }
 }
