@@ -176,14 +176,6 @@ pub const PLAN: &[Probe] = &[
         figures: &[TAUGHT_THREADS, CONVOY_THREADS],
     },
     Probe {
-        mechanism: "start-pacing",
-        purpose: "threads beyond the slots started for new work are paced",
-        figures: &[
-            fig("short-blocking", "tidepool", "peak_threads"),
-            SHORT_MEAN,
-        ],
-    },
-    Probe {
         mechanism: "reactor-pacing",
         purpose: "a reactor thread pauses while the workers are saturated",
         figures: &[
@@ -448,6 +440,8 @@ fn run_variant(
 pub struct Values {
     /// Per variant and figure, the value of each round (numbered from 1).
     by: BTreeMap<(String, Figure), BTreeMap<u32, f64>>,
+    /// The commits the variants' lab runs were built from.
+    commits: std::collections::BTreeSet<String>,
 }
 
 impl Ord for Figure {
@@ -471,6 +465,7 @@ impl Values {
     /// Adds what `doc` measured of `figures` under `variant` in `round`. A
     /// run that failed, or a metric it does not have, adds nothing.
     pub fn add(&mut self, variant: &str, round: u32, doc: &Document, figures: &[Figure]) {
+        self.commits.insert(doc.commit.clone());
         for f in figures {
             let value = doc
                 .experiments
@@ -594,6 +589,12 @@ pub fn render(probes: &[Probe], values: &Values, rounds: u32, failures: &[String
          figure was worse with the mechanism off than the base's of the same round.\n\
          Verdict: *buys* when worse off in all rounds but at most one, *costs* when better\n\
          in as many, else *no clear difference*. Lower is better except for rates (`_per_s`)."
+    );
+    let commits: Vec<&str> = values.commits.iter().map(String::as_str).collect();
+    let _ = writeln!(
+        s,
+        "\nThe lab's commit: {}. Command: `tidepool-lab ablation --rounds {rounds} --write docs/ablation.md`.",
+        if commits.is_empty() { "-".to_string() } else { commits.join(", ") }
     );
     let _ = writeln!(
         s,

@@ -475,7 +475,7 @@ struct ReadmeDoctests;
 // * runtime: the state a pool shares: queues, entries, parking, the latch,
 //            the task cells (a future's, a work item's) and the
 //            thread-locals. Starts no thread.
-// * control: slot accounting, policies, pacing, the monitor's signal.
+// * control: slot accounting, policies, the monitor's signal.
 // * interop: the tokio context worker threads enter (feature `tokio`).
 // * reactor: tidepool's I/O reactor and `Async` (registered once, readiness
 //            kept; polled by busy workers).

@@ -171,7 +171,6 @@ pub(crate) struct ThreadCounters {
     pub(crate) started_spare: AtomicU64,
     pub(crate) quantum_lends: AtomicU64,
     pub(crate) counted_again: AtomicU64,
-    pub(crate) start_paced: AtomicU64,
     pub(crate) reserve_lends: AtomicU64,
     pub(crate) start_failures: AtomicU64,
     pub(crate) retired_idle: AtomicU64,
@@ -215,7 +214,6 @@ impl ThreadCounters {
         m.threads_started_presumed = get(&self.started_presumed);
         m.threads_started_spare = get(&self.started_spare);
         m.quantum_lends = get(&self.quantum_lends);
-        m.thread_starts_paced = get(&self.start_paced);
         m.reserve_slot_lends = get(&self.reserve_lends);
         m.thread_start_failures = get(&self.start_failures);
         m.threads_retired_idle = get(&self.retired_idle);
@@ -526,9 +524,6 @@ pub struct Metrics {
     /// by the worker that takes it) once a quantum, so this grows by about
     /// 100 a second at the default quantum during such a stretch.
     pub quantum_lends: u64,
-    /// Thread starts put off by pacing (starts beyond `concurrency` that came
-    /// too fast; retried at the next spawn or monitor tick).
-    pub thread_starts_paced: u64,
     /// Thread starts that failed (the OS refused); the pool kept running,
     /// and retries (at the next spawn, and at each monitor tick while work
     /// waits).
@@ -1015,8 +1010,6 @@ impl Metrics {
         }
         counter!("tidepool_thread_start_failures_total", "pool" => p())
             .absolute(self.thread_start_failures);
-        counter!("tidepool_thread_starts_paced_total", "pool" => p())
-            .absolute(self.thread_starts_paced);
         counter!("tidepool_oversubscribed_total", "pool" => p())
             .absolute(self.oversubscribed_observations);
         counter!("tidepool_hook_panics_total", "pool" => p()).absolute(self.hook_panics);
@@ -1059,7 +1052,6 @@ fn describe_once() {
         describe_counter!("tidepool_thread_retirements_total", "Worker threads retired, by reason.");
         describe_counter!("tidepool_blocking_total", "Workers that gave their slot away: blocking detected by the monitor, or declared.");
         describe_counter!("tidepool_thread_start_failures_total", "Thread starts the OS refused.");
-        describe_counter!("tidepool_thread_starts_paced_total", "Thread starts put off by pacing.");
         describe_counter!("tidepool_oversubscribed_total", "Long-running workers seen waiting for a CPU.");
         describe_counter!("tidepool_hook_panics_total", "Panics caught in thread hooks.");
         describe_counter!("tidepool_detection_fallbacks_total", "Workers that could not read the kernel's thread state and were judged by their CPU clock or by time.");

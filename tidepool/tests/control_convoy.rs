@@ -126,7 +126,7 @@ fn show(label: &str, wall: Duration, m: &Metrics) {
         "{label}: wall {:.1} ms, peak {} threads (started: demand {} compensation {} \
          burst {} presumed {} spare {} policy {}), start p50 {:?} max {:?}, blocked_detections {}, \
          presumed_blocking {}, presumed_handed {}, presumptions_failed {}, \
-         paced {}, counted_again {}",
+         counted_again {}",
         wall.as_secs_f64() * 1e3,
         m.peak_threads,
         m.threads_started_demand,
@@ -141,7 +141,6 @@ fn show(label: &str, wall: Duration, m: &Metrics) {
         m.presumed_blocking,
         m.presumed_handed,
         m.presumptions_failed,
-        m.thread_starts_paced,
         m.workers_counted_again,
     );
 }
@@ -197,7 +196,7 @@ fn convoy_sources() {
 fn sources(m: &Metrics) -> String {
     format!(
         "peak {} threads; started: demand {} compensation {} burst {} presumed {} \
-         spare {} floor {}; blocked_detections {}, presumed_blocking {}, paced {}",
+         spare {} floor {}; blocked_detections {}, presumed_blocking {}",
         m.peak_threads,
         m.threads_started_demand,
         m.threads_started_compensation,
@@ -207,7 +206,6 @@ fn sources(m: &Metrics) -> String {
         m.threads_started_floor,
         m.blocked_detections,
         m.presumed_blocking,
-        m.thread_starts_paced,
     )
 }
 

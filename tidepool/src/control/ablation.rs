@@ -72,9 +72,6 @@ pub(crate) enum Mechanism {
     /// lock convoy), the policy works within a few threads, declines
     /// spares, and does not mark a sibling's waiter blocked (`monitor`).
     ConvoyHold,
-    /// Threads beyond `concurrency` started for new work are paced
-    /// (`control::pacing`).
-    StartPacing,
     /// A reactor thread pauses while the workers are saturated, so events
     /// reach them in fewer wake-ups (`reactor_pacing`).
     ReactorPacing,
@@ -82,7 +79,7 @@ pub(crate) enum Mechanism {
 
 impl Mechanism {
     /// Every mechanism, in the order the table shows them.
-    pub(crate) const ALL: [Mechanism; 16] = [
+    pub(crate) const ALL: [Mechanism; 15] = [
         Mechanism::Presumption,
         Mechanism::GrowthClimb,
         Mechanism::WaitClasses,
@@ -97,7 +94,6 @@ impl Mechanism {
         Mechanism::QuickPace,
         Mechanism::CountAgain,
         Mechanism::ConvoyHold,
-        Mechanism::StartPacing,
         Mechanism::ReactorPacing,
     ];
 
@@ -118,7 +114,6 @@ impl Mechanism {
             Mechanism::QuickPace => "quick-pace",
             Mechanism::CountAgain => "count-again",
             Mechanism::ConvoyHold => "convoy-hold",
-            Mechanism::StartPacing => "start-pacing",
             Mechanism::ReactorPacing => "reactor-pacing",
         }
     }

@@ -4,7 +4,6 @@
 //!
 //! * `slots`: the slot counters and per-worker task status (the protocol).
 //! * `policy`: pure decision functions, one per [`Controller`].
-//! * `pacing`: how fast threads beyond `concurrency` may start.
 //! * `signal`: how workers wake the monitor, and what it reports back.
 //! * `stuck`: when a pool with every thread blocked counts as stuck.
 //! * `presumption`: what a pool learned per kind of task, and when its
@@ -41,16 +40,6 @@ pub(crate) enum StartReason {
 }
 
 impl StartReason {
-    /// Starts for this reason replace workers verified blocked (or grow a
-    /// burst of them), so they are not paced like speculative starts.
-    pub(crate) fn is_paced(self) -> bool {
-        // Floor starts happen at build, below `concurrency` unless
-        // `min_threads` is set above it: not paced either.
-        matches!(self, StartReason::Demand | StartReason::Policy)
-    }
-}
-
-impl StartReason {
     /// The reason's name in events (`trace`).
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -69,7 +58,6 @@ impl StartReason {
 pub(crate) mod ablation;
 pub(crate) mod back_from_block;
 pub(crate) mod growth;
-pub(crate) mod pacing;
 pub(crate) mod policy;
 pub(crate) mod presumption;
 pub(crate) mod signal;

@@ -379,7 +379,7 @@ impl Pool {
     /// | `tidepool_thread_starts_total` | counter | `reason`: `demand`, `compensation`, `policy` |
     /// | `tidepool_thread_retirements_total` | counter | `reason`: `idle`, `surplus` |
     /// | `tidepool_blocking_total` | counter | `how`: `detected`, `declared` |
-    /// | `tidepool_thread_start_failures_total`, `tidepool_thread_starts_paced_total`, `tidepool_oversubscribed_total`, `tidepool_hook_panics_total` | counter | |
+    /// | `tidepool_thread_start_failures_total`, `tidepool_oversubscribed_total`, `tidepool_hook_panics_total` | counter | |
     /// | `tidepool_start_latency_seconds` | gauge | `quantile`: `0.5`, `0.99`, `1` (max), since the pool was built |
     /// | `tidepool_start_latency_mean_seconds`, `tidepool_start_latency_samples_total` | gauge, counter | |
     ///

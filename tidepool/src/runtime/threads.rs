@@ -1,5 +1,5 @@
 //! Thread accounting: the table of worker entries, which of them have a
-//! thread, how many threads are alive, and the pacing of thread starts.
+//! thread, and how many threads are alive.
 //!
 //! An *entry* is everything the pool keeps for one worker index, whether or
 //! not a thread has it now: its deque (so tasks left behind by a retiring
@@ -9,7 +9,6 @@
 //! one and gives it back when it exits.
 
 use super::work::Queued;
-use crate::control::pacing::StartPacer;
 use crate::control::slots::TaskStatus;
 use crate::metrics::{Detection, LatencyRecorder, TaskCounters, ThreadCounters};
 use crate::sync::{lock, Arc, AtomicBool, AtomicUsize, Mutex, Ordering};
@@ -18,7 +17,7 @@ use crossbeam_deque::{Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
 use std::thread::Thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What the pool keeps for each worker index, whether or not a thread has it.
 #[derive(Debug, Default)]
@@ -158,8 +157,6 @@ pub(crate) struct Threads {
     /// Worker threads alive (counted before a thread starts, uncounted when
     /// it retires or exits).
     alive: AtomicUsize,
-    /// Paces thread starts beyond `concurrency`.
-    pacer: Mutex<StartPacer>,
     /// Thread starts, retirements and blocking, by reason.
     pub(crate) counters: ThreadCounters,
     /// Set when a thread start fails, cleared when one succeeds: while it is
@@ -177,7 +174,6 @@ impl Threads {
             high_water: AtomicUsize::new(0),
             free: Mutex::new((0..capacity).rev().collect()),
             alive: AtomicUsize::new(0),
-            pacer: Mutex::new(StartPacer::default()),
             counters: ThreadCounters::default(),
             failing: AtomicBool::new(false),
             last_failure: Mutex::new(None),
@@ -206,16 +202,6 @@ impl Threads {
     /// Worker threads alive now.
     pub(crate) fn alive(&self) -> usize {
         self.alive.load(Ordering::Acquire)
-    }
-
-    /// May a thread beyond `concurrency` start now? Asks the pacer, counting
-    /// a refusal.
-    pub(crate) fn pace(&self, since_build: Duration) -> bool {
-        let allowed = lock(&self.pacer).try_start(since_build);
-        if !allowed {
-            ThreadCounters::bump(&self.counters.start_paced);
-        }
-        allowed
     }
 
     /// Counts a thread about to start, unless `max` are alive. Returns the

@@ -319,9 +319,7 @@ fn start_presumed(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> 
 }
 
 /// Hands `runnable`, a closure presumed blocking, to a parked worker (which
-/// runs it without a slot), or to a thread started for it (unpaced: a
-/// presumed task is a blocked worker's replacement, not a speculative
-/// start). Returns it if neither could be had (the threads left below
+/// runs it without a slot), or to a thread started for it. Returns it if neither could be had (the threads left below
 /// `max_threads` are the slots' to use, the OS refused, the pool is
 /// stopping), its presumption given back (`runtime::kinds::Presumption`):
 /// it then waits for a slot as any other task.
@@ -440,8 +438,8 @@ pub(crate) fn notify(shared: &Arc<Shared>) -> bool {
     notify_for(shared, StartReason::Demand)
 }
 
-/// [`notify`], naming why a thread would be started (`reason` decides
-/// whether the start is paced).
+/// [`notify`], naming why a thread would be started (`reason`, counted
+/// in `Metrics`).
 pub(crate) fn notify_for(shared: &Arc<Shared>, reason: StartReason) -> bool {
     let stopped = || {
         if shared.is_stopped() {
@@ -540,9 +538,8 @@ pub(crate) fn start_floor(shared: &Arc<Shared>) {
 const FLOOR_START_BOUND: Duration = Duration::from_secs(1);
 
 /// Starts a worker thread that begins as a searcher, using the caller's
-/// reservation. Returns false if `max_threads` are running, the pacing of
-/// starts beyond `concurrency` says not yet (see `control::pacing`), or the
-/// OS refused the thread.
+/// reservation. Returns false if `max_threads` are running or the OS
+/// refused the thread.
 fn start_thread(shared: &Arc<Shared>, reason: StartReason) -> bool {
     start_thread_for(shared, reason, Start::Searching)
 }
@@ -568,13 +565,6 @@ enum Start {
 fn start_thread_for(shared: &Arc<Shared>, reason: StartReason, start: Start) -> bool {
     let threads = &shared.threads;
     let config = &shared.config;
-    if reason.is_paced()
-        && config.switches.on(Mechanism::StartPacing)
-        && threads.alive() >= config.concurrency
-        && !threads.pace(shared.built_at.elapsed())
-    {
-        return false;
-    }
     let Some(before) = threads.count_start(config.max_threads) else {
         return false;
     };
