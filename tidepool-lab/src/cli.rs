@@ -21,7 +21,7 @@ use crate::model::{Experiment, Scale};
     version,
     about,
     long_about = None,
-    after_help = "Also: `tidepool-lab readme-table [--write README.md] RESULTS.json...` \
+    after_help = "Also: `tidepool-lab readme-table [--write README.md] [--runs PAGE] RESULTS.json...` \
 renders the README's results table from results.json files (see its --help)."
 )]
 pub struct Cli {
@@ -116,7 +116,9 @@ pub const README_TABLE: &str = "readme-table";
 /// `results.json` files, merged (an experiment in a later file replaces the
 /// same experiment in an earlier one): per experiment the headline figure
 /// of tidepool's run and of each peer in the same run, median (min-max),
-/// the peer's ratio to tidepool, and the command that made the run.
+/// the peer's ratio to tidepool, and the command that made the run; and
+/// the list of those runs (commit, scale, machine), below the table or,
+/// with `--runs`, on a page of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Parser)]
 #[command(name = "tidepool-lab readme-table")]
 pub struct ReadmeArgs {
@@ -129,6 +131,13 @@ pub struct ReadmeArgs {
     /// `<!-- results:end -->` lines, instead of printing it.
     #[arg(long, value_name = "FILE")]
     pub write: Option<PathBuf>,
+
+    /// Write the list of runs (each run's command, commit, scale and
+    /// machine) into PAGE, between its `<!-- runs:begin -->` and
+    /// `<!-- runs:end -->` lines, and link PAGE from the table instead of
+    /// listing the runs below it.
+    #[arg(long, value_name = "PAGE")]
+    pub runs: Option<PathBuf>,
 }
 
 /// What parsing the arguments led to.
@@ -578,6 +587,8 @@ mod tests {
             "b.json",
             "--write",
             "README.md",
+            "--runs",
+            "docs/results/README.md",
         ]);
         let Ok(Parsed::ReadmeTable(args)) = parsed else {
             panic!("{parsed:?}")
@@ -587,6 +598,7 @@ mod tests {
             vec![PathBuf::from("a.json"), PathBuf::from("b.json")]
         );
         assert_eq!(args.write, Some(PathBuf::from("README.md")));
+        assert_eq!(args.runs, Some(PathBuf::from("docs/results/README.md")));
         let e = parse(["tidepool-lab", "readme-table"]).unwrap_err();
         assert!(e.0.contains("RESULTS.json"), "{e}");
         assert!(matches!(
