@@ -86,14 +86,18 @@ impl<P: Copy> ScaleTable<P> {
     }
 }
 
-/// An experiment, described once: what it shows, how big it is, which run
+/// An experiment, described once (its module's doc refers here rather
+/// than repeating it): what it shows, how big it is, which run
 /// the others are compared with, its runs and its plots.
 #[derive(Debug)]
 pub struct Experiment {
     /// Name on the command line and in the results.
     pub name: &'static str,
-    /// What the experiment shows, in two or three sentences.
+    /// What the experiment shows, in two or three sentences: the report's
+    /// and `results.json`'s description.
     pub about: &'static str,
+    /// What it runs, in one line: the command line's help for its name.
+    pub summary: &'static str,
     /// The question its summary line answers.
     pub question: &'static str,
     /// The summary's answer and verdict, computed from the results; `None`
