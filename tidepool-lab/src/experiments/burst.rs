@@ -206,6 +206,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[FIXED10_SLEEP_COLD, FIXED10_SLEEP, FIXED10_CPU_COLD, FIXED10_CPU],
     default_repeat: 5,
     // As in every experiment whose runs start processes: no run always
     // comes first in a round.

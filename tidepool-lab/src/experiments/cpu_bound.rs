@@ -89,6 +89,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &["fixed10", "hill-climbing"],
     default_repeat: 1,
     rotate: false,
 };

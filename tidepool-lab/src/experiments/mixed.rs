@@ -88,6 +88,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     runs: RUNS,
     opt_in: &[],
     plots,
+    full_only: &["tidepool-quantum-off", TIDEPOOL_FIXED],
     default_repeat: 1,
     rotate: false,
 };

@@ -254,6 +254,14 @@ mod tests {
             for id in e.opt_in {
                 assert!(e.run(id).is_some(), "{}: opt-in {id} is a run", e.name);
             }
+            for id in e.full_only {
+                assert!(e.run(id).is_some(), "{}: full-only {id} is a run", e.name);
+                assert!(
+                    !e.all_baselines().contains(id),
+                    "{}: the default run keeps the baseline {id}",
+                    e.name
+                );
+            }
             assert!(
                 !e.opt_in.contains(&e.baseline),
                 "{}: the baseline runs by default",

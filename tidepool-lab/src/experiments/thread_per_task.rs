@@ -93,6 +93,7 @@ thread: tokio's tasks, on tidepool.",
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 5,
     rotate: false,
 };

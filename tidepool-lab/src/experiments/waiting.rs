@@ -129,6 +129,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &["fixed20-sleep", "adaptive-mutex", GRADUAL500_SLEEP, GRADUAL500_CLIMB],
     default_repeat: 1,
     rotate: false,
 };

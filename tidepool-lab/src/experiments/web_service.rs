@@ -75,6 +75,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[FIXED10_BLOCKING],
     default_repeat: 1,
     rotate: false,
 };

@@ -37,6 +37,7 @@ pub(crate) static SAMPLE: Experiment = Experiment {
     ],
     opt_in: &[],
     plots: |_| Vec::new(),
+    full_only: &[],
     default_repeat: 1,
     rotate: false,
 };

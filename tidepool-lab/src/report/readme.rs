@@ -88,7 +88,7 @@ pub fn render(docs: &[Document], order: &[&str], runs_page: Option<&str>) -> Str
         "Each figure is the median of the run's repetitions, with the lowest and highest in \
          brackets; lower is better for every metric here. The ratio after a peer's figure is \
          its median over tidepool's: above 1x, tidepool's is lower. \"made by\" is the \
-         command of the lab run behind the row; `tidepool-lab ARGS` is \
+         command and scale of the lab run behind the row; `tidepool-lab ARGS` is \
          `cargo run --release -p tidepool-lab -- ARGS`.\n"
     );
     let _ = writeln!(
@@ -97,7 +97,10 @@ pub fn render(docs: &[Document], order: &[&str], runs_page: Option<&str>) -> Str
     );
     let _ = writeln!(s, "| --- | --- | --- | --- | --- |");
     for (e, doc) in &merged {
-        let made_by = format!("{}{}", LabRun::of(doc).command, repetitions(e));
+        // The scale too: what a bare command makes has changed (the
+        // default run was at the full scale before `--full`).
+        let run = LabRun::of(doc);
+        let made_by = format!("{}, {}{}", run.command, run.scale, repetitions(e));
         for row in rows(e) {
             let _ = writeln!(
                 s,
@@ -535,7 +538,9 @@ mod tests {
     fn the_block_names_what_made_each_row_and_what_is_missing() {
         let out = render(&[doc()], &["waiting", "fork-join", "overload"], None);
         assert!(
-            out.contains("| `tidepool-lab waiting fork-join --repeat 5`, medians of 5 |"),
+            out.contains(
+                "| `tidepool-lab waiting fork-join --repeat 5`, full scale, medians of 5 |"
+            ),
             "{out}"
         );
         assert!(
@@ -618,11 +623,17 @@ mod tests {
                 .map(|l| l.rsplit('|').nth(1).unwrap().trim().to_string())
                 .collect()
         };
-        assert_eq!(made_by("waiting"), ["`tidepool-lab waiting`, medians of 5"]);
-        assert_eq!(made_by("flood"), ["`tidepool-lab waiting`, medians of 5"]);
+        assert_eq!(
+            made_by("waiting"),
+            ["`tidepool-lab waiting`, full scale, medians of 5"]
+        );
+        assert_eq!(
+            made_by("flood"),
+            ["`tidepool-lab waiting`, full scale, medians of 5"]
+        );
         assert_eq!(
             made_by("fork-join"),
-            ["`tidepool-lab fork-join`, medians of 5"; 2]
+            ["`tidepool-lab fork-join`, full scale, medians of 5"; 2]
         );
     }
 

@@ -174,6 +174,7 @@ many compute at once.",
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 3,
     rotate: true,
 };

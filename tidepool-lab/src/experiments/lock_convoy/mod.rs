@@ -295,6 +295,7 @@ pool.",
         "rayon-100k-100us",
     ],
     plots,
+    full_only: &[],
     default_repeat: 3,
     rotate: true,
 };

@@ -133,6 +133,7 @@ the slots computing.",
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 3,
     rotate: true,
 };

@@ -182,6 +182,7 @@ the longest start latency against FIFO pools.",
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 3,
     rotate: true,
 };

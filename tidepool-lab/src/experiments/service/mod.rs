@@ -227,6 +227,7 @@ a server process of its own.",
     ],
     opt_in: &[],
     plots,
+    full_only: &[TIDEPOOL_SERVE_BLOCKING],
     default_repeat: 5,
     rotate: true,
 };
