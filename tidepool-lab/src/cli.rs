@@ -11,7 +11,7 @@ use clap::{Parser, ValueEnum};
 use crate::experiments::fresh_process::{FreshArgs, RUN_FRESH};
 use crate::experiments::service::{ServeArgs, SERVE_SYSTEM};
 use crate::experiments::ExperimentKind;
-use crate::model::{Experiment, Scale};
+use crate::model::{Experiment, Scale, DEFAULT_RUN_REPEAT};
 
 /// `tidepool-lab`: runs the classic thread-pool experiments on tidepool and
 /// its peers (tokio, rayon, threadpool) and writes a report.
@@ -21,16 +21,24 @@ use crate::model::{Experiment, Scale};
     version,
     about,
     long_about = None,
-    after_help = "Also: `tidepool-lab readme-table [--write README.md] RESULTS.json...` \
+    after_help = "Also: `tidepool-lab readme-table [--write README.md] [--runs PAGE] RESULTS.json...` \
 renders the README's results table from results.json files (see its --help)."
 )]
 pub struct Cli {
-    /// Experiments to run (default: all of them, in this order).
+    /// Experiments to run (default: all of them, in this order). Without
+    /// --full or --quick, the default run: every experiment at the quick
+    /// scale, each run 5 times, leaving out the runs of tidepool's other
+    /// configurations that only --full runs (about 10 minutes on 2 cores).
     #[arg(value_enum)]
     pub experiments: Vec<ExperimentKind>,
 
-    /// Scale counts down so that every experiment finishes within about
-    /// two minutes on two cores.
+    /// The full scale: the issue's counts, every run, each experiment's
+    /// own repetitions (see --repeat); about half an hour on 2 cores.
+    #[arg(long, conflicts_with = "quick")]
+    pub full: bool,
+
+    /// The default run's scale, every run once: about three minutes on two
+    /// cores.
     #[arg(long)]
     pub quick: bool,
 
@@ -56,10 +64,11 @@ pub struct Cli {
 
     /// Run every selected run N times, interleaved (A, B, C, A, B, C, ...),
     /// each time on a fresh pool, and report medians with their spread.
-    /// Default: 5 for thread-per-task, flood, thread-count, fork-join, burst,
+    /// Default: 5 in the default run; 1 at --quick; at --full, 5 for
+    /// thread-per-task, flood, thread-count, fork-join, burst,
     /// short-blocking, async-io and service, 3 for overload, fetch-process,
     /// learned-then-computes, lock-convoy and mixed-kind, and 1 for the
-    /// others at full scale; 1 at --quick.
+    /// others.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub repeat: Option<i64>,
 
@@ -79,6 +88,9 @@ pub struct Plan {
     pub items: Option<usize>,
     /// `--repeat`: repetitions of every run, in place of the defaults.
     pub repeat: Option<usize>,
+    /// Neither `--full` nor `--quick` (nor `--tiny`): the default run, at
+    /// the quick scale with [`DEFAULT_RUN_REPEAT`] repetitions.
+    pub default_run: bool,
     /// Output folder.
     pub out: PathBuf,
     /// Print the JSON document on standard output.
@@ -87,10 +99,11 @@ pub struct Plan {
 
 impl Plan {
     /// How many times each run of `experiment` runs: `--repeat` if given,
-    /// else the experiment's default at full scale and once when scaled
-    /// down.
+    /// else [`DEFAULT_RUN_REPEAT`] in the default run, the experiment's
+    /// own at `--full`, and once at `--quick`.
     pub fn repeats_of(&self, experiment: &Experiment) -> usize {
         self.repeat.unwrap_or(match self.scale {
+            _ if self.default_run => DEFAULT_RUN_REPEAT,
             Scale::Full => experiment.default_repeat,
             Scale::Quick | Scale::Tiny => 1,
         })
@@ -116,7 +129,9 @@ pub const README_TABLE: &str = "readme-table";
 /// `results.json` files, merged (an experiment in a later file replaces the
 /// same experiment in an earlier one): per experiment the headline figure
 /// of tidepool's run and of each peer in the same run, median (min-max),
-/// the peer's ratio to tidepool, and the command that made the run.
+/// the peer's ratio to tidepool, and the command that made the run; and
+/// the list of those runs (commit, scale, machine), below the table or,
+/// with `--runs`, on a page of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Parser)]
 #[command(name = "tidepool-lab readme-table")]
 pub struct ReadmeArgs {
@@ -129,6 +144,13 @@ pub struct ReadmeArgs {
     /// `<!-- results:end -->` lines, instead of printing it.
     #[arg(long, value_name = "FILE")]
     pub write: Option<PathBuf>,
+
+    /// Write the list of runs (each run's command, commit, scale and
+    /// machine) into PAGE, between its `<!-- runs:begin -->` and
+    /// `<!-- runs:end -->` lines, and link PAGE from the table instead of
+    /// listing the runs below it.
+    #[arg(long, value_name = "PAGE")]
+    pub runs: Option<PathBuf>,
 }
 
 /// What parsing the arguments led to.
@@ -244,11 +266,12 @@ fn one_line(rendered: &str) -> String {
 fn plan(cli: Cli) -> Result<Plan, UsageError> {
     let scale = if cli.tiny {
         Scale::Tiny
-    } else if cli.quick {
-        Scale::Quick
-    } else {
+    } else if cli.full {
         Scale::Full
+    } else {
+        Scale::Quick
     };
+    let default_run = !(cli.tiny || cli.full || cli.quick);
     let items = count("--items", cli.items)?;
     let repeat = count("--repeat", cli.repeat)?;
     if cli.out.as_os_str().is_empty() {
@@ -271,7 +294,15 @@ fn plan(cli: Cli) -> Result<Plan, UsageError> {
     let experiments = if cli.only.is_empty() {
         kinds
             .iter()
-            .map(|k| (*k, k.experiment().default_run_ids()))
+            .map(|k| {
+                let e = k.experiment();
+                let ids = if default_run {
+                    e.short_run_ids()
+                } else {
+                    e.default_run_ids()
+                };
+                (*k, ids)
+            })
             .collect()
     } else {
         select_ids(&kinds, &cli.only, named_experiments)?
@@ -281,6 +312,7 @@ fn plan(cli: Cli) -> Result<Plan, UsageError> {
         scale,
         items,
         repeat,
+        default_run,
         out: cli.out,
         json: cli.json,
     })
@@ -410,10 +442,21 @@ mod tests {
     }
 
     #[test]
-    fn defaults_to_every_experiment_at_full_scale() {
+    fn defaults_to_every_experiment_at_quick_scale_without_the_full_only_runs() {
         let p = run(&[]).unwrap();
         assert_eq!(p.experiments.len(), ExperimentKind::value_variants().len());
-        assert_eq!(p.scale, Scale::Full);
+        assert_eq!(p.scale, Scale::Quick);
+        assert!(p.default_run);
+        let waiting = &p.experiments[0].1;
+        assert!(!waiting.contains(&"gradual500-sleep"), "{waiting:?}");
+        let full = run(&["--full"]).unwrap();
+        assert_eq!(full.scale, Scale::Full);
+        assert!(!full.default_run);
+        assert!(full.experiments[0].1.contains(&"gradual500-sleep"));
+        assert!(run(&["--quick"]).unwrap().experiments[0]
+            .1
+            .contains(&"gradual500-sleep"));
+        assert!(err(&["--full", "--quick"]).contains("--quick"));
         assert_eq!(p.out, PathBuf::from("lab-report"));
         assert!(!p.json);
         assert_eq!(p.experiments[0].0, ExperimentKind::Waiting);
@@ -496,12 +539,15 @@ mod tests {
 
     #[test]
     fn repeats_default_by_experiment_at_full_scale_only() {
-        let full = run(&[]).unwrap();
+        let full = run(&["--full"]).unwrap();
         let flood = ExperimentKind::Flood.experiment();
         let waiting = ExperimentKind::Waiting.experiment();
         assert_eq!(full.repeats_of(flood), 5);
         assert_eq!(full.repeats_of(waiting), 1);
         assert_eq!(full.repeats_of(ExperimentKind::ForkJoin.experiment()), 5);
+        let default = run(&[]).unwrap();
+        assert_eq!(default.repeats_of(waiting), DEFAULT_RUN_REPEAT);
+        assert_eq!(default.repeats_of(flood), DEFAULT_RUN_REPEAT);
         assert_eq!(run(&["--quick"]).unwrap().repeats_of(flood), 1);
         assert_eq!(run(&["--repeat", "2"]).unwrap().repeats_of(waiting), 2);
     }
@@ -578,6 +624,8 @@ mod tests {
             "b.json",
             "--write",
             "README.md",
+            "--runs",
+            "docs/results/README.md",
         ]);
         let Ok(Parsed::ReadmeTable(args)) = parsed else {
             panic!("{parsed:?}")
@@ -587,6 +635,7 @@ mod tests {
             vec![PathBuf::from("a.json"), PathBuf::from("b.json")]
         );
         assert_eq!(args.write, Some(PathBuf::from("README.md")));
+        assert_eq!(args.runs, Some(PathBuf::from("docs/results/README.md")));
         let e = parse(["tidepool-lab", "readme-table"]).unwrap_err();
         assert!(e.0.contains("RESULTS.json"), "{e}");
         assert!(matches!(

@@ -1,20 +1,12 @@
-//! Experiment 7, `async-io`: sockets. An echo server and many clients over
-//! the loopback interface, all async tasks on the system under test:
-//! tidepool with its own `Async` sockets (tidepool's reactor: readiness
-//! kept, polled by busy workers), tidepool with tokio's sockets (the `tokio` feature: a shared
-//! tokio reactor, also on its own thread), tokio's multi-thread runtime
-//! (the reactor is polled by the workers themselves), and, as a reference
-//! for a design tidepool does not have yet, async-executor with one thread
-//! per core parked inside `async_io::block_on` (idle workers drive
-//! async-io's reactor, as smol does).
+//! The `async-io` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 //!
-//! A second workload, the connect burst of issue #40 (`connect_burst.rs`):
-//! 2,000 tasks spawned at once on one slot, each connecting over loopback
-//! and sending one byte, on a one-slot tidepool pool and on tokio's
-//! current-thread runtime. Its figure is the tasks' mean start latency
-//! (`mean_start_ms`, its workload's headline in `headlines`), not the
-//! echo's `ns_per_round_trip`; its rows are compared with tidepool's
-//! one-slot row, and run by default (about a second each).
+//! The second workload, the connect burst of issue #40, is in
+//! `connect_burst.rs`. Its figure, `mean_start_ms`, is its workload's
+//! headline in `headlines`, not the echo's `ns_per_round_trip`; its rows
+//! are compared with tidepool's one-slot row, and run by default (about a
+//! second each).
 
 mod connect_burst;
 
@@ -61,6 +53,7 @@ pub(crate) const EXECUTOR: &str = "async-executor";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "async-io",
     about: ABOUT,
+    summary: "An echo server and 1,000 clients over loopback sockets.",
     question: "Are tidepool's sockets as fast as tokio's, and do 2,000 connecting tasks on one slot start as soon as on tokio's current-thread runtime?",
     verdict,
     scale: describe_scale,
@@ -111,6 +104,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 5,
     rotate: false,
 };

@@ -1,8 +1,8 @@
-//! Experiment 7, `burst`: hundreds of items submitted at once. Items that
-//! block should each get a thread at once; items that compute should run on
-//! one thread per core, never on hundreds.
+//! The `burst` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 //!
-//! Every system runs twice, cold and warm. tidepool learns per pool
+//! Why every system runs twice, cold and warm: tidepool learns per pool
 //! which kinds of task block (each pool has its own table of kinds), and a
 //! process also keeps what any system leaves behind (glibc's cache of
 //! thread stacks, allocator arenas). So:
@@ -88,6 +88,7 @@ pub(crate) const RAYON_CPU_COLD: &str = "rayon-cpu-cold";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "burst",
     about: ABOUT,
+    summary: "500 items submitted at once: blocking ones, then CPU-bound ones.",
     question: "Do items submitted in one burst start at once, without oversubscribing the cores?",
     verdict,
     scale: describe_scale,
@@ -205,6 +206,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[FIXED10_SLEEP_COLD, FIXED10_SLEEP, FIXED10_CPU_COLD, FIXED10_CPU],
     default_repeat: 5,
     // As in every experiment whose runs start processes: no run always
     // comes first in a round.

@@ -1,6 +1,6 @@
-//! Experiment 5, `cpu-bound`: CPU-bound jobs must not oversubscribe the
-//! cores. Ten one-second jobs on ten threads of a two-core machine each take
-//! five seconds; run two at a time, each takes one.
+//! The `cpu-bound` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -34,6 +34,7 @@ pub(crate) const THREADS10: &str = "threads10";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "cpu-bound",
     about: ABOUT,
+    summary: "Ten CPU-bound jobs of about a second on a two-core machine.",
     question: "Do CPU-bound jobs on more threads than cores slow each other down?",
     verdict,
     scale: describe_scale,
@@ -88,6 +89,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &["fixed10", "hill-climbing"],
     default_repeat: 1,
     rotate: false,
 };

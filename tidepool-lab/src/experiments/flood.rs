@@ -1,6 +1,6 @@
-//! Experiment 3, `flood`: an urgent item queued behind a flood waits for the
-//! whole flood, unless the pool has a priority lane or the flood is
-//! throttled.
+//! The `flood` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -38,6 +38,7 @@ pub(crate) const GROUP_THROTTLED: &str = "group-throttled";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "flood",
     about: ABOUT,
+    summary: "An urgent item queued behind a flood of CPU-bound items.",
     question: "Does an urgent item wait for a flood queued before it?",
     verdict,
     scale: describe_scale,
@@ -90,6 +91,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 5,
     rotate: false,
 };

@@ -1,8 +1,6 @@
-//! Experiment 7, `fork-join`: recursive divide and conquer on tidepool's
-//! `join` and `scope` beside `rayon::join`, and beside the old way,
-//! `spawn_fn` and `JoinHandle::join`; and tidepool's parallel iterators
-//! beside rayon's on the same inputs, in the same code (only the
-//! `prelude` differs).
+//! The `fork-join` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -34,6 +32,7 @@ that maps text chunks to counts and reduces them.";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "fork-join",
     about: ABOUT,
+    summary: "Recursive divide and conquer: tidepool's join and scope beside rayon::join.",
     question: "Are tidepool's join and parallel iterators as fast as rayon's, and how many threads does join use?",
     verdict,
     scale: describe_scale,
@@ -202,6 +201,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 5,
     rotate: false,
 };

@@ -1,6 +1,6 @@
-//! Experiment 8, `mixed`: CPU-bound tasks hold every running slot while
-//! items that block arrive. The items should start at once, and the CPU
-//! tasks should not slow down for it.
+//! The `mixed` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::cell::Cell;
 use std::hint::black_box;
@@ -77,6 +77,7 @@ const RUNS: &[RunSpec] = &[
 pub static EXPERIMENT: Experiment = Experiment {
     name: "mixed",
     about: ABOUT,
+    summary: "Blocking items arriving while CPU-bound tasks hold every slot.",
     question: "Do blocking items start promptly while CPU-bound tasks hold every slot?",
     verdict,
     scale: describe_scale,
@@ -87,6 +88,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     runs: RUNS,
     opt_in: &[],
     plots,
+    full_only: &["tidepool-quantum-off", TIDEPOOL_FIXED],
     default_repeat: 1,
     rotate: false,
 };

@@ -35,48 +35,60 @@ pub mod thread_per_task;
 pub mod waiting;
 pub mod web_service;
 
-/// The experiments, in the order they run by default.
+/// The experiments, in the order they run by default. Each is described
+/// in its [`Experiment`]: the command line's help shows its `summary`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
 pub enum ExperimentKind {
-    /// Work items that wait 500 ms each, arriving every 10 ms.
+    /// [`waiting::EXPERIMENT`].
+    #[value(help = waiting::EXPERIMENT.summary)]
     Waiting,
-    /// A million tiny tasks: a thread each versus a pool.
+    /// [`thread_per_task::EXPERIMENT`].
+    #[value(help = thread_per_task::EXPERIMENT.summary)]
     ThreadPerTask,
-    /// An urgent item queued behind a flood of CPU-bound items.
+    /// [`flood::EXPERIMENT`].
+    #[value(help = flood::EXPERIMENT.summary)]
     Flood,
-    /// Tiny items on 2, 25 and 200 threads.
+    /// [`thread_count::EXPERIMENT`].
+    #[value(help = thread_count::EXPERIMENT.summary)]
     ThreadCount,
-    /// Ten CPU-bound jobs of about a second on a two-core machine.
+    /// [`cpu_bound::EXPERIMENT`].
+    #[value(help = cpu_bound::EXPERIMENT.summary)]
     CpuBound,
-    /// A real HTTP server that answers after 500 ms, called from the pool.
+    /// [`web_service::EXPERIMENT`].
+    #[value(help = web_service::EXPERIMENT.summary)]
     WebService,
-    /// Recursive divide and conquer: tidepool's join and scope beside rayon::join.
+    /// [`fork_join::EXPERIMENT`].
+    #[value(help = fork_join::EXPERIMENT.summary)]
     ForkJoin,
-    /// 500 items submitted at once: blocking ones, then CPU-bound ones.
+    /// [`burst::EXPERIMENT`].
+    #[value(help = burst::EXPERIMENT.summary)]
     Burst,
-    /// Blocking items arriving while CPU-bound tasks hold every slot.
+    /// [`mixed::EXPERIMENT`].
+    #[value(help = mixed::EXPERIMENT.summary)]
     Mixed,
-    /// Items that block 2-5 ms, arriving faster than the cores serve them.
+    /// [`short_blocking::EXPERIMENT`].
+    #[value(help = short_blocking::EXPERIMENT.summary)]
     ShortBlocking,
-    /// An echo server and 1,000 clients over loopback sockets.
+    /// [`async_io::EXPERIMENT`].
+    #[value(help = async_io::EXPERIMENT.summary)]
     AsyncIo,
-    /// An axum service (a database call, CPU, an outbound call) under load,
-    /// each system in a server process of its own.
+    /// [`service::EXPERIMENT`].
+    #[value(help = service::EXPERIMENT.summary)]
     Service,
-    /// Closures and tasks arriving at 1.5x what the cores compute, 30% of
-    /// them blocking: the longest start latency against FIFO pools.
+    /// [`overload::EXPERIMENT`].
+    #[value(help = overload::EXPERIMENT.summary)]
     Overload,
-    /// Issue #41: items that wait, then compute, all at once: mean
-    /// completion against two computing at a time.
+    /// [`fetch_process::EXPERIMENT`].
+    #[value(help = fetch_process::EXPERIMENT.summary)]
     FetchProcess,
-    /// Issue #41: a closure type taught to block, then a burst of it that
-    /// computes: how many compute at once.
+    /// [`learned_then_computes::EXPERIMENT`].
+    #[value(help = learned_then_computes::EXPERIMENT.summary)]
     LearnedThenComputes,
-    /// Issue #41: closures convoying on one mutex: threads and wall time
-    /// against a fixed pool.
+    /// [`lock_convoy::EXPERIMENT`].
+    #[value(help = lock_convoy::EXPERIMENT.summary)]
     LockConvoy,
-    /// Issue #41: one closure type that half sleeps, half computes: time
-    /// with more than the slots computing.
+    /// [`mixed_kind::EXPERIMENT`].
+    #[value(help = mixed_kind::EXPERIMENT.summary)]
     MixedKind,
 }
 
@@ -198,6 +210,18 @@ mod tests {
                 kind.to_possible_value().as_ref().map(|v| v.get_name()),
                 "the command line and the results use one name"
             );
+            assert!(
+                !e.summary.is_empty() && !e.summary.contains('\n'),
+                "{}: a one-line summary",
+                e.name
+            );
+            assert_eq!(
+                kind.to_possible_value()
+                    .and_then(|v| v.get_help().map(ToString::to_string)),
+                Some(e.summary.to_string()),
+                "{}: the command line's help is the summary",
+                e.name
+            );
             let ids = e.run_ids();
             let mut unique = ids.clone();
             unique.sort_unstable();
@@ -229,6 +253,14 @@ mod tests {
             }
             for id in e.opt_in {
                 assert!(e.run(id).is_some(), "{}: opt-in {id} is a run", e.name);
+            }
+            for id in e.full_only {
+                assert!(e.run(id).is_some(), "{}: full-only {id} is a run", e.name);
+                assert!(
+                    !e.all_baselines().contains(id),
+                    "{}: the default run keeps the baseline {id}",
+                    e.name
+                );
             }
             assert!(
                 !e.opt_in.contains(&e.baseline),

@@ -1,7 +1,6 @@
-//! Experiment 9, `short-blocking`: items that block only a few
-//! milliseconds each, arriving faster than one thread per core can serve
-//! them. A pool should find a thread for each in time, and watching for
-//! blocked threads should cost next to nothing.
+//! The `short-blocking` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread;
@@ -39,6 +38,7 @@ pub(crate) const THREADPOOL16: &str = "threadpool16";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "short-blocking",
     about: ABOUT,
+    summary: "Items that block 2-5 ms, arriving faster than the cores serve them.",
     question: "Does a pool keep up with items that block only a few milliseconds?",
     verdict,
     scale: describe_scale,
@@ -74,6 +74,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 5,
     rotate: false,
 };

@@ -1,5 +1,6 @@
-//! Experiment 4, `thread-count`: more threads is not faster. Tiny items that
-//! share a lock run slower on 200 threads than on 2.
+//! The `thread-count` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::io::{BufWriter, Sink, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +39,7 @@ const THREADPOOL200: &str = "threadpool200";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "thread-count",
     about: ABOUT,
+    summary: "Tiny items on 2, 25 and 200 threads.",
     question: "Are more threads slower for tiny items that share a lock?",
     verdict,
     scale: describe_scale,
@@ -106,6 +108,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 5,
     rotate: false,
 };

@@ -1,5 +1,6 @@
-//! Experiment 2, `thread-per-task`: a fresh thread per tiny task costs far
-//! more than a pool, most of it in the kernel.
+//! The `thread-per-task` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ where a pool hands a task to a running thread for well under a microsecond.";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "thread-per-task",
     about: ABOUT,
+    summary: "A million tiny tasks: a thread each versus a pool.",
     question: "What does starting a thread per tiny task cost, next to a pool?",
     verdict,
     scale: describe_scale,
@@ -91,6 +93,7 @@ thread: tokio's tasks, on tidepool.",
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 5,
     rotate: false,
 };

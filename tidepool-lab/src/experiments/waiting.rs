@@ -1,9 +1,6 @@
-//! Experiment 1, `waiting`: work items that spend their time waiting starve
-//! a capped pool.
-//!
-//! 1,000 items arrive one every 10 ms and each waits 500 ms, so about 50 are
-//! in flight at once. A pool capped at 10 threads queues them for tens of
-//! seconds; the same wait as an async sleep needs no thread at all.
+//! The `waiting` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -46,6 +43,7 @@ pub(crate) const TOKIO_SPAWN_BLOCKING: &str = "tokio-spawn-blocking";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "waiting",
     about: ABOUT,
+    summary: "Work items that wait 500 ms each, arriving every 10 ms.",
     question: "Does work that blocks starve the pool?",
     verdict,
     scale: describe_scale,
@@ -131,6 +129,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &["fixed20-sleep", "adaptive-mutex", GRADUAL500_SLEEP, GRADUAL500_CLIMB],
     default_repeat: 1,
     rotate: false,
 };

@@ -1,6 +1,6 @@
-//! Experiment 6, `web-service`: the `waiting` experiment with a real remote
-//! call. A local HTTP/1.1 server answers each request after 500 ms; clients
-//! run on the pool under test, as blocking code or as async tasks.
+//! The `web-service` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -39,6 +39,7 @@ pub(crate) const TOKIO_ASYNC: &str = "tokio-async-client";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "web-service",
     about: ABOUT,
+    summary: "A real HTTP server that answers after 500 ms, called from the pool.",
     question: "Do blocking HTTP clients starve the pool?",
     verdict,
     scale: describe_scale,
@@ -74,6 +75,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[FIXED10_BLOCKING],
     default_repeat: 1,
     rotate: false,
 };

@@ -17,13 +17,20 @@ pub mod plot;
 
 use plot::Plot;
 
+/// Repetitions of every run in the default run (neither `--full` nor
+/// `--quick`): enough for a median with its spread in the README's table.
+pub const DEFAULT_RUN_REPEAT: usize = 5;
+
 /// How big the runs are (on the command line of a run in a fresh process
 /// too, hence `ValueEnum`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scale {
-    /// The counts of the issue (about ten minutes in all on two cores).
+    /// The counts of the issue (`--full`: about half an hour in all on two
+    /// cores).
     Full,
-    /// Smaller counts and shorter waits: about two minutes in all.
+    /// Smaller counts and shorter waits: the default run's (five
+    /// repetitions, about ten minutes on two cores) and `--quick`'s (one,
+    /// about three minutes).
     Quick,
     /// Tiny counts, for the lab's own tests (seconds).
     Tiny,
@@ -86,14 +93,18 @@ impl<P: Copy> ScaleTable<P> {
     }
 }
 
-/// An experiment, described once: what it shows, how big it is, which run
+/// An experiment, described once (its module's doc refers here rather
+/// than repeating it): what it shows, how big it is, which run
 /// the others are compared with, its runs and its plots.
 #[derive(Debug)]
 pub struct Experiment {
     /// Name on the command line and in the results.
     pub name: &'static str,
-    /// What the experiment shows, in two or three sentences.
+    /// What the experiment shows, in two or three sentences: the report's
+    /// and `results.json`'s description.
     pub about: &'static str,
+    /// What it runs, in one line: the command line's help for its name.
+    pub summary: &'static str,
     /// The question its summary line answers.
     pub question: &'static str,
     /// The summary's answer and verdict, computed from the results; `None`
@@ -121,10 +132,17 @@ pub struct Experiment {
     /// default run, or rows that only confirm what a default row shows.
     /// Empty in most experiments.
     pub opt_in: &'static [&'static str],
+    /// Runs the default run leaves out (they run with `--full`, `--quick`
+    /// or when `--only` names them): tidepool's other configurations whose
+    /// rows the README's table does not show, where they would cost the
+    /// default run most of its time. The default run keeps the runs its
+    /// verdict needs. Empty in most experiments.
+    pub full_only: &'static [&'static str],
     /// Its plots, from its results.
     pub plots: fn(&[RunResult]) -> Vec<Plot>,
-    /// Repetitions of every run in a default full-scale lab: several for
-    /// the short experiments, one for those that take minutes.
+    /// Repetitions of every run at `--full`: several for the short
+    /// experiments, one for those that take minutes. (The default run
+    /// repeats every run [`DEFAULT_RUN_REPEAT`] times, `--quick` once.)
     pub default_repeat: usize,
     /// Whether each round of repetitions starts one run later than the
     /// round before (A B C, then B C A, then C A B), so that no run always
@@ -143,13 +161,24 @@ impl Experiment {
         self.runs.iter().map(|r| r.id).collect()
     }
 
-    /// The ids of the runs that run when `--only` does not name any: every
-    /// run but the [`opt_in`](Experiment::opt_in) ones, in order.
+    /// The ids of the runs that run at `--full` or `--quick` when `--only`
+    /// does not name any: every run but the [`opt_in`](Experiment::opt_in)
+    /// ones, in order.
     pub fn default_run_ids(&self) -> Vec<&'static str> {
         self.runs
             .iter()
             .map(|r| r.id)
             .filter(|id| !self.opt_in.contains(id))
+            .collect()
+    }
+
+    /// The ids of the runs the default run runs when `--only` does not
+    /// name any: [`default_run_ids`](Experiment::default_run_ids) but the
+    /// [`full_only`](Experiment::full_only) ones, in order.
+    pub fn short_run_ids(&self) -> Vec<&'static str> {
+        self.default_run_ids()
+            .into_iter()
+            .filter(|id| !self.full_only.contains(id))
             .collect()
     }
 

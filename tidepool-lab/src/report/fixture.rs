@@ -18,6 +18,7 @@ const fn run(id: &'static str, description: &'static str) -> RunSpec {
 pub(crate) static SAMPLE: Experiment = Experiment {
     name: "waiting",
     about: "Items that wait, arriving at a steady rate.",
+    summary: "Items that wait.",
     question: "Do waiting items start at once?",
     verdict: |_| Some("They do.".into()),
     scale: |_| "a few items".into(),
@@ -36,6 +37,7 @@ pub(crate) static SAMPLE: Experiment = Experiment {
     ],
     opt_in: &[],
     plots: |_| Vec::new(),
+    full_only: &[],
     default_repeat: 1,
     rotate: false,
 };

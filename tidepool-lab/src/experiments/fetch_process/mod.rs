@@ -182,6 +182,8 @@ macro_rules! how {
 pub static EXPERIMENT: Experiment = Experiment {
     name: "fetch-process",
     about: ABOUT,
+    summary: "Issue #41: items that wait, then compute, all at once: mean completion against two \
+computing at a time.",
     question: "Items that wait 20 ms, then compute 30 ms, all handed over at once: is tidepool's mean completion within 1.15x of the slot-bound schedule (2 computing at a time after the waits)?",
     verdict,
     scale: describe_scale,
@@ -242,6 +244,14 @@ pub static EXPERIMENT: Experiment = Experiment {
         "rayon-256-distinct-types",
     ],
     plots,
+    full_only: &[
+        "tidepool-16-distinct-types",
+        "tidepool-64-distinct-types",
+        "tidepool-256-distinct-types",
+        "tidepool-16-declared",
+        "tidepool-64-declared",
+        "tidepool-256-declared",
+    ],
     default_repeat: 3,
     rotate: true,
 };

@@ -149,6 +149,8 @@ macro_rules! row {
 pub static EXPERIMENT: Experiment = Experiment {
     name: "learned-then-computes",
     about: ABOUT,
+    summary: "Issue #41: a closure type taught to block, then a burst of it that computes: how \
+many compute at once.",
     question: "Taught that a closure type blocks, then given a burst of that type that computes: does tidepool keep to its slots (at most 100 ms with more than concurrency + 2 computing, at most 2 presumptions failed per burst)?",
     verdict,
     scale: describe_scale,
@@ -172,6 +174,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 3,
     rotate: true,
 };

@@ -247,6 +247,8 @@ static FLAT: [RunSpec; 6 * PER_CONVOY] = {
 pub static EXPERIMENT: Experiment = Experiment {
     name: "lock-convoy",
     about: ABOUT,
+    summary: "Issue #41: closures convoying on one mutex: threads and wall time against a fixed \
+pool.",
     question: "Closures convoying on one Mutex look blocked while they wait: does tidepool stay within concurrency + 8 threads and 1.2x the wall time of a Fixed pool of 2, also when it was taught first that their kind blocks?",
     verdict,
     scale: describe_scale,
@@ -293,6 +295,7 @@ pub static EXPERIMENT: Experiment = Experiment {
         "rayon-100k-100us",
     ],
     plots,
+    full_only: &[],
     default_repeat: 3,
     rotate: true,
 };

@@ -102,6 +102,8 @@ const SCALES: ScaleTable<Times> = ScaleTable {
 pub static EXPERIMENT: Experiment = Experiment {
     name: "mixed-kind",
     about: ABOUT,
+    summary: "Issue #41: one closure type that half sleeps, half computes: time with more than \
+the slots computing.",
     question: "One closure type that sleeps 20 ms in half its items and computes 50 ms in the other half: does tidepool keep to its slots (at most 250 ms in all with more than concurrency + 2 computing)?",
     verdict,
     scale: describe_scale,
@@ -131,6 +133,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 3,
     rotate: true,
 };

@@ -139,6 +139,8 @@ const FIFO_PEERS: [(&str, &str); 3] = [
 pub static EXPERIMENT: Experiment = Experiment {
     name: "overload",
     about: ABOUT,
+    summary: "Closures and tasks arriving at 1.5x what the cores compute, 30% of them blocking: \
+the longest start latency against FIFO pools.",
     question: "Overloaded by 1.5x with arrivals that compute and some that block, does any arrival wait much longer on tidepool than first-in, first-out order would make it wait?",
     verdict,
     scale: describe_scale,
@@ -180,6 +182,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[],
     default_repeat: 3,
     rotate: true,
 };

@@ -1,5 +1,7 @@
-//! `service`: a realistic web service under load, each system in a server
-//! process of its own.
+//! The `service` experiment. What it runs and shows is said once, in
+//! [`EXPERIMENT`]: its `summary` (the command line's help) and its `about`
+//! (the report's).
+//! The rest of this description, the service's details, is here only.
 //!
 //! # The service
 //!
@@ -182,6 +184,8 @@ the server's threads and CPU time from /proc.";
 pub static EXPERIMENT: Experiment = Experiment {
     name: "service",
     about: ABOUT,
+    summary: "An axum service (a database call, CPU, an outbound call) under load, each system in \
+a server process of its own.",
     question: "Does a blocking axum handler on tidepool serve as well as tokio with spawn_blocking?",
     verdict,
     scale: describe_scale,
@@ -223,6 +227,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     ],
     opt_in: &[],
     plots,
+    full_only: &[TIDEPOOL_SERVE_BLOCKING],
     default_repeat: 5,
     rotate: true,
 };
