@@ -375,8 +375,9 @@ pub fn union(probes: &[Probe]) -> Vec<Figure> {
     all
 }
 
-/// The lab's arguments that run `figures`' runs once each:
-/// the experiments, then `--only experiment/run,...`.
+/// The lab's arguments that run `figures`' runs once each, at the full
+/// scale (the runs' ids and figures are the README's): the experiments,
+/// then `--only experiment/run,...`.
 pub fn lab_args(figures: &[Figure]) -> Vec<String> {
     let mut experiments: Vec<&str> = Vec::new();
     let mut runs: Vec<String> = Vec::new();
@@ -391,11 +392,7 @@ pub fn lab_args(figures: &[Figure]) -> Vec<String> {
     }
     let mut args: Vec<String> = experiments.iter().map(|e| e.to_string()).collect();
     args.extend(["--only".to_string(), runs.join(",")]);
-    args.extend([
-        "--repeat".to_string(),
-        "1".to_string(),
-        "--json".to_string(),
-    ]);
+    args.extend(["--full", "--repeat", "1", "--json"].map(String::from));
     args
 }
 
@@ -659,6 +656,7 @@ mod tests {
                 "short-blocking",
                 "--only",
                 "burst/tidepool-sleep-cold,burst/tidepool-sleep,short-blocking/tidepool",
+                "--full",
                 "--repeat",
                 "1",
                 "--json"
