@@ -627,8 +627,8 @@ impl RunLoop<'_> {
             self.ctx.run_delay_at_park.set(self.ctx.probe.run_delay());
         }
         // Idle: the finished items its free ring keeps go (memory
-        // follows live work; `runtime::task::local_free`).
-        crate::runtime::task::local_free::let_go_here();
+        // follows live work; `runtime::free_rings`).
+        crate::runtime::free_rings::let_go_here();
         let timeout = Some(shared.config.idle_timeout);
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
             Wake::Woken => {

@@ -7,6 +7,7 @@ use crate::control::slots::StatusWord;
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context;
+use crate::runtime::free_rings;
 use crate::runtime::item::{self, ItemHandle};
 use crate::runtime::kinds::{Kind, KindTable};
 use crate::runtime::park;
@@ -91,9 +92,9 @@ where
     // captures the pool it guards the call with a temporary waker, two
     // atomic updates of the cell's state per spawn. Here the caller's
     // `shared` and the runnable itself keep everything alive.
-    let in_rush = task::local_free::future_rush_length::<F, G>();
+    let in_rush = free_rings::future_rush_length::<F, G>();
     let kept = (in_rush > 0).then(|| {
-        task::local_free::KeptFuture::new(
+        free_rings::KeptFuture::new(
             runnable.waker(),
             Arc::as_ptr(shared).cast(),
             runnable.metadata(),
@@ -101,7 +102,7 @@ where
     });
     schedule_from(shared, Runnable::Future(runnable), false, caller);
     // Kept after scheduling, as an item's cell is (`spawn_item`).
-    task::local_free::keep_future(kept, in_rush);
+    free_rings::keep_future(kept, in_rush);
     Some(cell)
 }
 
@@ -109,7 +110,7 @@ where
 /// closure's type for `spawn_fn`; a scope's task passes its call site's),
 /// or returns `None` if the pool is closed. The item's cell
 /// (`runtime::item`) is kept in the spawning thread's free ring, so this
-/// thread frees it (see `runtime::task::local_free`).
+/// thread frees it (see `runtime::free_rings`).
 ///
 /// Never inlined into the caller's spawn loop: inlined there (through
 /// `spawn_fn_in`), the handle came back through memory, a few more stores
@@ -131,7 +132,7 @@ where
 {
     let caller = admit_spawn(shared)?;
     let (runnable, handle, kept) = item::spawn(item_meta(kind, priority), work);
-    let in_rush = task::local_free::rush_length(item::cell_bytes::<F, R>());
+    let in_rush = free_rings::rush_length(item::cell_bytes::<F, R>());
     queue_item(shared, runnable, kept, caller, in_rush);
     Some(handle)
 }
@@ -158,7 +159,7 @@ where
         return false;
     };
     let (runnable, kept) = item::spawn_detached(item_meta(kind, priority), work);
-    let in_rush = task::local_free::rush_length(item::cell_bytes::<F, ()>());
+    let in_rush = free_rings::rush_length(item::cell_bytes::<F, ()>());
     queue_item(shared, runnable, kept, caller, in_rush);
     true
 }
@@ -176,7 +177,7 @@ fn item_meta(kind: Kind, priority: Priority) -> TaskMeta {
 
 /// Queues a new work item's runnable, and keeps its cell in this thread's
 /// free ring, which holds `in_rush` such cells in a rush
-/// (`local_free::rush_length`).
+/// (`free_rings::rush_length`).
 #[inline]
 fn queue_item(
     shared: &Arc<Shared>,
@@ -188,7 +189,7 @@ fn queue_item(
     schedule_from(shared, Runnable::Item(runnable), false, caller);
     // Kept after scheduling: an evicted cell's free must not delay the
     // item's start.
-    task::local_free::keep(task::local_free::Kept::of(kept), in_rush);
+    free_rings::keep(free_rings::Kept::of(kept), in_rush);
 }
 
 /// Where a task is scheduled from, as far as its scheduler knows.
