@@ -149,7 +149,7 @@ pub(crate) struct WorkerView {
     /// Found runnable at a probe during this task, in it for a quantum,
     /// *and* its CPU time says it used the core it could get (the
     /// monitor's evidence, the same that teaches its kind to compute:
-    /// `monitor::used_a_core`, `monitor::computed_when_it_could`).
+    /// `monitor::kernel::used_a_core`, `monitor::kernel::computed_when_it_could`).
     /// Runnable alone is not enough for the quantum rule: see
     /// [`Burst::quantum`].
     pub(crate) computed: bool,
