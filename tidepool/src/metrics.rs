@@ -130,7 +130,7 @@ pub(crate) fn new_histogram() -> Histogram<u64> {
 /// snapshot is taken).
 ///
 /// Recorded directly, under a lock only its worker and snapshots take: with
-/// one start in eight measured during bursts (see `runtime::task::start_sampler`),
+/// one start in eight measured during bursts (see `runtime::start_sampler`),
 /// the uncontended lock costs a tiny task a few nanoseconds on average, and
 /// a snapshot always sees every start measured so far. (An earlier version
 /// kept a thread-local batch and published it every 4096 starts or when the

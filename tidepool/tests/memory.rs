@@ -1,6 +1,6 @@
 //! Memory follows live work (issue #42): once a burst has finished, the
 //! threads that spawned it hold at most a few MB each, whatever they
-//! spawned, and what their free rings keep (`runtime::task::local_free`)
+//! spawned, and what their free rings keep (`runtime::free_rings`)
 //! goes when the pool goes idle or the thread spawns again.
 //!
 //! Measured in bytes held, with a counting global allocator: live bytes

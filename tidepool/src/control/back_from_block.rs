@@ -2,7 +2,7 @@
 //! and when one whose slot was given away in a block runs again: the
 //! decision, a pure function of what was seen. Two users carry it out: the
 //! watcher of the shared tokio runtime's workers (`interop::watch`: both
-//! verdicts) and the pool's monitor (`monitor.rs`: a worker back from its
+//! verdicts) and the pool's monitor (`monitor/kernel.rs`: a worker back from its
 //! block is counted again).
 //!
 //! # Design note

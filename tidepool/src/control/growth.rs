@@ -161,7 +161,7 @@
 //!   arrival-limited kind's cap dips between arrivals, and each start
 //!   from the bare cap left it short for a window or two. A climb not
 //!   looked at for [`FORGET_INTERVALS`] intervals is dropped
-//!   (`monitor.rs`).
+//!   (`monitor/mod.rs`).
 //!
 //! Only presumed tasks' ends count in a rate (a count in the kind's
 //! record, bumped where a presumed task's end is recorded anyway): the
@@ -984,7 +984,7 @@ mod tests {
     /// lock for `hold` (a FIFO lock: slot holders and presumed tasks queue
     /// on it alike; each slot holder takes the next item when its own is
     /// served) or sleeps `sleep` (the slot holders too). The monitor looks
-    /// every [`LOOK`] with the climb, as `monitor.rs` does, and all
+    /// every [`LOOK`] with the climb, as `monitor/mod.rs` does, and all
     /// presumed tasks are asleep at a look (a lock's waiters and sleepers
     /// alike).
     struct Model {

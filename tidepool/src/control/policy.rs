@@ -150,7 +150,7 @@ pub(crate) struct WorkerView {
     /// Found runnable at a probe during this task, in it for a quantum,
     /// *and* its CPU time says it used the core it could get (the
     /// monitor's evidence, the same that teaches its kind to compute:
-    /// `monitor::used_a_core`, `monitor::computed_when_it_could`).
+    /// `monitor::kernel::used_a_core`, `monitor::kernel::computed_when_it_could`).
     /// Runnable alone is not enough for the quantum rule: see
     /// [`Burst::quantum`].
     pub(crate) computed: bool,
@@ -318,6 +318,10 @@ impl Default for Burst {
 }
 
 /// A policy and its memory between ticks.
+// One per monitor, kept across ticks and never moved on a hot path: the
+// burst's growth climb makes `Adaptive` the large variant, boxing it
+// would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Policy {
     /// See [`Controller::Adaptive`].

@@ -2,7 +2,7 @@
 //! task (a [`Record`]) and what it does next, as pure functions of the
 //! record and what was seen. The table of records (`runtime::kinds`,
 //! one per pool) only stores them and applies [`decide`] in a CAS loop;
-//! the monitor (`monitor.rs`) and the workers report what they see.
+//! the monitor (`monitor/mod.rs`) and the workers report what they see.
 //!
 //! # Design note
 //!

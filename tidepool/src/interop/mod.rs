@@ -11,7 +11,7 @@
 //! one.
 //!
 //! The worker thread holds the `EnterGuard` for its whole life (taken where
-//! threads start, `worker::schedule::start_thread`), and `Pool::block_on`
+//! threads start, `worker::start::start_thread`), and `Pool::block_on`
 //! holds one while it blocks. Entering costs a thread-local write; nothing
 //! is added to the per-task path.
 //!

@@ -119,7 +119,7 @@ fn a_spare_asked_for_during_an_idle_sleep_is_served_and_the_wake_still_lands() {
             })
         };
 
-        // `schedule::hand_or_start` handed a presumed task the last parked
+        // `worker::presumed::hand_or_start` handed a presumed task the last parked
         // worker; then a spawn takes the free slot and its worker starts.
         pool.signal.want_spare();
         pool.work.store(true, Ordering::Relaxed);

@@ -125,7 +125,7 @@ fn two_notifiers_wake_one_sleeper_once() {
 
 /// A searching worker that found nothing goes idle (`go_idle`, then
 /// `park`) while a spawner hands a task to whoever is parked
-/// (`Sleepers::hand`, as `worker::schedule::hand_or_start` calls it).
+/// (`Sleepers::hand`, as `worker::presumed::hand_or_start` calls it).
 /// Returns what the worker ended up with.
 fn worker_idles_while_a_task_is_handed(work_queued: bool) {
     let pool = Arc::new(Pool {

@@ -124,7 +124,7 @@ fn a_worker_leaving_its_declared_section_and_the_monitor_count_it_again_once() {
         let (slots, status, blocked) = a_slot_given_away_and_taken();
 
         // The monitor sees A computing again while A leaves its section
-        // (`worker::schedule::DeclaredSection`'s drop) and then ends its
+        // (`worker::declared::DeclaredSection`'s drop) and then ends its
         // task.
         let monitor = {
             let (slots, status) = (slots.clone(), status.clone());

@@ -35,7 +35,7 @@
 //!   had been dropped at once: [`spawn_detached`]);
 //! * `KEPT`: the spawning thread's free ring ([`ItemKept`]), which frees
 //!   the cell on the thread that allocated it (see
-//!   `runtime::task::local_free`).
+//!   `runtime::free_rings`).
 //!
 //! Whoever clears the last reference bit frees the cell. Two more bits:
 //!
@@ -90,7 +90,8 @@
 //! unrun) before the handle can see the output. A panicking destructor of
 //! the closure or the output is caught (`task::drop_caught`).
 
-use super::task::{drop_caught, start_sampler, PanicPayload, TaskMeta};
+use super::start_sampler;
+use super::task::{drop_caught, PanicPayload, TaskMeta};
 use crate::metrics::Outcome;
 use crate::sync::{lock, AtomicPtr, AtomicUsize, Mutex, Ordering};
 use std::cell::UnsafeCell;

@@ -23,6 +23,7 @@
 
 mod config;
 pub(crate) mod context;
+pub(crate) mod free_rings;
 pub(crate) mod item;
 pub(crate) mod kind_names;
 pub(crate) mod kinds;
@@ -31,6 +32,7 @@ mod observed;
 pub(crate) mod park;
 pub(crate) mod presumed;
 mod queues;
+mod start_sampler;
 pub(crate) mod task;
 mod threads;
 pub(crate) mod waiting;
@@ -174,8 +176,8 @@ impl Drop for OpenHandle {
         // keep alive tasks that may never be woken (`runtime::waiting`).
         self.shared.waiting.abandon();
         // So do the wakers the spawning threads keep to free the cells of
-        // tasks they spawned (`task::local_free`).
-        task::local_free::let_go_of_kept_futures(Arc::as_ptr(&self.shared).cast());
+        // tasks they spawned (`free_rings`).
+        free_rings::let_go_of_kept_futures(Arc::as_ptr(&self.shared).cast());
     }
 }
 
@@ -208,11 +210,11 @@ impl Shared {
 
     /// The pool is idle: its monitor found no task running or queued.
     /// What the spawning threads' free rings keep of its tasks goes
-    /// (`task::local_free::pool_went_idle`), so that memory follows live
+    /// (`free_rings::pool_went_idle`), so that memory follows live
     /// work. Returns false if a thread that spawned since the last call
     /// kept its part: the monitor calls again a while later.
     pub(crate) fn went_idle(&self) -> bool {
-        task::local_free::pool_went_idle((self as *const Shared).cast())
+        free_rings::pool_went_idle((self as *const Shared).cast())
     }
 
     fn new(config: Config) -> Self {

@@ -147,7 +147,7 @@ impl Lanes {
     }
 
     /// Takes one plain task from `lane`, never a batch: for a worker that
-    /// is about to block and hands what it takes on (`worker::fan_out`);
+    /// is about to block and hands what it takes on (`worker::presumed::fan_out`);
     /// a batch would sit in its deque while it blocks.
     pub(crate) fn pop_one(&self, lane: Priority) -> Option<Work> {
         if lane == Priority::Normal && !self.handed_off.is_empty() {

@@ -48,7 +48,7 @@ pub(crate) struct Entry {
     /// decided by this word alone.
     pub(crate) presumed: std::sync::atomic::AtomicU64,
     /// The worker's thread was given a short scheduler slice to start an
-    /// urgent task at once (`worker::schedule`, `sys::set_urgent_slice`);
+    /// urgent task at once (`worker::urgent`, `sys::set_urgent_slice`);
     /// the worker gives it back after its next task, or as it parks.
     pub(crate) urgent_slice: std::sync::atomic::AtomicBool,
     /// Declared blocking sections (`tidepool::blocking`) entered and left

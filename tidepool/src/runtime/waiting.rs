@@ -50,7 +50,7 @@
 //! reference (the worker's runnable is), and async-task would free the
 //! task without dropping its future when the runnable goes. The wakers
 //! that spawning threads keep to free cells where they were allocated
-//! (`task::local_free`, "Async tasks") are let go of at the same time, for
+//! (`runtime::free_rings`, "Async tasks") are let go of at the same time, for
 //! the same reason.
 //!
 //! # Cost

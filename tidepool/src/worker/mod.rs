@@ -1,37 +1,16 @@
-//! Worker threads: the run loop and finding work (this file), and how tasks
-//! reach workers (`schedule`: spawn, wake, notify, thread starts).
+//! Worker threads: the run loop (this file: find, run, search, park, give
+//! way), and beside it one file per mechanism:
 //!
-//! Each worker owns a deque (`crossbeam-deque`): LIFO for its owner, FIFO
-//! for thieves. Plain normal-priority tasks spawned or woken on a worker go
-//! to its deque (a task that yields goes to the back of its lane instead);
-//! other plain tasks go to a global lane, and tasks a group's or pair's gate
-//! admitted to their lane's admitted FIFO (`runtime::queues`), never to a
-//! deque. A worker looks for work in this order:
-//!
-//! 1. the high lane, then its admitted tasks (urgent work is never behind
-//!    local work);
-//! 2. its own deque, newest first: a fork-join's stack discipline (the task
-//!    a join waits for is usually on top) and the warmest cache;
-//! 3. as a *searcher*: the normal lane (taking a batch), the other workers'
-//!    deques (stealing a batch, oldest first), the normal lane's admitted
-//!    tasks (one), the low lane, then its admitted tasks (one).
-//!
-//! So a lane's plain tasks go before its admitted ones: an urgent plain task
-//! spawned after a throttled flood waits for the flood's running items only,
-//! not for the items its group keeps queued. Admitted tasks are taken one at
-//! a time: batched into a deque they would be served before plain tasks
-//! queued later.
-//!
-//! Four rules keep everything moving: every [`FAIRNESS_INTERVAL`]-th pick
-//! starts, in turn, with the normal global lane (work from outside the pool
-//! is never starved by local work), with the low lane (plain, then
-//! admitted), with the *oldest* task of the worker's own deque (so LIFO
-//! never starves the bottom of the deque, even with no thief), or with the
-//! admitted tasks (so a stream of plain tasks never starves a group: this
-//! turn looks at each lane's admitted FIFO first in a round of its own).
-//! With every queue busy, each of the four gets at least one pick in four
-//! [`FAIRNESS_INTERVAL`]s per worker, and each lane's admitted FIFO one in
-//! twelve.
+//! * `find`: where a worker looks for work and in which order (the fairness
+//!   turns), stealing;
+//! * `schedule`: how tasks reach workers (spawn, wake, notify);
+//! * `start`: thread starts;
+//! * `presumed`: tasks presumed blocking, handed threads of their own, and
+//!   the fan-out of a queue of them;
+//! * `lend`: the quantum rule's guard on a lent slot;
+//! * `urgent`: the short scheduler slice of a worker woken for urgent work;
+//! * `declared`: declared blocking sections and waits on the pool;
+//! * `help`: helping waits; `coalesce`: the batching wait.
 //!
 //! The run loop does not know about policies: it publishes its task status
 //! at task boundaries, obeys the slot it holds (see `control::slots`), and
@@ -39,53 +18,48 @@
 //! may have been idle (see `control::signal`).
 
 mod coalesce;
+mod declared;
+mod find;
 mod help;
+mod lend;
+mod presumed;
 mod schedule;
+mod start;
+mod urgent;
 
+pub(crate) use declared::{declare_pool_wait, hand_over_declared, DeclaredSection};
 pub(crate) use help::{help_until, poll_helping};
+pub(crate) use presumed::{presume_queued, start_spare};
 pub(crate) use schedule::{
-    can_run, declare_pool_wait, hand_over_declared, notify, push_admitted, spawn, spawn_closure,
-    spawn_detached_item, spawn_item, start_floor, start_spare, wake_or_start, DeclaredSection,
+    notify, push_admitted, spawn, spawn_closure, spawn_detached_item, spawn_item, wake_or_start,
 };
+pub(crate) use start::{can_run, start_floor};
 
-use crate::control::ablation::Mechanism;
-use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
 use crate::runtime::park::{self, Idle, Wake};
-use crate::runtime::presumed::PresumedRun;
-use crate::runtime::retry_until_settled;
 use crate::runtime::task::Runnable;
-use crate::runtime::{Priority, Queued, Shared, Work};
+use crate::runtime::{Queued, Shared, Work};
 use crate::sync::{lock, Arc, Ordering};
 use crate::sys::ThreadProbe;
 use crate::trace;
 use coalesce::Coalescer;
-use crossbeam_deque::Steal;
 use crossbeam_utils::Backoff;
+use find::{find_task, find_task_stealing_with, steal, wait_for_batch};
+use presumed::{presumes_blocking, run_presumed_blocking};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
-
-/// One pick in this many starts with a lower lane. 61 is prime, so it does
-/// not fall into step with a program's own periodic patterns, and small
-/// enough that outside work waits behind at most 60 local tasks per worker.
-pub(crate) const FAIRNESS_INTERVAL: u64 = 61;
-
-/// The fairness picks rotate over this many turns: the normal lane, the low
-/// lane, the oldest local task, the admitted tasks.
-const FAIRNESS_TURNS: u64 = 4;
 
 /// How a new worker thread begins (see [`run`]).
 pub(crate) enum Begin {
     /// Holding a searching slot reserved by whoever started it.
     Searching,
     /// Holding no slot, with a task presumed blocking (see
-    /// `schedule::start_presumed`): it runs the task as if found blocked,
+    /// `presumed::start_presumed`): it runs the task as if found blocked,
     /// then carries on as any worker whose blocked task ended.
     Presumed(Runnable),
     /// Holding nothing: it parks at once, a spare for the next task
-    /// presumed blocking (see `schedule::hand_or_start`).
+    /// presumed blocking (see `presumed::hand_or_start`).
     Spare,
 }
 
@@ -368,113 +342,6 @@ impl RunLoop<'_> {
         None
     }
 
-    /// The quantum rule's guard (see `Builder::quantum`): while a slot is
-    /// lent, a task whose kind is known to compute is not run on it (the
-    /// pool would only run more CPU-bound threads than cores). The lend
-    /// exists for the work queued behind the computing tasks, so the worker
-    /// that picks one looks past it ([`RunLoop::look_past_computing_work`]);
-    /// finding only computing work, it ends the lend and gives its slot up,
-    /// and returns `None` (the caller gives way). Costs other picks one load
-    /// of a line written only when a slot is lent.
-    fn keep_lent_slot_from_computing_work(&mut self, work: Work) -> Option<Work> {
-        if !computes_on_lent_slot(self.shared(), &work) {
-            return Some(work);
-        }
-        if let Some(found) = self.look_past_computing_work(work) {
-            return Some(found);
-        }
-        let ctx = self.ctx;
-        let shared = &ctx.shared;
-        // If the monitor ended the lend meanwhile, it lowered the target
-        // itself. Either way the target is back at `concurrency`, and this
-        // worker's slot is the surplus one.
-        shared.refuse_quantum_lend();
-        if self.searching {
-            self.searching = false;
-            shared.slots.stop_searching();
-        }
-        shared.slots.release();
-        notify(shared);
-        None
-    }
-
-    /// One pass over `first` (computing work just picked), this worker's
-    /// deque (the rest of the batch it came with) and then the FIFOs a
-    /// worker serves after its deque and the high lane, in their serving
-    /// order (the normal lane, its admitted tasks, the low lane, its
-    /// admitted tasks), each in queue order: the first item that does not
-    /// compute is returned, to run on the lent slot. Every other item goes
-    /// to the back of its FIFO in the order it was taken, and a FIFO is
-    /// passed over whole (as long as it was before anything was put back),
-    /// so it ends in its old order: computing jobs keep their FIFO turn
-    /// though a lend looks past them every quantum. Once an item is found,
-    /// only the FIFOs that items were put back into are passed over (to
-    /// restore their order). A FIFO longer than [`LOOK_PAST_AT_MOST`] is
-    /// skipped: its pass would cost more than the lend is worth.
-    fn look_past_computing_work(&mut self, first: Work) -> Option<Work> {
-        /// The FIFOs of the pass, in serving order: (lane, admitted).
-        const FIFOS: [(Priority, bool); 4] = [
-            (Priority::Normal, false),
-            (Priority::Normal, true),
-            (Priority::Low, false),
-            (Priority::Low, true),
-        ];
-        let shared = Arc::clone(self.shared());
-        let lanes = &shared.lanes;
-        // Their lengths before anything is put back: a pass over more
-        // would take the items put back again, out of their order.
-        let lengths = FIFOS.map(|(lane, admitted)| lanes.fifo_len(lane, admitted));
-        let mut found = None;
-        let mut put_back_into = [false; 4];
-        let consider = |work: Work, found: &mut Option<Work>, put_back_into: &mut [bool; 4]| {
-            if found.is_none() && !computes_on_lent_slot(&shared, &work) {
-                *found = Some(work);
-                return;
-            }
-            let fifo = match &work {
-                Work::Task(task) => (task.metadata().priority, task.gate().is_some()),
-                Work::Job(_) => (Priority::Normal, false),
-            };
-            if let Some(index) = FIFOS.iter().position(|f| *f == fifo) {
-                put_back_into[index] = true;
-            }
-            match work {
-                // Back to its own FIFO: plain or admitted, by its lane.
-                Work::Task(task) => lanes.requeue(task),
-                job => lanes.push_work(Priority::Normal, job),
-            }
-        };
-        consider(first, &mut found, &mut put_back_into);
-        // In the order this worker would run them: its own `pop`. The
-        // thieves' end is not the oldest of a batch taken from a lane (the
-        // batch is written into the LIFO deque newest first, so that `pop`
-        // serves it in lane order): taken from there, a batch's jobs went
-        // back to the lane turned around (`[1, 4, 3, 2, 5, ...]` in
-        // `tests/control_blocking.rs`, whenever no second pass happened to
-        // turn them around again).
-        while let Some(work) = self.ctx.local.pop() {
-            consider(work.into_work(), &mut found, &mut put_back_into);
-        }
-        for (index, (lane, admitted)) in FIFOS.into_iter().enumerate() {
-            let queued = lengths[index];
-            if queued > LOOK_PAST_AT_MOST || (found.is_some() && !put_back_into[index]) {
-                continue;
-            }
-            for _ in 0..queued {
-                let next = if admitted {
-                    lanes.pop_admitted(lane)
-                } else {
-                    lanes.pop_one(lane)
-                };
-                match next {
-                    Some(work) => consider(work, &mut found, &mut put_back_into),
-                    None => break,
-                }
-            }
-        }
-        found
-    }
-
     /// Picks the next task or job (see [`find_task`]).
     fn find_task(&mut self) -> Option<Work> {
         find_task(self.ctx, self.tick.wrapping_add(1), self.searching)
@@ -621,15 +488,15 @@ impl RunLoop<'_> {
         // Asleep, it polls no more: the reactor's thread may have to.
         self.reactor.sleep();
         // Woken for an urgent task that another worker took first.
-        schedule::give_back_urgent_slice(self.ctx);
+        urgent::give_back_urgent_slice(self.ctx);
         if shared.compensates_blocking() {
             // Tasks may be handed to this worker while it sleeps: see
             // `WorkerContext::run_delay_at_park`.
             self.ctx.run_delay_at_park.set(self.ctx.probe.run_delay());
         }
         // Idle: the finished items its free ring keeps go (memory
-        // follows live work; `runtime::task::local_free`).
-        crate::runtime::task::local_free::let_go_here();
+        // follows live work; `runtime::free_rings`).
+        crate::runtime::free_rings::let_go_here();
         let timeout = Some(shared.config.idle_timeout);
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
             Wake::Woken => {
@@ -647,144 +514,6 @@ impl RunLoop<'_> {
             }
         }
     }
-}
-
-/// Picks the next task for the worker of `ctx`; `pick` numbers the pick (the
-/// worker's next task tick). Outside the search phase only the high lane and
-/// the worker's own deque are looked at; a searcher looks everywhere. See
-/// the module docs for the order and the fairness turns.
-fn find_task(ctx: &WorkerContext, pick: u64, searching: bool) -> Option<Work> {
-    find_task_stealing_with(ctx, pick, searching, steal)
-}
-
-/// [`find_task`], stealing from other workers' deques with `steal`.
-fn find_task_stealing_with(
-    ctx: &WorkerContext,
-    pick: u64,
-    searching: bool,
-    steal: impl FnOnce(&WorkerContext, u64) -> Option<Work>,
-) -> Option<Work> {
-    let shared = &ctx.shared;
-    let lanes = &shared.lanes;
-    let local = &ctx.local;
-    if pick.is_multiple_of(FAIRNESS_INTERVAL) && shared.config.switches.on(Mechanism::FairnessTurns)
-    {
-        let turn = pick / FAIRNESS_INTERVAL;
-        let found = match turn % FAIRNESS_TURNS {
-            0 => lanes.pop(Priority::Normal, local),
-            1 => lanes
-                .pop(Priority::Low, local)
-                .or_else(|| lanes.pop_admitted(Priority::Low)),
-            2 => oldest_local(ctx),
-            _ => lanes.pop_any_admitted(admitted_turn_start(turn)),
-        };
-        if found.is_some() {
-            return found;
-        }
-    }
-    // One check of both high FIFOs: the common case, nothing urgent, pays
-    // two empty-checks of lines written only by urgent work.
-    if lanes.has_work(Priority::High) {
-        if let Some(task) = lanes
-            .pop(Priority::High, local)
-            .or_else(|| lanes.pop_admitted(Priority::High))
-        {
-            return Some(task);
-        }
-    }
-    if let Some(task) = local.pop() {
-        return Some(task.into_work());
-    }
-    if !searching {
-        return None;
-    }
-    if let Some(task) = lanes.pop(Priority::Normal, local) {
-        return Some(task);
-    }
-    if let Some(task) = steal(ctx, pick) {
-        return Some(task);
-    }
-    if let Some(task) = lanes.pop_admitted(Priority::Normal) {
-        return Some(task);
-    }
-    lanes
-        .pop(Priority::Low, local)
-        .or_else(|| lanes.pop_admitted(Priority::Low))
-}
-
-/// The lane whose admitted FIFO the admitted tasks' fairness turn (`turn`
-/// counts fairness picks) looks at first: each lane in its round, so none
-/// waits for the others' admitted FIFOs to drain.
-fn admitted_turn_start(turn: u64) -> Priority {
-    match (turn / FAIRNESS_TURNS) % 3 {
-        0 => Priority::Normal,
-        1 => Priority::Low,
-        _ => Priority::High,
-    }
-}
-
-/// Waits `wait` nanoseconds (a coalescer's wait), without touching the
-/// queues a spawner writes. Ends early when high-priority work or shutdown
-/// arrives: only normal and low-priority tasks are ever batched.
-fn wait_for_batch(shared: &Shared, wait: u32) {
-    if wait == 0 || !shared.config.switches.on(Mechanism::Coalesce) {
-        return;
-    }
-    let deadline = Instant::now() + Duration::from_nanos(u64::from(wait));
-    while Instant::now() < deadline {
-        if shared.lanes.has_work(Priority::High) || shared.is_stopped() {
-            return;
-        }
-        for _ in 0..16 {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// The oldest task of the worker's own deque (the FIFO end thieves use).
-fn oldest_local(ctx: &WorkerContext) -> Option<Work> {
-    let stealer = ctx.shared.threads.entry(ctx.index).stealer()?;
-    if stealer.is_empty() {
-        return None; // without pinning the epoch (see `steal`)
-    }
-    retry_until_settled(|| stealer.steal()).map(Queued::into_work)
-}
-
-/// Steals a batch from another worker's deque, starting at a different
-/// victim for each `pick` so thieves spread out.
-fn steal(ctx: &WorkerContext, pick: u64) -> Option<Work> {
-    let entries = ctx.shared.threads.used();
-    let count = entries.len();
-    if count <= 1 {
-        return None;
-    }
-    let start = (pick as usize).wrapping_mul(0x9E37_79B9) % count;
-    let mut retry = true;
-    while retry {
-        retry = false;
-        for offset in 0..count {
-            let victim = (start + offset) % count;
-            if victim == ctx.index {
-                continue;
-            }
-            // `is_empty` first: it reads two indices, where a steal pins
-            // crossbeam's epoch, and every 128th pin walks the list of all
-            // threads that ever pinned. With hundreds of threads (a burst
-            // of blocking items) searches over their empty deques took a
-            // quarter of the CPU that thread starts needed.
-            let Some(stealer) = entries[victim].stealer().filter(|s| !s.is_empty()) else {
-                continue;
-            };
-            // Our own limit, so that a full batch (`coalesce::FULL_STEAL`)
-            // means what the coalescer reads it as.
-            match stealer.steal_batch_with_limit_and_pop(&ctx.local, coalesce::FULL_STEAL) {
-                Steal::Success(task) => return Some(task.into_work()),
-                Steal::Retry => retry = true,
-                Steal::Empty => {}
-            }
-        }
-    }
-    None
 }
 
 /// Runs one task or job on the worker of `ctx`. Returns false if the
@@ -818,257 +547,8 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
             job.run();
         }
     }
-    schedule::give_back_urgent_slice(ctx);
+    urgent::give_back_urgent_slice(ctx);
     status.end_task()
-}
-
-/// Whether `task` starts presumed blocking (and if so, it holds one of
-/// its kind's presumed places: `runtime::kinds::Presumption`): a closure
-/// of a kind seen blocking (and never computing) while other work waits,
-/// in a pool that replaces blocked workers. Costs every other task a load
-/// of its claim, of its place and of its kind's word (a read-mostly line).
-fn presumes_blocking(ctx: &WorkerContext, task: &Runnable) -> bool {
-    let shared = &ctx.shared;
-    let meta = task.metadata();
-    // `has_work` reads every worker's deque (a cache miss each): after the
-    // kind's load, which says no for almost every task. In the other
-    // order a fork per call (fine-spawn) took 1.5x as long.
-    could_presume(shared, task)
-        && meta.may_take_presumption(&shared.kinds)
-        && shared.has_work()
-        && meta.take_presumption(&shared.kinds)
-}
-
-/// Whether `task` is presumed blocking in `shared`'s pool, and if so holds
-/// one of its kind's presumed places (`runtime::kinds::Presumption`): a
-/// closure of a kind seen blocking (and never computing), with fewer of
-/// its kind presumed in flight than its cap (`control::presumption`), in a
-/// pool that replaces blocked workers.
-pub(crate) fn try_presume_blocking(shared: &Shared, task: &Runnable) -> bool {
-    could_presume(shared, task) && task.metadata().take_presumption(&shared.kinds)
-}
-
-/// The cheap half of a presumption's conditions: a closure (an async task
-/// may block in one poll and not the next), in a pool that compensates.
-fn could_presume(shared: &Shared, task: &Runnable) -> bool {
-    task.metadata().claim.is_closure()
-        && shared.compensates_blocking()
-        && shared.config.switches.on(Mechanism::Presumption)
-}
-
-/// How many queued tasks presumed blocking a worker that starts one hands
-/// a thread each (`fan_out`) before its own. Two: a queue of such tasks
-/// then starts as a tree, doubling the threads starting at once each
-/// generation (500 items in about nine thread starts' time instead of 500
-/// in a row); more would put more serial thread starts before each
-/// worker's own task.
-const FAN_OUT: usize = 2;
-
-/// The longest FIFO (a lane, or its admitted tasks) a worker on a slot lent
-/// by the quantum rule looks through for work that does not compute (see
-/// `RunLoop::look_past_computing_work`): each item of the pass is taken and
-/// queued again (an injector pop and push, as a spawn's queueing), so a
-/// pass costs at most a few thousand of those, once per lend (the monitor
-/// offers one every quantum while computing work holds every slot). Not
-/// measured by itself.
-const LOOK_PAST_AT_MOST: usize = 1024;
-
-/// Whether `work` is a task of a kind known to compute picked while a slot
-/// is lent under the quantum rule (see
-/// `RunLoop::keep_lent_slot_from_computing_work`).
-fn computes_on_lent_slot(shared: &Shared, work: &Work) -> bool {
-    match work {
-        Work::Task(task) => {
-            shared.quantum_lent() && shared.kinds.likely_computes(task.metadata().kind)
-        }
-        Work::Job(job) => shared.quantum_lent() && shared.kinds.likely_computes(job.kind()),
-    }
-}
-
-/// Hands up to [`FAN_OUT`] queued tasks presumed blocking to parked
-/// workers or new threads, stopping at the first task that is not presumed
-/// blocking. Takes one task at a time, from the top of this worker's deque,
-/// the normal lane, then another worker's deque: a batch taken into this
-/// deque would sit there while this worker blocks, out of reach of the
-/// threads it starts (they fan out from the shared queues too).
-fn fan_out(ctx: &WorkerContext) {
-    let shared = &ctx.shared;
-    if !shared.config.switches.on(Mechanism::FanOut) {
-        return;
-    }
-    for turn in 0..FAN_OUT {
-        let next = ctx
-            .local
-            .pop()
-            .map(Queued::into_work)
-            .or_else(|| shared.lanes.pop_one(Priority::Normal))
-            .or_else(|| steal_one(ctx, turn as u64));
-        let Some(work) = next else {
-            return;
-        };
-        match work {
-            Work::Task(task) if try_presume_blocking(shared, &task) => {
-                if let Some(task) = schedule::hand_or_start(shared, task) {
-                    // No thread to be had: it waits for a slot as before.
-                    ctx.local.push(Queued::from(task));
-                    return;
-                }
-            }
-            other => {
-                ctx.local.push(Queued::from(other));
-                return;
-            }
-        }
-    }
-}
-
-/// How many tasks [`presume_queued`] moves from the workers' deques to the
-/// lanes at most, for the threads it starts to fan out to: enough for the
-/// room a look gives, a few times over at most, at a steal each.
-const PRESUME_QUEUED_AT_MOST: usize = 32;
-
-/// How many queued tasks [`presume_queued`] looks at, at most, for ones
-/// presumed blocking: a task of another kind at the head of the lane (one
-/// that holds a slot as soon as it runs, say) must not hide those behind it.
-const PRESUME_LOOKS_AT_MOST: usize = 8;
-
-/// Hands queued tasks presumed blocking (their kind has room) threads of
-/// their own, up to [`FAN_OUT`] of them: called by the monitor when a look
-/// gave a kind more room (`control::presumption`). Each thread fans out
-/// ([`fan_out`]) as it starts its task, and so does each it hands one to,
-/// so the room fills as a tree in a few thread starts' time, instead of
-/// waiting until a worker with a slot takes one of the kind (those that
-/// hold the slots may all run tasks of the kind that found no room, and
-/// hold their slots until the monitor finds them blocked, or run a long
-/// computation). Looks at the first [`PRESUME_LOOKS_AT_MOST`] tasks of the
-/// normal lane and, if none is presumed, at the oldest of the workers'
-/// deques (moved to the lane); those it passes go back before the lane's
-/// new arrivals. Returns whether it handed one.
-pub(crate) fn presume_queued(shared: &Arc<Shared>) -> bool {
-    let handed = presume_from_lane(shared);
-    if handed {
-        return true;
-    }
-    // From the workers' deques: a worker that took a batch from the lane
-    // (the one that holds a slot, or one that fanned out and found no room
-    // for the rest) may be running a long task, or blocked without a slot.
-    // The oldest of each go to the lane's handed-off FIFO, where the
-    // fan-out of the threads started looks too.
-    let mut moved = 0;
-    for entry in shared.threads.used() {
-        let Some(stealer) = entry.stealer().filter(|s| !s.is_empty()) else {
-            continue;
-        };
-        while moved < PRESUME_QUEUED_AT_MOST {
-            let Some(queued) = retry_until_settled(|| stealer.steal()) else {
-                break;
-            };
-            shared.lanes.hand_off(queued.into_work());
-            moved += 1;
-        }
-    }
-    moved > 0 && presume_from_lane(shared)
-}
-
-/// [`presume_queued`]'s look at the normal lane.
-fn presume_from_lane(shared: &Arc<Shared>) -> bool {
-    let mut handed = 0;
-    let mut passed = Vec::new();
-    for _ in 0..PRESUME_LOOKS_AT_MOST {
-        let Some(work) = shared.lanes.pop_one(Priority::Normal) else {
-            break;
-        };
-        match work {
-            Work::Task(task) if try_presume_blocking(shared, &task) => {
-                match schedule::hand_or_start(shared, task) {
-                    None => handed += 1,
-                    Some(task) => {
-                        // No thread to be had: it waits for a slot.
-                        passed.push(Work::Task(task));
-                        break;
-                    }
-                }
-                if handed == FAN_OUT {
-                    break;
-                }
-            }
-            other => passed.push(other),
-        }
-    }
-    for work in passed {
-        shared.lanes.hand_off(work);
-    }
-    handed > 0
-}
-
-/// Steals one task (not a batch) from another worker's deque, starting at
-/// a victim that depends on `pick`.
-fn steal_one(ctx: &WorkerContext, pick: u64) -> Option<Work> {
-    let entries = ctx.shared.threads.used();
-    let count = entries.len();
-    let start = (ctx.index as u64 ^ pick).wrapping_mul(0x9E37_79B9) as usize % count.max(1);
-    (0..count)
-        .map(|offset| (start + offset) % count)
-        .filter(|&victim| victim != ctx.index)
-        .filter_map(|victim| entries[victim].stealer().filter(|s| !s.is_empty()))
-        .find_map(|stealer| retry_until_settled(|| stealer.steal()))
-        .map(Queued::into_work)
-}
-
-/// Runs a task presumed blocking (see `control::presumption`): it runs
-/// without a slot, as if the monitor had found it blocked. A worker that
-/// `held_slot` gives it on to the queued work at once: a burst of blocking
-/// items then starts a thread each in a chain (each worker hands its slot
-/// to the next) instead of waiting for the monitor's look at each. The
-/// entry is marked with the task (`Entry::presumed`), so the monitor judges
-/// it while it runs: one that keeps a core busy instead is counted against
-/// the slots again, and its kind stops being presumed at once
-/// (`runtime::presumed`).
-fn run_presumed_blocking(
-    ctx: &WorkerContext,
-    task: Runnable,
-    held_slot: bool,
-    run_delay_before: Option<Duration>,
-) {
-    let shared = &ctx.shared;
-    let entry = shared.threads.entry(ctx.index);
-    let kind = task.metadata().kind;
-    entry.kind.store(kind.to_bits(), Ordering::Relaxed);
-    // Marked presumed for the monitor, which judges it while it runs
-    // (`runtime::presumed`): before the status word that makes it look.
-    // Only this worker changes its ticks, so the next one is known.
-    let tick = entry.status.load().tick().wrapping_add(1);
-    entry.presumed.store(tick, Ordering::Relaxed);
-    // The monitor only marks `InTask` words, so the slot given up here is
-    // released exactly once (`control::slots`, invariant 3).
-    entry.status.begin_task_blocked();
-    ThreadCounters::bump(&shared.threads.counters.presumed_blocking);
-    shared.worker_blocked(ctx.index, kind, crate::runtime::Blocked::Presumed);
-    if held_slot {
-        shared.slots.release();
-        schedule::notify_for(shared, StartReason::Presumed);
-    }
-    // Where fan-out looks first, cheaply: `Shared::has_work` would also
-    // read every other worker's deque, a cache miss each, before a handed
-    // task starts.
-    if shared.lanes.has_work(Priority::Normal) || !ctx.local.is_empty() {
-        fan_out(ctx);
-    }
-    // Every way here took a presumption for the task (it is ended with
-    // the verdict on what the task did); the task itself is gone after the
-    // run.
-    let held = task.metadata().presumption.let_go();
-    ctx.presumed_run.set(Some(PresumedRun::start(
-        kind,
-        held,
-        (ctx.index, tick),
-        &ctx.probe,
-        run_delay_before,
-    )));
-    run_task(ctx, task);
-    // The task's end judged it (`context::count_task_end`), unless it was
-    // dropped unrun (its handle cancelled it first): judged here, short.
-    ctx.end_presumed_run();
 }
 
 /// Runs one task (between its status's begin and end) on the worker of

@@ -9,7 +9,7 @@
 //!    task has run at least the monitor interval: asks the kernel
 //!    (`sys::ThreadProbe`: one `pread` of `/proc/self/task/<tid>/stat` and one
 //!    CPU-clock read). A suspect found runnable is asked again less and less
-//!    often (doubling, up to [`MAX_PROBE_BACKOFF`] ticks) until it changes
+//!    often (doubling, up to [`MAX_PROBE_BACKOFF`](kernel::MAX_PROBE_BACKOFF) ticks) until it changes
 //!    task, and does not keep the monitor ticking fast meanwhile. Where the
 //!    kernel cannot say (no `/proc` file: no `/proc`, out of descriptors,
 //!    not Linux) the suspect is judged by its CPU clock, or by time alone if
@@ -41,13 +41,14 @@
 //! The monitor holds only a `Weak` reference to the pool between ticks, so a
 //! pool whose handles are gone is never kept alive by it.
 
+mod kernel;
+mod presumed_looks;
+
 use crate::control::ablation::Mechanism;
-use crate::control::back_from_block::{judge, Look, Verdict};
+use crate::control::back_from_block::Look;
 use crate::control::growth::{policy_max_threads, Climb, Step};
-use crate::control::policy::{
-    Decision, FallbackView, KernelView, Limits, Policy, Sample, WorkerView, BUSY_CPU_SHARE,
-};
-use crate::control::presumption::{computes_while_running, look_cap};
+use crate::control::policy::{Decision, Limits, Policy, Sample, WorkerView};
+use crate::control::presumption::look_cap;
 use crate::control::slots::{Phase, StatusWord};
 use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
@@ -55,8 +56,10 @@ use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::kinds::Kind;
 use crate::runtime::{Blocked, Hook, Shared};
 use crate::sync::{lock, Arc, Ordering};
-use crate::sys::{ThreadProbe, ThreadState, WaitsFor};
+use crate::sys::WaitsFor;
 use crate::trace;
+use kernel::{ask_kernel, back_from_block, cpu_since, used_a_core, Reading};
+use presumed_looks::{look_at_presumed, KindLook, PresumedLooks, ASKS_SAVED};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
@@ -70,17 +73,6 @@ const MAX_SLEEP: Duration = Duration::from_millis(10);
 const QUICK_PACE_DIVISOR: u32 = 4;
 /// See [`QUICK_PACE_DIVISOR`].
 const QUICK_PACE_TICKS: u32 = 16;
-
-/// A suspect seen runnable is probed at most every this many ticks.
-const MAX_PROBE_BACKOFF: u32 = 64;
-
-/// A suspect found runnable is still probed every tick until it has been
-/// in its task for this many thresholds; only then less and less often.
-/// A service's poll computes a millisecond or two and then blocks: backed
-/// off after one runnable look, it kept its slot through the next three
-/// ticks of its block. A task still computing after this long is likely
-/// CPU-bound, and the backoff spares the busy cores the monitor's looks.
-const PROBED_EVERY_TICK_FOR: u32 = 8;
 
 /// Starts the monitor thread of `shared`, or says why the system refused.
 ///
@@ -123,15 +115,15 @@ struct Track {
     /// The thread's CPU time when first seen in this task.
     cpu_at_since: Option<Duration>,
     /// When the thread was last asked about in this task (or first seen),
-    /// and its CPU time then: the window [`recent_cpu_share`] judges.
+    /// and its CPU time then: the window [`recent_cpu_share`](kernel::recent_cpu_share) judges.
     last_look: Option<(Instant, Duration)>,
     /// The thread's run delay (time runnable but not running) at the last probe.
     run_delay: Option<Duration>,
     /// The first probe in this task that found the thread runnable and
     /// read both its CPU clock and its run delay: from it, how much the task
-    /// computed of the time it could run (see [`computed_when_it_could`]).
+    /// computed of the time it could run (see [`computed_when_it_could`](kernel::computed_when_it_could)).
     runnable_first: Option<Reading>,
-    /// [`computed_when_it_could`] said yes for this task: not asked (nor
+    /// [`computed_when_it_could`](kernel::computed_when_it_could) said yes for this task: not asked (nor
     /// its run delay read) again.
     known_computing: bool,
     /// The declared blocking section (`worker::DeclaredSection`, the
@@ -151,44 +143,7 @@ struct Track {
     waits_for: Option<WaitsFor>,
 }
 
-/// A thread's clocks at one probe.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Reading {
-    at: Instant,
-    /// The thread's CPU time.
-    cpu: Duration,
-    /// The thread's run delay: time runnable, waiting for a core.
-    run_delay: Duration,
-}
-
-impl Reading {
-    /// The thread's clocks now; `None` if either cannot be read.
-    fn now(probe: &ThreadProbe) -> Option<Reading> {
-        Some(Reading {
-            cpu: probe.cpu_time()?,
-            run_delay: probe.run_delay()?,
-            at: Instant::now(),
-        })
-    }
-}
-
 impl Track {
-    /// Whether this task, runnable, computed a share of the time it could
-    /// run ([`computed_when_it_could`], from its first runnable probe to
-    /// now); a yes is kept for the task, so the run delay is read again
-    /// only while the answer is no.
-    fn computed_when_it_could(&mut self, probe: Option<&ThreadProbe>) -> bool {
-        if !self.known_computing {
-            self.known_computing = match (self.runnable_first, probe) {
-                (Some(first), Some(probe)) => {
-                    Reading::now(probe).is_some_and(|now| computed_when_it_could(first, now))
-                }
-                _ => false,
-            };
-        }
-        self.known_computing
-    }
-
     fn new(seen: StatusWord, now: Instant) -> Self {
         Track {
             seen,
@@ -205,25 +160,6 @@ impl Track {
             backoff: 1,
             waits_for: None,
         }
-    }
-
-    /// Whether the thread, found asleep, sleeps outside the process (not
-    /// in a futex: `sys::WaitsFor`), asked of the kernel at the first such
-    /// look in the task and then remembered (a task's waits are mostly of
-    /// one sort; the question costs an open and a read).
-    fn waits_outside(&mut self, probe: &ThreadProbe) -> bool {
-        let waits = match self.waits_for {
-            Some(known) => known,
-            None => {
-                let asked = probe.waits_for();
-                // Caught between two waits: ask again at the next look.
-                if asked != WaitsFor::Unknown {
-                    self.waits_for = Some(asked);
-                }
-                asked
-            }
-        };
-        waits == WaitsFor::Outside
     }
 }
 
@@ -376,6 +312,13 @@ impl Monitor {
             .sleep(Some(shared.config.monitor_interval), serve_spare)
     }
 
+    /// Whether every task at work at the last look was of a kind its
+    /// growth climb holds (a lock convoy), and the pool acts on it
+    /// (`control::ablation::Mechanism::ConvoyHold`).
+    fn convoy_held(&self, shared: &Shared) -> bool {
+        self.all_held && shared.config.switches.on(Mechanism::ConvoyHold)
+    }
+
     /// What the monitor does when a worker asks for a spare parked thread
     /// (`worker::start_spare`): starts one, unless every task at work at
     /// the last look was of a kind its growth climb holds (a lock convoy:
@@ -389,26 +332,6 @@ impl Monitor {
                 crate::worker::start_spare(shared);
             }
         }
-    }
-
-    /// Whether every task at work at the last look was of a kind its
-    /// growth climb holds (a lock convoy), and the pool acts on it
-    /// (`control::ablation::Mechanism::ConvoyHold`).
-    fn convoy_held(&self, shared: &Shared) -> bool {
-        self.all_held && shared.config.switches.on(Mechanism::ConvoyHold)
-    }
-
-    /// How many asleep presumed tasks the kernel may be asked about at this
-    /// tick, `now`: one more for each [`ASK_EVERY`] since the allowance
-    /// last grew, at most [`ASKS_SAVED`].
-    fn asks_allowed(&mut self, now: Duration) -> u32 {
-        let (left, since) = self.asks;
-        let grown = now.saturating_sub(since).as_nanos() / ASK_EVERY.as_nanos();
-        let grown = u32::try_from(grown).unwrap_or(u32::MAX);
-        if grown > 0 {
-            self.asks = ((left.saturating_add(grown)).min(ASKS_SAVED), now);
-        }
-        self.asks.0
     }
 
     /// How long to sleep after `tick`; `None` is "until woken".
@@ -875,430 +798,5 @@ impl Monitor {
             };
             crate::worker::wake_or_start(shared, reason);
         }
-    }
-}
-
-/// Whether the worker of `entry`, whose slot was given away (`track`
-/// follows its blocked task), computes again: looked at through its
-/// probe, less and less often while it sleeps.
-fn back_from_block(entry: &crate::runtime::Entry, track: &mut Track, now: Instant) -> bool {
-    if track.probe_wait > 0 {
-        track.probe_wait -= 1;
-        return false;
-    }
-    let Some(probe) = lock(&entry.probe).clone() else {
-        return false;
-    };
-    let look = Look {
-        at: now,
-        asleep: probe.state().is_waiting(),
-        cpu: probe.cpu_time(),
-    };
-    let verdict = judge(
-        false,
-        now.saturating_duration_since(track.since),
-        Duration::ZERO,
-        track.back_look,
-        look,
-    );
-    track.back_look = Some(look);
-    if look.asleep {
-        // Still blocked: look again later, less and less often.
-        track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
-        track.probe_wait = track.backoff;
-    } else {
-        track.backoff = 1;
-    }
-    verdict == Verdict::RunningAgain
-}
-
-/// How often the monitor may ask the kernel what an asleep presumed task
-/// waits for (`Track::waits_for`: an open, a read and a close, 5-10 µs),
-/// and how many asks it may save up: a sample of a kind's tasks says what
-/// the kind waits for. Asking about every task cost the monitor 7 ms over
-/// two bursts of 500 on one pool, and 12 ms over short-blocking's 2,000 items (twice its
-/// busy time); 250 a second cost at most a fifth of a millisecond of each
-/// second, and 4 saved let a burst's first looks ask at once.
-const ASK_EVERY: Duration = Duration::from_millis(4);
-const ASKS_SAVED: u32 = 4;
-
-/// What one look at a worker running a presumed task found.
-#[derive(Clone, Copy, Debug, Default)]
-struct PresumedLook {
-    /// It sleeps: at this look, or at the last one if it was not asked
-    /// now (asked less and less often while it sleeps).
-    asleep: bool,
-    /// Asleep, and what it waits for, if the kernel was asked
-    /// (`Track::waits_for`).
-    waits: Option<WaitsFor>,
-    /// It computes (`presumption::computes_while_running`).
-    computes: bool,
-}
-
-/// The presumed tasks seen at one tick, per kind (`presumption::Seen::Look`).
-#[derive(Debug, Default)]
-struct PresumedLooks(Vec<KindLook>);
-
-/// One kind's presumed tasks seen at one tick.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct KindLook {
-    kind: Kind,
-    /// Seen running.
-    seen: u32,
-    /// Of those, asleep.
-    asleep: u32,
-    /// Of those, the kernel said (when asked, `Track::waits_for`) wait
-    /// outside the process, and in a futex.
-    outside: u32,
-    in_process: u32,
-}
-
-impl KindLook {
-    /// Whether the kind waits outside the process by this look: more than
-    /// a quarter of its asleep tasks the kernel was asked about sleep
-    /// outside, not in a futex; with none asked about, as `before`.
-    ///
-    /// A quarter, not a half: a futex wait is not always a sibling's (a
-    /// mutex a thread outside the pool holds, a blocking client's reply),
-    /// and while a share of a kind's tasks wait for the world, threads
-    /// for them complete more. A convoy's waiters are all in the lock's
-    /// futex, bar its holder if it holds the lock across a wait of its
-    /// own (one of five or more).
-    fn waits_outside(&self, before: bool) -> bool {
-        let asked = self.outside + self.in_process;
-        if asked == 0 {
-            before
-        } else {
-            self.outside * 4 > asked
-        }
-    }
-}
-
-impl PresumedLooks {
-    /// Counts the presumed task of `entry`, seen as `look`.
-    fn tally(&mut self, entry: &crate::runtime::Entry, look: PresumedLook) {
-        let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-        let at = match self.0.iter().position(|k| k.kind == kind) {
-            Some(at) => at,
-            None => {
-                self.0.push(KindLook {
-                    kind,
-                    seen: 0,
-                    asleep: 0,
-                    outside: 0,
-                    in_process: 0,
-                });
-                self.0.len() - 1
-            }
-        };
-        let counts = &mut self.0[at];
-        counts.seen += 1;
-        counts.asleep += u32::from(look.asleep);
-        counts.outside += u32::from(look.waits == Some(WaitsFor::Outside));
-        counts.in_process += u32::from(look.waits == Some(WaitsFor::ThisProcess));
-    }
-
-    /// This tick's counts, leaving none.
-    fn take(&mut self) -> Vec<KindLook> {
-        std::mem::take(&mut self.0)
-    }
-}
-
-/// Looks at the worker of `entry`, which runs a presumed task (`track`
-/// follows it), through its probe: is it asleep, and does it compute
-/// (`presumption::computes_while_running`, over the time since its first
-/// look, and since the last)? Asked at once when first seen, then every
-/// tick while it runs, less and less often while it sleeps.
-fn look_at_presumed(
-    entry: &crate::runtime::Entry,
-    track: &mut Track,
-    now: Instant,
-    interval: Duration,
-    classify: &mut u32,
-) -> PresumedLook {
-    let asleep_before = track.back_look.is_some_and(|l| l.asleep);
-    if track.probe_wait > 0 {
-        track.probe_wait -= 1;
-        return PresumedLook {
-            asleep: asleep_before,
-            waits: track.waits_for.filter(|_| asleep_before),
-            computes: false,
-        };
-    }
-    let Some(probe) = lock(&entry.probe).clone() else {
-        return PresumedLook::default();
-    };
-    let state = probe.state();
-    let cpu = probe.cpu_time();
-    let previous = track.back_look;
-    let asleep = match state {
-        // No state letter: asleep if it used next to no CPU since the
-        // last look.
-        ThreadState::Unknown => previous
-            .and_then(|p| recent_cpu_share((p.at, p.cpu?), (now, cpu?)))
-            .is_some_and(|share| share < BUSY_CPU_SHARE),
-        state => state.is_waiting(),
-    };
-    let look = Look {
-        at: now,
-        asleep,
-        cpu,
-    };
-    if previous.is_none() {
-        track.cpu_at_since = cpu;
-    }
-    let first = Look {
-        at: track.since,
-        asleep: false,
-        cpu: track.cpu_at_since,
-    };
-    if !asleep && track.runnable_first.is_none() {
-        // From here, how much it computed of the time it could run.
-        track.runnable_first = Reading::now(&probe);
-    }
-    let computes = computes_while_running(first, previous, look, interval, || {
-        track.computed_when_it_could(Some(&*probe))
-    });
-    track.back_look = Some(look);
-    if asleep {
-        track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
-        track.probe_wait = track.backoff;
-    } else {
-        track.backoff = 1;
-    }
-    if asleep && state.is_waiting() && track.waits_for.is_none() && *classify > 0 {
-        *classify -= 1;
-        track.waits_outside(&probe);
-    }
-    PresumedLook {
-        asleep,
-        waits: track.waits_for.filter(|_| asleep),
-        computes,
-    }
-}
-
-/// Step 2 for one suspect: asks the kernel about it through `probe` if it is
-/// due, and schedules the next look. Returns what the kernel said, if asked,
-/// or what could be read instead where it cannot say (`control::policy`,
-/// "When the kernel cannot answer").
-/// The CPU time a worker's thread used since it was first seen in the
-/// task `track` follows, if its clock can be read.
-fn cpu_since(probe: Option<&ThreadProbe>, track: &Track) -> Option<Duration> {
-    Some(probe?.cpu_time()?.saturating_sub(track.cpu_at_since?))
-}
-
-/// Whether a worker in the same task for `in_task_for`, found runnable,
-/// used a core for it: `cpu_used` is at least [`BUSY_CPU_SHARE`] of that
-/// time. Runnable is not computing: a task woken onto busy cores (or a
-/// stalled VM) waits runnable with next to no CPU, and one such look
-/// marked a blocking kind as computing. Without a CPU clock, runnable is
-/// all there is to go by.
-fn used_a_core(cpu_used: Option<Duration>, in_task_for: Duration) -> bool {
-    cpu_used.is_none_or(|cpu| cpu.as_secs_f64() >= in_task_for.as_secs_f64() * BUSY_CPU_SHARE)
-}
-
-/// Whether a thread probed runnable at `first`, and read again at `last`
-/// (an extra read of its run delay, made only where [`used_a_core`] says
-/// no: [`Track::computed_when_it_could`]), spent
-/// at least [`BUSY_CPU_SHARE`] of the time it could run computing: its CPU
-/// time over the wall time less its run delay (the time it waited for a
-/// core). On a machine whose cores other processes keep busy, a CPU-bound
-/// task gets a fraction of a core, and [`used_a_core`] (CPU over wall time)
-/// missed it: the quantum rule then lent a slot to another task of the kind,
-/// one more thread computing on cores already short (the two tests of
-/// `tests/control_blocking.rs` that check it failed 5 times in 25 runs
-/// beside two CPU spinners). A task that blocks waits asleep, not for a
-/// core, so the discount does not make it compute. False for readings at
-/// one moment, or if the window was all waiting.
-fn computed_when_it_could(first: Reading, last: Reading) -> bool {
-    let wall = last.at.saturating_duration_since(first.at);
-    let could_run = wall.saturating_sub(last.run_delay.saturating_sub(first.run_delay));
-    let cpu = last.cpu.saturating_sub(first.cpu);
-    !could_run.is_zero()
-        && !cpu.is_zero()
-        && cpu.as_secs_f64() >= could_run.as_secs_f64() * BUSY_CPU_SHARE
-}
-
-fn ask_kernel(
-    shared: &Shared,
-    probe: &ThreadProbe,
-    track: &mut Track,
-    in_task_for: Duration,
-    threshold: Duration,
-) -> (Option<KernelView>, Option<FallbackView>) {
-    if !probe.reads_state() && !probe.reads_cpu_clock() {
-        // Nothing to read: judged by time alone, every tick. A nonzero wait
-        // keeps such suspects from making the monitor tick fast: time is
-        // as well judged at its busy pace.
-        track.probe_wait = 1;
-        return (None, Some(FallbackView::TimeOnly));
-    }
-    if track.probe_wait > 0 {
-        track.probe_wait -= 1;
-        return (None, None);
-    }
-    let state = probe.state();
-    let cpu_now = probe.cpu_time();
-    let now = Instant::now();
-    let look = cpu_now.map(|cpu| (now, cpu));
-    let recent_share = match (track.last_look, look) {
-        (Some(last), Some(look)) => recent_cpu_share(last, look),
-        _ => None,
-    };
-    track.last_look = look.or(track.last_look);
-    if state == ThreadState::Unknown {
-        // The CPU clock alone decides here, over the whole watch (the
-        // fallback's thresholds are in whole-watch time too).
-        let cpu_share = match (track.cpu_at_since, cpu_now) {
-            (Some(then), Some(cpu)) => {
-                Some(cpu.saturating_sub(then).as_secs_f64() / in_task_for.as_secs_f64().max(1e-9))
-            }
-            _ => None,
-        };
-        // No state letter: the CPU clock decides, or time. One that computes
-        // is looked at less and less often, like a runnable one.
-        if cpu_share.is_some_and(|share| share >= BUSY_CPU_SHARE) {
-            track.seen_runnable = true;
-            track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
-            track.probe_wait = track.backoff;
-        }
-        let fallback = match cpu_share {
-            Some(cpu_share) => FallbackView::CpuClock { cpu_share },
-            None => FallbackView::TimeOnly,
-        };
-        return (None, Some(fallback));
-    }
-    let waiting = state.is_waiting();
-    let waits_outside =
-        waiting && shared.config.switches.on(Mechanism::WaitClasses) && track.waits_outside(probe);
-    if !waiting {
-        // Runnable: if it waits for a CPU, the cores are oversubscribed; more
-        // threads would not help.
-        let delay = probe.run_delay();
-        if let (Some(before), Some(now)) = (track.run_delay, delay) {
-            if now > before {
-                ThreadCounters::bump(&shared.threads.counters.oversubscribed);
-            }
-        }
-        track.run_delay = delay;
-        if let (Some(cpu), Some(run_delay)) = (cpu_now, delay) {
-            let reading = Reading {
-                at: Instant::now(),
-                cpu,
-                run_delay,
-            };
-            track.runnable_first.get_or_insert(reading);
-        }
-        track.seen_runnable = true;
-        // Look again later, less and less often, once it has computed
-        // long enough to be likely CPU-bound.
-        if in_task_for >= threshold * PROBED_EVERY_TICK_FOR {
-            track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
-            track.probe_wait = track.backoff;
-        }
-    }
-    (
-        Some(KernelView {
-            waiting,
-            cpu_share: recent_share,
-            waits_outside,
-        }),
-        None,
-    )
-}
-
-/// The share of a core a thread used between two looks, each a moment and
-/// the thread's CPU time then; `None` for looks at one moment.
-///
-/// Rule 3 of `control::policy` judges this recent window, not the whole
-/// watch: a service's poll that computed a millisecond or two and then
-/// waited on its database was judged by its share since it was first seen,
-/// which stayed over [`BUSY_CPU_SHARE`] for milliseconds into the wait
-/// (1.2 ms of CPU needs 4.8 ms of watch to fall under a quarter), and the
-/// slot sat idle most of the wait. Asleep now after an interval spent
-/// mostly asleep is blocked, whatever the task computed before.
-fn recent_cpu_share(last: (Instant, Duration), now: (Instant, Duration)) -> Option<f64> {
-    let wall = now.0.saturating_duration_since(last.0);
-    (!wall.is_zero()).then(|| now.1.saturating_sub(last.1).as_secs_f64() / wall.as_secs_f64())
-}
-
-#[cfg(all(test, not(tidepool_loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_kind_waits_outside_once_more_than_a_quarter_asked_about_do() {
-        let look = |outside, in_process| KindLook {
-            kind: Kind::from_bits(0),
-            seen: 8,
-            asleep: 8,
-            outside,
-            in_process,
-        };
-        // A convoy: every waiter asked about is in the lock's futex.
-        assert!(!look(0, 4).waits_outside(true));
-        // Its holder asleep in a wait of its own, one of five: still a convoy.
-        assert!(!look(1, 4).waits_outside(true));
-        // Half sleep, half wait on mutexes held outside the pool
-        // (short-blocking's kind): outside.
-        assert!(look(2, 2).waits_outside(false));
-        assert!(look(2, 5).waits_outside(false), "2 of 7 is over a quarter");
-        // Nobody asked about: as the last verdict.
-        assert!(look(0, 0).waits_outside(true));
-        assert!(!look(0, 0).waits_outside(false));
-    }
-
-    #[test]
-    fn the_recent_share_is_of_the_window_since_the_last_look() {
-        let ms = Duration::from_millis;
-        let start = Instant::now();
-        let look = |wall: u64, cpu: u64| (start + ms(wall), ms(cpu));
-        // Computed 1.2 ms, then slept: over the last millisecond it used
-        // nothing, whatever it did before.
-        assert_eq!(recent_cpu_share(look(1, 1), look(2, 1)), Some(0.0));
-        let share = recent_cpu_share(look(0, 0), look(2, 1)).unwrap();
-        assert!((share - 0.5).abs() < 1e-9, "{share}");
-        assert_eq!(recent_cpu_share(look(1, 0), look(1, 0)), None, "one moment");
-        assert_eq!(
-            recent_cpu_share(look(2, 1), look(1, 1)),
-            None,
-            "a clock read out of order is no window"
-        );
-    }
-
-    #[test]
-    fn a_task_runnable_without_cpu_did_not_use_a_core() {
-        let ms = Duration::from_millis;
-        assert!(used_a_core(Some(ms(9)), ms(10)), "a busy core");
-        assert!(used_a_core(Some(ms(3)), ms(10)), "preempted, still busy");
-        assert!(
-            !used_a_core(Some(ms(1)), ms(10)),
-            "woken onto busy cores: runnable, not computing"
-        );
-        assert!(!used_a_core(Some(Duration::ZERO), ms(10)));
-        assert!(used_a_core(None, ms(10)), "no clock: runnable decides");
-    }
-
-    #[test]
-    fn a_task_computing_on_a_loaded_machine_computed_when_it_could() {
-        let ms = Duration::from_millis;
-        let start = Instant::now();
-        let at = |wall: u64, cpu: u64, run_delay: u64| Reading {
-            at: start + ms(wall),
-            cpu: ms(cpu),
-            run_delay: ms(run_delay),
-        };
-        // 20 ms in which other processes held the cores for 16: 4 ms of
-        // CPU is a fifth of the wall time (not "a core" by `used_a_core`),
-        // and all of the time it could run.
-        assert!(!used_a_core(Some(ms(4)), ms(20)));
-        assert!(computed_when_it_could(at(0, 10, 5), at(20, 14, 21)));
-        // A task that slept most of the window and waited a little for a
-        // core after each wake-up: asleep, not computing.
-        assert!(!computed_when_it_could(at(0, 1, 0), at(20, 2, 2)));
-        // Waiting for a core the whole window: nothing to judge by.
-        assert!(!computed_when_it_could(at(0, 1, 0), at(20, 1, 20)));
-        // Two readings at one moment: nothing to judge by.
-        assert!(!computed_when_it_could(at(0, 1, 0), at(0, 1, 0)));
     }
 }

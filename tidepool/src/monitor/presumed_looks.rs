@@ -1,0 +1,221 @@
+//! The monitor's looks at tasks presumed blocking: each one asked about
+//! through its probe, tallied per kind at each tick, and how often the kernel
+//! may be asked what an asleep one waits for (the ask token bucket).
+
+use super::kernel::{recent_cpu_share, Reading, MAX_PROBE_BACKOFF};
+use super::{Monitor, Track};
+use crate::control::back_from_block::Look;
+use crate::control::policy::BUSY_CPU_SHARE;
+use crate::control::presumption::computes_while_running;
+use crate::runtime::kinds::Kind;
+use crate::sync::{lock, Ordering};
+use crate::sys::{ThreadState, WaitsFor};
+use std::time::{Duration, Instant};
+
+/// How often the monitor may ask the kernel what an asleep presumed task
+/// waits for (`Track::waits_for`: an open, a read and a close, 5-10 µs),
+/// and how many asks it may save up: a sample of a kind's tasks says what
+/// the kind waits for. Asking about every task cost the monitor 7 ms over
+/// two bursts of 500 on one pool, and 12 ms over short-blocking's 2,000 items (twice its
+/// busy time); 250 a second cost at most a fifth of a millisecond of each
+/// second, and 4 saved let a burst's first looks ask at once.
+const ASK_EVERY: Duration = Duration::from_millis(4);
+
+pub(super) const ASKS_SAVED: u32 = 4;
+
+/// What one look at a worker running a presumed task found.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PresumedLook {
+    /// It sleeps: at this look, or at the last one if it was not asked
+    /// now (asked less and less often while it sleeps).
+    pub(super) asleep: bool,
+    /// Asleep, and what it waits for, if the kernel was asked
+    /// (`Track::waits_for`).
+    waits: Option<WaitsFor>,
+    /// It computes (`presumption::computes_while_running`).
+    pub(super) computes: bool,
+}
+
+/// The presumed tasks seen at one tick, per kind (`presumption::Seen::Look`).
+#[derive(Debug, Default)]
+pub(super) struct PresumedLooks(Vec<KindLook>);
+
+/// One kind's presumed tasks seen at one tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct KindLook {
+    pub(super) kind: Kind,
+    /// Seen running.
+    pub(super) seen: u32,
+    /// Of those, asleep.
+    pub(super) asleep: u32,
+    /// Of those, the kernel said (when asked, `Track::waits_for`) wait
+    /// outside the process, and in a futex.
+    pub(super) outside: u32,
+    pub(super) in_process: u32,
+}
+
+impl KindLook {
+    /// Whether the kind waits outside the process by this look: more than
+    /// a quarter of its asleep tasks the kernel was asked about sleep
+    /// outside, not in a futex; with none asked about, as `before`.
+    ///
+    /// A quarter, not a half: a futex wait is not always a sibling's (a
+    /// mutex a thread outside the pool holds, a blocking client's reply),
+    /// and while a share of a kind's tasks wait for the world, threads
+    /// for them complete more. A convoy's waiters are all in the lock's
+    /// futex, bar its holder if it holds the lock across a wait of its
+    /// own (one of five or more).
+    pub(super) fn waits_outside(&self, before: bool) -> bool {
+        let asked = self.outside + self.in_process;
+        if asked == 0 {
+            before
+        } else {
+            self.outside * 4 > asked
+        }
+    }
+}
+
+impl PresumedLooks {
+    /// Counts the presumed task of `entry`, seen as `look`.
+    pub(super) fn tally(&mut self, entry: &crate::runtime::Entry, look: PresumedLook) {
+        let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+        let at = match self.0.iter().position(|k| k.kind == kind) {
+            Some(at) => at,
+            None => {
+                self.0.push(KindLook {
+                    kind,
+                    seen: 0,
+                    asleep: 0,
+                    outside: 0,
+                    in_process: 0,
+                });
+                self.0.len() - 1
+            }
+        };
+        let counts = &mut self.0[at];
+        counts.seen += 1;
+        counts.asleep += u32::from(look.asleep);
+        counts.outside += u32::from(look.waits == Some(WaitsFor::Outside));
+        counts.in_process += u32::from(look.waits == Some(WaitsFor::ThisProcess));
+    }
+
+    /// This tick's counts, leaving none.
+    pub(super) fn take(&mut self) -> Vec<KindLook> {
+        std::mem::take(&mut self.0)
+    }
+}
+
+impl Monitor {
+    /// How many asleep presumed tasks the kernel may be asked about at this
+    /// tick, `now`: one more for each [`ASK_EVERY`] since the allowance
+    /// last grew, at most [`ASKS_SAVED`].
+    pub(super) fn asks_allowed(&mut self, now: Duration) -> u32 {
+        let (left, since) = self.asks;
+        let grown = now.saturating_sub(since).as_nanos() / ASK_EVERY.as_nanos();
+        let grown = u32::try_from(grown).unwrap_or(u32::MAX);
+        if grown > 0 {
+            self.asks = ((left.saturating_add(grown)).min(ASKS_SAVED), now);
+        }
+        self.asks.0
+    }
+}
+
+/// Looks at the worker of `entry`, which runs a presumed task (`track`
+/// follows it), through its probe: is it asleep, and does it compute
+/// (`presumption::computes_while_running`, over the time since its first
+/// look, and since the last)? Asked at once when first seen, then every
+/// tick while it runs, less and less often while it sleeps.
+pub(super) fn look_at_presumed(
+    entry: &crate::runtime::Entry,
+    track: &mut Track,
+    now: Instant,
+    interval: Duration,
+    classify: &mut u32,
+) -> PresumedLook {
+    let asleep_before = track.back_look.is_some_and(|l| l.asleep);
+    if track.probe_wait > 0 {
+        track.probe_wait -= 1;
+        return PresumedLook {
+            asleep: asleep_before,
+            waits: track.waits_for.filter(|_| asleep_before),
+            computes: false,
+        };
+    }
+    let Some(probe) = lock(&entry.probe).clone() else {
+        return PresumedLook::default();
+    };
+    let state = probe.state();
+    let cpu = probe.cpu_time();
+    let previous = track.back_look;
+    let asleep = match state {
+        // No state letter: asleep if it used next to no CPU since the
+        // last look.
+        ThreadState::Unknown => previous
+            .and_then(|p| recent_cpu_share((p.at, p.cpu?), (now, cpu?)))
+            .is_some_and(|share| share < BUSY_CPU_SHARE),
+        state => state.is_waiting(),
+    };
+    let look = Look {
+        at: now,
+        asleep,
+        cpu,
+    };
+    if previous.is_none() {
+        track.cpu_at_since = cpu;
+    }
+    let first = Look {
+        at: track.since,
+        asleep: false,
+        cpu: track.cpu_at_since,
+    };
+    if !asleep && track.runnable_first.is_none() {
+        // From here, how much it computed of the time it could run.
+        track.runnable_first = Reading::now(&probe);
+    }
+    let computes = computes_while_running(first, previous, look, interval, || {
+        track.computed_when_it_could(Some(&*probe))
+    });
+    track.back_look = Some(look);
+    if asleep {
+        track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
+        track.probe_wait = track.backoff;
+    } else {
+        track.backoff = 1;
+    }
+    if asleep && state.is_waiting() && track.waits_for.is_none() && *classify > 0 {
+        *classify -= 1;
+        track.waits_outside(&probe);
+    }
+    PresumedLook {
+        asleep,
+        waits: track.waits_for.filter(|_| asleep),
+        computes,
+    }
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_waits_outside_once_more_than_a_quarter_asked_about_do() {
+        let look = |outside, in_process| KindLook {
+            kind: Kind::from_bits(0),
+            seen: 8,
+            asleep: 8,
+            outside,
+            in_process,
+        };
+        // A convoy: every waiter asked about is in the lock's futex.
+        assert!(!look(0, 4).waits_outside(true));
+        // Its holder asleep in a wait of its own, one of five: still a convoy.
+        assert!(!look(1, 4).waits_outside(true));
+        // Half sleep, half wait on mutexes held outside the pool
+        // (short-blocking's kind): outside.
+        assert!(look(2, 2).waits_outside(false));
+        assert!(look(2, 5).waits_outside(false), "2 of 7 is over a quarter");
+        // Nobody asked about: as the last verdict.
+        assert!(look(0, 0).waits_outside(true));
+        assert!(!look(0, 0).waits_outside(false));
+    }
+}
