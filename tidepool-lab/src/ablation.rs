@@ -629,6 +629,13 @@ pub fn render(probes: &[Probe], values: &Values, rounds: u32, failures: &[String
             );
         }
     }
+    let _ = writeln!(
+        s,
+        "\nThe free rings and coalescing exist for the spawn path, which thread-per-task\n\
+         (one repetition in a fresh process) measures too noisily to judge them; the\n\
+         spawn benches' pairs, and why each mechanism with no *buys* row is kept, are in\n\
+         docs/measurements.md (\"What each mechanism buys\")."
+    );
     if !failures.is_empty() {
         let _ = writeln!(s, "\nVariants that gave no results:\n");
         for f in failures {
