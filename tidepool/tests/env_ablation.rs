@@ -33,6 +33,18 @@ fn meet(pool: &Pool, parties: usize) -> u64 {
     pool.metrics().presumed_blocking - before
 }
 
+/// On a fresh one-slot pool, 4 items meet (found blocked: the kind
+/// learns that it blocks), then 8 more: how many of those were presumed.
+fn presumed_after_a_lesson() -> u64 {
+    within(HANG, || {
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        meet(&pool, 4);
+        let presumed = meet(&pool, 8);
+        pool.shutdown().unwrap();
+        presumed
+    })
+}
+
 #[test]
 fn a_mechanism_named_in_tidepool_ablate_is_off_and_a_bad_name_is_refused() {
     std::env::set_var("TIDEPOOL_ABLATE", "spare,sparse");
@@ -49,24 +61,12 @@ fn a_mechanism_named_in_tidepool_ablate_is_off_and_a_bad_name_is_refused() {
     // Presumption off: the kind learns that it blocks (4 meet, found
     // blocked), but the next 8 are never presumed; they still all meet.
     std::env::set_var("TIDEPOOL_ABLATE", "presumption");
-    let presumed = within(HANG, || {
-        let pool = Pool::builder().concurrency(1).build().unwrap();
-        meet(&pool, 4);
-        let presumed = meet(&pool, 8);
-        pool.shutdown().unwrap();
-        presumed
-    });
+    let presumed = presumed_after_a_lesson();
     assert_eq!(presumed, 0, "switched off, nothing is presumed");
 
     // On again (unset): the same lesson makes the next 8 presumed.
     std::env::remove_var("TIDEPOOL_ABLATE");
-    let presumed = within(HANG, || {
-        let pool = Pool::builder().concurrency(1).build().unwrap();
-        meet(&pool, 4);
-        let presumed = meet(&pool, 8);
-        pool.shutdown().unwrap();
-        presumed
-    });
+    let presumed = presumed_after_a_lesson();
     assert!(
         presumed >= 2,
         "on, a kind that blocked is presumed: {presumed}"
