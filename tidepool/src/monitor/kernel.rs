@@ -120,10 +120,6 @@ pub(super) fn back_from_block(
     verdict == Verdict::RunningAgain
 }
 
-/// Step 2 for one suspect: asks the kernel about it through `probe` if it is
-/// due, and schedules the next look. Returns what the kernel said, if asked,
-/// or what could be read instead where it cannot say (`control::policy`,
-/// "When the kernel cannot answer").
 /// The CPU time a worker's thread used since it was first seen in the
 /// task `track` follows, if its clock can be read.
 pub(super) fn cpu_since(probe: Option<&ThreadProbe>, track: &Track) -> Option<Duration> {
@@ -162,6 +158,10 @@ pub(super) fn computed_when_it_could(first: Reading, last: Reading) -> bool {
         && cpu.as_secs_f64() >= could_run.as_secs_f64() * BUSY_CPU_SHARE
 }
 
+/// Step 2 for one suspect: asks the kernel about it through `probe` if it is
+/// due, and schedules the next look. Returns what the kernel said, if asked,
+/// or what could be read instead where it cannot say (`control::policy`,
+/// "When the kernel cannot answer").
 pub(super) fn ask_kernel(
     shared: &Shared,
     probe: &ThreadProbe,

@@ -36,8 +36,8 @@ pub(crate) struct WorkerContext {
     /// core) when it last parked or started, in pools that hand tasks to
     /// parked workers: a task handed to it then starts without a file read.
     /// What a task presumed blocking is judged by at its end
-    /// (`worker::computed` discounts the wait, so a task that computes is
-    /// seen to on a loaded machine). Taken (left empty) by the task it is
+    /// (`runtime::presumed` discounts the wait for a core, so a task that
+    /// computes is seen to on a loaded machine). Taken (left empty) by the task it is
     /// handed.
     pub(crate) run_delay_at_park: std::cell::Cell<Option<std::time::Duration>>,
     /// The task presumed blocking that this worker runs now, if any: its
