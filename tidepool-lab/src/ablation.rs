@@ -44,7 +44,7 @@ pub const ABLATE_VAR: &str = "TIDEPOOL_ABLATE";
 
 /// One figure a mechanism is judged by: an experiment, one of its run
 /// ids, and a metric of that run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Figure {
     /// The experiment's name.
     pub experiment: &'static str,
@@ -441,18 +441,6 @@ pub struct Values {
     commits: std::collections::BTreeSet<String>,
 }
 
-impl Ord for Figure {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.experiment, self.run, self.metric).cmp(&(other.experiment, other.run, other.metric))
-    }
-}
-
-impl PartialOrd for Figure {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 impl Values {
     /// No values yet.
     pub fn new() -> Values {
@@ -528,14 +516,11 @@ pub const MIN_PAIRS: usize = 5;
 
 /// In how many of `pairs` (on, off) the figure `metric` was worse off.
 pub fn worse_off(metric: &str, pairs: &[(f64, f64)]) -> usize {
-    let worse = |on: f64, off: f64| {
-        if higher_is_better(metric) {
-            off < on
-        } else {
-            off > on
-        }
-    };
-    pairs.iter().filter(|(on, off)| worse(*on, *off)).count()
+    let higher = higher_is_better(metric);
+    pairs
+        .iter()
+        .filter(|(on, off)| if higher { off < on } else { off > on })
+        .count()
 }
 
 /// Judges the rounds' pairs (on, off) of `metric`.
@@ -545,8 +530,11 @@ pub fn verdict(metric: &str, pairs: &[(f64, f64)]) -> Verdict {
         return Verdict::TooFewRounds;
     }
     let worse = worse_off(metric, pairs);
-    let swapped: Vec<(f64, f64)> = pairs.iter().map(|(on, off)| (*off, *on)).collect();
-    let better = worse_off(metric, &swapped);
+    // Better off is worse off with the roles swapped.
+    let better = pairs
+        .iter()
+        .filter(|(on, off)| worse_off(metric, &[(*off, *on)]) == 1)
+        .count();
     if worse + 1 >= n {
         Verdict::Buys
     } else if better + 1 >= n {
