@@ -171,6 +171,15 @@ pub const PLAN: &[Probe] = &[
         ],
     },
     Probe {
+        mechanism: "hold",
+        purpose: "a worker back from its block waits for a slot while every slot is taken",
+        figures: &[
+            fig("fetch-process", "tidepool-16-one-type", "mean_vs_ideal"),
+            fig("fetch-process", "tidepool-64-one-type", "mean_vs_ideal"),
+            fig("mixed-kind", "tidepool", "over_quota_ms"),
+        ],
+    },
+    Probe {
         mechanism: "convoy-hold",
         purpose: "while all work is a held convoy, few threads and no spares",
         figures: &[TAUGHT_THREADS, CONVOY_THREADS],

@@ -171,6 +171,7 @@ pub(crate) struct ThreadCounters {
     pub(crate) started_spare: AtomicU64,
     pub(crate) quantum_lends: AtomicU64,
     pub(crate) counted_again: AtomicU64,
+    pub(crate) held: AtomicU64,
     pub(crate) reserve_lends: AtomicU64,
     pub(crate) start_failures: AtomicU64,
     pub(crate) retired_idle: AtomicU64,
@@ -205,6 +206,7 @@ impl ThreadCounters {
         m.peak_threads = get(&self.peak_threads) as usize;
         m.threads_started = get(&self.started);
         m.workers_counted_again = get(&self.counted_again);
+        m.workers_held = get(&self.held);
         m.threads_started_demand = get(&self.started_demand);
         m.threads_started_compensation = get(&self.started_compensation);
         m.threads_started_policy = get(&self.started_policy);
@@ -608,6 +610,13 @@ pub struct Metrics {
     /// task started until the running workers were back at
     /// `concurrency` (`control::back_from_block`).
     pub workers_counted_again: u64,
+    /// Times a worker whose slot was given away while it blocked was seen
+    /// computing again while every slot was taken, and was held (its
+    /// thread stopped by a signal) until a slot was its own, as a
+    /// goroutine back from a system call waits for a P
+    /// (`control::hold`). Those let go after the pool's patience count in
+    /// [`workers_counted_again`](Self::workers_counted_again).
+    pub workers_held: u64,
     /// Running slots now.
     pub concurrency_target: usize,
     /// The running slots the pool was built with

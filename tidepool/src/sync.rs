@@ -10,13 +10,13 @@
 
 #[cfg(not(tidepool_loom))]
 pub(crate) use std::sync::{
-    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 
 #[cfg(tidepool_loom)]
 pub(crate) use loom::sync::{
-    atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 

@@ -68,6 +68,10 @@ pub(crate) enum Mechanism {
     /// A worker whose slot was given away and that computes again is
     /// counted against the slots again (`control::back_from_block`).
     CountAgain,
+    /// A worker back from its block that computes while every slot is
+    /// taken is held until a slot is its own (`control::hold`); off, it is
+    /// counted beyond the slots and runs on.
+    Hold,
     /// While every task at work is of a kind its growth climb holds (a
     /// lock convoy), the policy works within a few threads, declines
     /// spares, and does not mark a sibling's waiter blocked (`monitor`).
@@ -79,7 +83,7 @@ pub(crate) enum Mechanism {
 
 impl Mechanism {
     /// Every mechanism, in the order the table shows them.
-    pub(crate) const ALL: [Mechanism; 15] = [
+    pub(crate) const ALL: [Mechanism; 16] = [
         Mechanism::Presumption,
         Mechanism::GrowthClimb,
         Mechanism::WaitClasses,
@@ -93,6 +97,7 @@ impl Mechanism {
         Mechanism::HandedOffFifo,
         Mechanism::QuickPace,
         Mechanism::CountAgain,
+        Mechanism::Hold,
         Mechanism::ConvoyHold,
         Mechanism::ReactorPacing,
     ];
@@ -113,6 +118,7 @@ impl Mechanism {
             Mechanism::HandedOffFifo => "handed-off-fifo",
             Mechanism::QuickPace => "quick-pace",
             Mechanism::CountAgain => "count-again",
+            Mechanism::Hold => "hold",
             Mechanism::ConvoyHold => "convoy-hold",
             Mechanism::ReactorPacing => "reactor-pacing",
         }

@@ -45,6 +45,9 @@ pub(crate) struct Look {
     pub(crate) asleep: bool,
     /// The thread's CPU time, if its clock could be read.
     pub(crate) cpu: Option<Duration>,
+    /// The thread's run delay (time runnable, waiting for a core), if it
+    /// could be read.
+    pub(crate) run_delay: Option<Duration>,
 }
 
 /// What the watcher does about a thread.
@@ -88,9 +91,20 @@ pub(crate) fn judge(
     };
     let computed = match (previous.cpu, now.cpu) {
         (Some(before), Some(after)) => {
+            // Of the time it could run: the time it waited for a core does
+            // not count. Sixteen threads back from their blocks on two
+            // cores each got an eighth of a core, under the share, and
+            // none was counted again while all of them computed.
             let wall = now.at.saturating_duration_since(previous.at);
-            !wall.is_zero()
-                && after.saturating_sub(before).as_secs_f64() >= wall.as_secs_f64() * BUSY_CPU_SHARE
+            let waited = match (previous.run_delay, now.run_delay) {
+                (Some(before), Some(after)) => after.saturating_sub(before),
+                _ => Duration::ZERO,
+            };
+            let could_run = wall.saturating_sub(waited);
+            let cpu = after.saturating_sub(before);
+            !could_run.is_zero()
+                && !cpu.is_zero()
+                && cpu.as_secs_f64() >= could_run.as_secs_f64() * BUSY_CPU_SHARE
         }
         // Without a CPU clock, runnable at two looks in a row.
         _ => !previous.asleep,
@@ -113,7 +127,42 @@ mod tests {
             at: at + Duration::from_millis(ms),
             asleep,
             cpu: cpu_us.map(Duration::from_micros),
+            run_delay: None,
         }
+    }
+
+    #[test]
+    fn a_thread_that_computes_on_oversubscribed_cores_is_counted_again() {
+        let t0 = Instant::now();
+        // 120 µs of CPU in 1 ms (an eighth of a core: 16 threads on 2),
+        // 880 µs of it waiting for a core.
+        let before = Look {
+            run_delay: Some(Duration::from_micros(5_000)),
+            ..look(t0, 0, false, Some(1_000))
+        };
+        let now = Look {
+            run_delay: Some(Duration::from_micros(5_880)),
+            ..look(t0, 1, false, Some(1_120))
+        };
+        assert_eq!(
+            judge(false, INTERVAL, INTERVAL, Some(before), now),
+            Verdict::RunningAgain
+        );
+        // The same CPU without the waits read: a share of the wall time.
+        let (before, now) = (
+            Look {
+                run_delay: None,
+                ..before
+            },
+            Look {
+                run_delay: None,
+                ..now
+            },
+        );
+        assert_eq!(
+            judge(false, INTERVAL, INTERVAL, Some(before), now),
+            Verdict::Leave
+        );
     }
 
     #[test]

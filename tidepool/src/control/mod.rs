@@ -11,6 +11,8 @@
 //! * `growth`: the growth climb: how far a look may raise a kind's
 //!   presumption cap, only while its completions per second rise with it
 //!   (lock convoys stay small).
+//! * `hold`: what happens to a worker back from its block that computes
+//!   again while every slot is taken (held until a slot is its own).
 //! * `ablation`: the switches that turn one mechanism off, for the lab's
 //!   table of what each one buys.
 
@@ -58,6 +60,7 @@ impl StartReason {
 pub(crate) mod ablation;
 pub(crate) mod back_from_block;
 pub(crate) mod growth;
+pub(crate) mod hold;
 pub(crate) mod policy;
 pub(crate) mod presumption;
 pub(crate) mod signal;

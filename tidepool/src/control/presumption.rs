@@ -910,6 +910,7 @@ mod tests {
             at: t0 + ms(at_ms),
             asleep,
             cpu: cpu_us.map(Duration::from_micros),
+            run_delay: None,
         }
     }
 

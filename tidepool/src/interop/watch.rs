@@ -179,6 +179,7 @@ fn run(watched: &Watched) {
                 at: now,
                 asleep: worker.probe.state().is_waiting(),
                 cpu: worker.probe.cpu_time(),
+                run_delay: worker.probe.run_delay(),
             };
             let holds_place = seen.phase() == Phase::InTask;
             let verdict = judge(

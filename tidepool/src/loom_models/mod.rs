@@ -21,9 +21,12 @@
 //! * `tokio_gate`: the places of the shared tokio runtime's workers between
 //!   a worker that parks and the watcher that takes its place or counts it
 //!   again.
+//! * `hold`: a worker held for a slot between the worker that hands it one
+//!   and its own patience.
 
 mod admission;
 mod claim;
+mod hold;
 mod item;
 mod monitor_idle;
 mod park;

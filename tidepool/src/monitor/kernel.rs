@@ -101,6 +101,7 @@ pub(super) fn back_from_block(
         at: now,
         asleep: probe.state().is_waiting(),
         cpu: probe.cpu_time(),
+        run_delay: probe.run_delay(),
     };
     let verdict = judge(
         false,

@@ -184,6 +184,10 @@ struct Monitor {
     /// Workers whose slot was given away seen computing again: counted
     /// against the slots again (`control::back_from_block`).
     counted_again: Vec<(usize, StatusWord)>,
+    /// The pool's ended tasks at the last look while workers were held,
+    /// and since when that count has not moved (`control::hold`'s
+    /// patience).
+    held_progress: (u64, Duration),
     /// Workers running a presumed task seen computing: judged, their kind
     /// no longer presumed, counted against the slots again
     /// (`Monitor::judge_presumed`).
@@ -235,6 +239,7 @@ impl Monitor {
             sleep: Duration::ZERO,
             declared_overdue: Vec::new(),
             counted_again: Vec::new(),
+            held_progress: (0, Duration::ZERO),
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
             asks: (ASKS_SAVED, Duration::ZERO),
@@ -266,6 +271,11 @@ impl Monitor {
     }
 
     fn run(mut self) {
+        // A short scheduler slice: the monitor's looks are short, and on
+        // cores its pool oversubscribes (threads back from their blocks,
+        // computing) a waking monitor then runs at once instead of after
+        // a slice of each runnable thread (`sys::set_urgent_slice`).
+        crate::sys::set_urgent_slice(crate::sys::current_tid(), true);
         loop {
             let Some(shared) = self.pool.upgrade() else {
                 return;
@@ -405,9 +415,25 @@ impl Monitor {
             self.quick_ticks = QUICK_PACE_TICKS;
         }
         self.apply(shared, &sample, &decision);
-        for (index, seen) in std::mem::take(&mut self.counted_again) {
-            shared.count_again(index, seen);
+        let back = std::mem::take(&mut self.counted_again);
+        if !back.is_empty() {
+            // One back from its block and computing: the others blocked
+            // beside it (a batch that fetched, then processes) are likely
+            // back too. Looked at soon, each is held before it has
+            // computed long beside the slot holders, instead of one at a
+            // time as their backed-off probes come round.
+            for track in self.tracks.iter_mut().flatten() {
+                if track.seen.phase() == Phase::Blocked {
+                    track.probe_wait = 0;
+                    track.backoff = 1;
+                }
+            }
+            self.quick_ticks = QUICK_PACE_TICKS;
         }
+        for (index, seen) in back {
+            shared.back_from_block(index, seen);
+        }
+        any_suspect |= self.look_at_held(shared, sample.ended, sample.now);
         if self.judge_presumed(shared, sample.now, sample.ended) {
             // A kind's presumed tasks were (mostly) found asleep and it
             // has more room, or its growth climb gathers evidence: look
@@ -483,6 +509,11 @@ impl Monitor {
             match seen.phase() {
                 Phase::Idle => {
                     *track = None;
+                    continue;
+                }
+                Phase::Blocked if entry.hold.is_asked() => {
+                    // Held for a slot (`control::hold`): it waits for the
+                    // pool, not for the world, and is no block to replace.
                     continue;
                 }
                 Phase::Blocked => {
@@ -652,6 +683,27 @@ impl Monitor {
     /// (`control::growth`: only while its completions per second rise with
     /// the cap), and a kind given more room has queued tasks handed
     /// threads (`worker::presume_queued`: their fan-out fills the room).
+    /// The held workers at this look (`control::hold`): counted on slots
+    /// found free, or all let go when no task of the pool has ended for a
+    /// patience. `ended` is the pool's total of ended tasks. True while
+    /// workers are held (the next look should come at the interval).
+    fn look_at_held(&mut self, shared: &Shared, ended: u64, now: Duration) -> bool {
+        use crate::control::hold::{let_all_go, PATIENCE};
+        if !shared.holds.any() || ended != self.held_progress.0 {
+            self.held_progress = (ended, now);
+        }
+        if !shared.holds.any() {
+            return false;
+        }
+        let since = now.saturating_sub(self.held_progress.1);
+        let go = let_all_go(shared.holds.len(), since, PATIENCE);
+        shared.look_at_held(go);
+        if go {
+            self.held_progress = (ended, now);
+        }
+        shared.holds.any()
+    }
+
     /// `ended` is the pool's total of ended tasks, which a climb compares
     /// too while every task at work is of a held kind.
     /// True if a cap grew, or a climb gathers evidence (the next look
@@ -673,7 +725,7 @@ impl Monitor {
             shared.kinds.computed_while_presumed(kind);
             ThreadCounters::bump(&counters.presumptions_failed);
             shared.presumption_failed(kind);
-            shared.count_again(index, seen);
+            shared.back_from_block(index, seen);
         }
         let mut grew = false;
         let again = std::mem::take(&mut self.presume_again);

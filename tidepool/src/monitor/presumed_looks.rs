@@ -159,6 +159,7 @@ pub(super) fn look_at_presumed(
         at: now,
         asleep,
         cpu,
+        run_delay: None,
     };
     if previous.is_none() {
         track.cpu_at_since = cpu;
@@ -167,6 +168,7 @@ pub(super) fn look_at_presumed(
         at: track.since,
         asleep: false,
         cpu: track.cpu_at_since,
+        run_delay: None,
     };
     if !asleep && track.runnable_first.is_none() {
         // From here, how much it computed of the time it could run.

@@ -24,6 +24,7 @@
 mod config;
 pub(crate) mod context;
 pub(crate) mod free_rings;
+pub(crate) mod hold;
 pub(crate) mod item;
 pub(crate) mod kind_names;
 pub(crate) mod kinds;
@@ -53,7 +54,7 @@ use crate::control::slots::{Phase, Slots};
 use crate::metrics::{
     KindCounters, LatencyRecorder, Metrics, Outcome, TaskCounters, ThreadCounters,
 };
-use crate::sync::{Arc, AtomicBool, Ordering};
+use crate::sync::{lock, Arc, AtomicBool, Ordering};
 use crate::trace;
 use crossbeam_utils::CachePadded;
 use park::Sleepers;
@@ -116,6 +117,9 @@ pub(crate) struct Shared {
     /// What this pool has learned per kind of task (see `kinds`, and the
     /// rules in `control::presumption`).
     pub(crate) kinds: kinds::KindTable,
+    /// Workers back from a block held until a slot is their own (see
+    /// `hold`, `control::hold`).
+    pub(crate) holds: hold::Holds,
 }
 
 /// State a higher layer keeps per pool, created on first use: the fairness
@@ -208,6 +212,91 @@ impl Shared {
         true
     }
 
+    /// A worker whose slot was given away in the blocked task it was seen
+    /// in (`seen`) computes again (the monitor saw it): it takes a free
+    /// slot, or is held until a slot is its own, or is counted beyond the
+    /// slots (`control::hold`). True if it was counted or held.
+    pub(crate) fn back_from_block(
+        &self,
+        index: usize,
+        seen: crate::control::slots::StatusWord,
+    ) -> bool {
+        use crate::control::hold::{back_from_block, BackFromBlock};
+        let entry = self.threads.entry(index);
+        let took = self.slots.try_acquire(false);
+        let held_before = entry.hold.held_in(seen.tick());
+        match back_from_block(took, self.holds.can_hold, held_before) {
+            BackFromBlock::Counted => {
+                if entry.status.try_count_again(seen) {
+                    ThreadCounters::bump(&self.threads.counters.counted_again);
+                    true
+                } else {
+                    self.slots.release();
+                    false
+                }
+            }
+            BackFromBlock::Hold => self.hold(index, seen) || self.count_again(index, seen),
+            BackFromBlock::CountBeyond => self.count_again(index, seen),
+        }
+    }
+
+    /// Holds the worker at `index` (seen as `seen`) until a slot is its own:
+    /// asks, signals its thread, queues it. False if its thread could not
+    /// be signalled (then nothing is asked of it).
+    fn hold(&self, index: usize, seen: crate::control::slots::StatusWord) -> bool {
+        let entry = self.threads.entry(index);
+        let Some(tid) = lock(&entry.probe).as_ref().map(|probe| probe.tid()) else {
+            return false;
+        };
+        if !entry.hold.ask(seen.tick()) {
+            return false;
+        }
+        if !crate::sys::hold_signal::send(tid) {
+            entry.hold.withdraw();
+            return false;
+        }
+        self.holds.push((index, seen));
+        ThreadCounters::bump(&self.threads.counters.held);
+        true
+    }
+
+    /// Ends the wait of the held worker at `index`, if it waits.
+    fn let_held_go(&self, index: usize) {
+        let word = &self.threads.entry(index).hold;
+        if word.let_go() {
+            hold::wake(word);
+        }
+    }
+
+    /// At a task boundary of a worker that holds a slot: gives the slot to
+    /// the oldest held worker (`hold::Holds::hand_slot`). True if it went;
+    /// the caller then holds no slot.
+    pub(crate) fn hand_slot_to_held(&self) -> bool {
+        self.holds.hand_slot(
+            |index| &self.threads.entry(index).status,
+            |index| self.let_held_go(index),
+        )
+    }
+
+    /// The monitor's look at the held workers: counts them on free slots,
+    /// and lets them all go (counted beyond the slots) if `let_all_go`.
+    pub(crate) fn look_at_held(&self, let_all_go: bool) {
+        let status = |index: usize| &self.threads.entry(index).status;
+        if let_all_go {
+            let went = self
+                .holds
+                .let_all_go(&self.slots, status, |index| self.let_held_go(index));
+            if went > 0 && self.slots.over_target() {
+                self.shrink.store(true, Ordering::Release);
+            }
+            let counted = &self.threads.counters.counted_again;
+            counted.fetch_add(went as u64, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        self.holds
+            .count_free(&self.slots, status, |index| self.let_held_go(index));
+    }
+
     /// The pool is idle: its monitor found no task running or queued.
     /// What the spawning threads' free rings keep of its tasks goes
     /// (`free_rings::pool_went_idle`), so that memory follows live
@@ -239,6 +328,13 @@ impl Shared {
             built_at: Instant::now(),
             kind_counters: KindCounters::default(),
             kinds: kinds::KindTable::default(),
+            holds: hold::Holds::new(
+                matches!(
+                    config.controller,
+                    crate::control::Controller::Adaptive | crate::control::Controller::HillClimbing
+                ) && config.switches.on(Mechanism::Hold)
+                    && hold::install_signal(),
+            ),
             config,
         }
     }

@@ -56,6 +56,9 @@ pub(crate) struct Entry {
     /// the slot over when it finds the same section at two looks in a row
     /// (`worker::DeclaredSection`).
     pub(crate) declared_sections: std::sync::atomic::AtomicU64,
+    /// What the worker's thread waits on while it is held for a slot
+    /// (`runtime::hold`).
+    pub(crate) hold: super::hold::HoldWord,
     /// The thread that has the entry, to wake it from a helping wait (a
     /// stolen fork-join job it waits for is done); `None` between threads.
     pub(crate) thread: Mutex<Option<Thread>>,

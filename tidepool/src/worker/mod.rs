@@ -80,6 +80,10 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     let probe = Arc::new(probe);
     *lock(&entry.probe) = Some(Arc::clone(&probe));
     *lock(&entry.thread) = Some(std::thread::current());
+    // What the monitor asked of the entry's last thread is not this one's.
+    entry.hold.reset();
+    #[cfg(not(tidepool_loom))]
+    crate::sys::hold_signal::enter(entry.hold.word());
     let ctx = Rc::new(WorkerContext {
         local: entry.take_deque(),
         shared: Arc::clone(&shared),
@@ -107,6 +111,8 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     };
 
     context::leave();
+    // Before the pool (and the word) may go: nothing holds this thread now.
+    crate::sys::hold_signal::leave();
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
     let leftover = !ctx.local.is_empty();
     entry.return_deque(ctx.local);
@@ -337,6 +343,10 @@ impl RunLoop<'_> {
                 return self.give_way();
             }
         } else if self.shared().shrink.load(Ordering::Relaxed) && self.give_slot_back() {
+            return self.give_way();
+        } else if self.shared().holds.any() && self.shared().hand_slot_to_held() {
+            // A worker held for a slot (back from its block, computing)
+            // runs on with ours, before any new task (`control::hold`).
             return self.give_way();
         }
         None

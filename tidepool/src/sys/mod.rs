@@ -82,6 +82,8 @@
 //! descriptors: [`ThreadProbe::open_error`] says why) is judged by its CPU
 //! clock, and one without a clock by time alone (`control::policy`).
 
+pub(crate) mod hold_signal;
+
 use std::fmt;
 use std::time::Duration;
 

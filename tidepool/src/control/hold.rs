@@ -1,0 +1,148 @@
+//! What happens to a worker back from its block that computes again: it
+//! takes a free slot, or it is held until one is its own, or (as before
+//! holding existed) it is counted beyond the slots and runs on. Pure
+//! decisions; the monitor carries them out (`monitor`), `runtime::hold`
+//! is the protocol between the monitor, the held thread and the worker that
+//! hands it a slot, and `sys::hold_signal` stops the held thread.
+//!
+//! # Design note
+//!
+//! A task that blocks and then computes (fetch, then process) loses its
+//! slot in the block: another worker takes it and starts the next task,
+//! which blocks in turn. When the waits end, every such task computes at
+//! once: 16 on 2 cores in the lab's `fetch-process`, each finishing at
+//! the end of the whole batch (the mean completion 1.6-2x the slot-bound
+//! schedule's, where two compute at a time and the first finish early).
+//! Counting them again (`control::back_from_block`) stops *new* tasks from
+//! starting, but a task has no boundary between its wait and its
+//! computation, so the ones already running run on together.
+//!
+//! Go's runtime makes a goroutine back from a system call reacquire a P
+//! before it runs on, and parks its thread if there is none. A pool cannot
+//! stop a closure between two lines of it, but the kernel can: the monitor
+//! sends the thread a signal whose handler waits, asleep on a futex, until
+//! a worker that ends a task hands it its slot (the slot moves; no count
+//! changes) or the monitor finds a slot free. Held threads get slots in the
+//! order they were held, so the batch runs two at a time to completion,
+//! the schedule a slot-bound pool would run.
+//!
+//! Lowering the thread's priority instead (`SCHED_IDLE`, a higher nice)
+//! would need the way back, which an unprivileged thread does not have
+//! (`RLIMIT_NICE` is 0 by default); and an idle-priority thread still
+//! shares the core with the other held ones, so their mean completion is
+//! not the slot-bound one.
+//!
+//! # Bounds
+//!
+//! - **Patience.** A held thread may hold what the slot holders wait for
+//!   (a spin lock, a value a holder polls for): nothing would end. When
+//!   threads are held and no task of the pool has ended for [`PATIENCE`],
+//!   every held thread is let go, counted beyond the slots (a worker gives
+//!   a slot back at its next task boundary). Not the quantum: the quantum
+//!   lends a slot to queued work that may block, and refuses it to work
+//!   known to compute, which a held thread is; with a patience of one
+//!   quantum (10 ms) every computation longer than that ran unheld, and
+//!   `fetch-process` (30 ms computations) was no better than without
+//!   holding. A holder that waits for a held thread by blocking (a mutex,
+//!   a channel, a condvar) is found blocked and its slot moves: only
+//!   spinning waits meet the patience.
+//! - **Once a task.** A task is held at most once: let go, it runs on
+//!   counted beyond the slots, so a holder that waits on it loses at most
+//!   one patience.
+//! - **Where nothing can hold.** Off Linux, without the signal (another
+//!   handler owns it, the process blocks it), or switched off
+//!   (`TIDEPOOL_ABLATE=hold`), the worker is counted beyond the slots.
+
+use std::time::Duration;
+
+/// How long held threads wait while no task of the pool ends.
+pub(crate) const PATIENCE: Duration = Duration::from_millis(100);
+
+/// What to do with a worker whose slot was given away in a block and that
+/// computes again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BackFromBlock {
+    /// A slot was free: it was counted on it.
+    Counted,
+    /// Every slot is taken: hold it until one is its own.
+    Hold,
+    /// Every slot is taken and it cannot be held: count it beyond the
+    /// slots (a worker gives one back at its next task boundary).
+    CountBeyond,
+}
+
+/// What to do with a worker back from its block, computing again, that
+/// `took_free_slot` or not, that `can_hold` (the signal is installed and
+/// holding is on) and that was `held_before` in this task.
+pub(crate) fn back_from_block(
+    took_free_slot: bool,
+    can_hold: bool,
+    held_before: bool,
+) -> BackFromBlock {
+    if took_free_slot {
+        BackFromBlock::Counted
+    } else if can_hold && !held_before {
+        BackFromBlock::Hold
+    } else {
+        BackFromBlock::CountBeyond
+    }
+}
+
+/// Whether every held thread is let go now: `held` threads are held and
+/// the last task of the pool ended `since_last_end` ago (or before the
+/// oldest hold, whichever is later).
+pub(crate) fn let_all_go(held: usize, since_last_end: Duration, patience: Duration) -> bool {
+    held > 0 && since_last_end >= patience
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_free_slot_is_taken_whatever_else_holds() {
+        for can_hold in [false, true] {
+            for held_before in [false, true] {
+                assert_eq!(
+                    back_from_block(true, can_hold, held_before),
+                    BackFromBlock::Counted
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_slot_taken_holds_once_a_task() {
+        assert_eq!(back_from_block(false, true, false), BackFromBlock::Hold);
+        assert_eq!(
+            back_from_block(false, true, true),
+            BackFromBlock::CountBeyond,
+            "let go once, it runs on"
+        );
+    }
+
+    #[test]
+    fn without_the_signal_it_is_counted_beyond_the_slots() {
+        assert_eq!(
+            back_from_block(false, false, false),
+            BackFromBlock::CountBeyond
+        );
+    }
+
+    #[test]
+    fn held_threads_wait_while_tasks_end() {
+        // A task ended 30 ms ago (the holders compute longer than a
+        // quantum): slots move as tasks end, the held wait on.
+        assert!(!let_all_go(14, 30 * MS, PATIENCE));
+        // Nothing ended for a patience: the holders may wait on the held.
+        assert!(let_all_go(14, PATIENCE, PATIENCE));
+        assert!(let_all_go(1, 250 * MS, PATIENCE));
+    }
+
+    #[test]
+    fn nobody_held_nobody_let_go() {
+        assert!(!let_all_go(0, Duration::from_secs(5), PATIENCE));
+    }
+}

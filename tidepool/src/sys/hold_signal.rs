@@ -1,0 +1,269 @@
+//! The signal that stops a worker's thread where it is until a slot is
+//! its own (`control::hold` decides, `runtime::hold` is the protocol).
+//!
+//! One real-time signal for the whole process, chosen when the first pool
+//! that holds is built: the highest of `SIGRTMAX - 1` down to `SIGRTMIN +
+//! 4` that has no handler (`SIG_DFL`), so a program's own real-time
+//! signals (conventionally counted up from `SIGRTMIN`) are left alone.
+//! None free, or off Linux: nothing is held, and the pool counts a worker
+//! back from its block beyond the slots as before.
+//!
+//! The handler is installed with `SA_RESTART` (an interrupted `read`,
+//! `write`, `accept` or `wait` resumes) and `SA_ONSTACK` (it runs on the
+//! thread's alternate stack where std set one up, so a thread deep in its
+//! stack is not pushed over its guard). The monitor only signals a thread
+//! it saw computing, so the signal seldom lands in a system call at all;
+//! the few calls Linux never restarts (`epoll_wait`, `nanosleep`, `poll`)
+//! return `EINTR`, which their callers (std, mio, async-io) retry.
+//!
+//! The handler does only what a signal handler may: it reads a
+//! thread-local pointer (a `const`-initialised cell without a destructor:
+//! no lazy registration, no allocation), waits on the word with `futex`,
+//! and keeps `errno` as it found it. The pointer is set by the worker
+//! thread itself after it took its entry and cleared before it lets go of
+//! the pool ([`enter`], [`leave`]), so the handler never reads a word the
+//! pool has freed.
+//!
+//! Before each signal the monitor checks that the handler is still the
+//! installed one ([`send`]): a program that installs its own handler for
+//! the signal later simply stops threads from being held.
+
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+/// How long a held thread waits at most without being let go: a safety
+/// bound under the monitor's own patience (`control::hold`), for a monitor
+/// that stopped looking.
+#[cfg(all(target_os = "linux", not(miri)))]
+const LONGEST_WAIT: Duration = Duration::from_secs(1);
+
+#[cfg(all(target_os = "linux", not(miri)))]
+mod linux {
+    use super::*;
+    use std::cell::Cell;
+    use std::sync::OnceLock;
+
+    thread_local! {
+        /// The hold word of the worker this thread is; null when it is no
+        /// worker (or between entries).
+        static HOLD_WORD: Cell<*const AtomicU32> = const { Cell::new(std::ptr::null()) };
+    }
+
+    /// The signal, once chosen and installed (`None`: none could be).
+    static SIGNAL: OnceLock<Option<libc::c_int>> = OnceLock::new();
+
+    /// What the handler calls with the word (`runtime::hold`'s wait).
+    static ON_HOLD: OnceLock<fn(&AtomicU32)> = OnceLock::new();
+
+    pub(crate) fn install(on_hold: fn(&AtomicU32)) -> Option<libc::c_int> {
+        let _ = ON_HOLD.set(on_hold);
+        *SIGNAL.get_or_init(choose_and_install)
+    }
+
+    fn choose_and_install() -> Option<libc::c_int> {
+        let (low, high) = (libc::SIGRTMIN() + 4, libc::SIGRTMAX() - 1);
+        (low..=high)
+            .rev()
+            .find(|&signal| handler_of(signal) == Some(libc::SIG_DFL) && install_at(signal))
+    }
+
+    /// The installed disposition of `signal`, if it can be read.
+    fn handler_of(signal: libc::c_int) -> Option<libc::sighandler_t> {
+        // SAFETY: `sigaction(sig, NULL, old)` only writes `old`, a live,
+        // zeroed (a valid bit pattern for this plain C struct) `sigaction`.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            (libc::sigaction(signal, std::ptr::null(), &mut old) == 0).then_some(old.sa_sigaction)
+        }
+    }
+
+    fn install_at(signal: libc::c_int) -> bool {
+        // SAFETY: (1) `action` is a zeroed `sigaction` (a valid bit
+        // pattern), its mask emptied by `sigemptyset` before use; (2) the
+        // handler is an `extern "C" fn(c_int)`, the type `sa_sigaction`
+        // holds without `SA_SIGINFO`; (3) `sigaction` only reads `action`.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            libc::sigemptyset(&mut action.sa_mask);
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART | libc::SA_ONSTACK;
+            libc::sigaction(signal, &action, std::ptr::null_mut()) == 0
+        }
+    }
+
+    extern "C" fn on_signal(_signal: libc::c_int) {
+        // SAFETY: `__errno_location` returns this thread's errno, valid
+        // for the thread's life; read here and restored before returning,
+        // so the interrupted code sees the errno it had.
+        let errno = unsafe { *libc::__errno_location() };
+        let word = HOLD_WORD.with(Cell::get);
+        if !word.is_null() {
+            if let Some(on_hold) = ON_HOLD.get() {
+                // SAFETY: non-null, the pointer is to the hold word of the
+                // entry this thread has, set by `enter` on this thread and
+                // cleared by `leave` before the thread drops its handle on
+                // the pool that owns the entry: the word is alive while
+                // this handler, which runs on the same thread, reads it.
+                on_hold(unsafe { &*word });
+            }
+        }
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
+    }
+
+    pub(crate) fn enter(word: &AtomicU32) {
+        HOLD_WORD.with(|cell| cell.set(word));
+        if let Some(Some(signal)) = SIGNAL.get() {
+            // The thread inherited its creator's mask, which may block the
+            // signal; a held thread must see it.
+            // SAFETY: `set` is a live, zeroed `sigset_t` filled by
+            // `sigemptyset`/`sigaddset`; `pthread_sigmask` reads it and
+            // writes nothing (the old mask pointer is null).
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, *signal);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            }
+        }
+    }
+
+    pub(crate) fn leave() {
+        HOLD_WORD.with(|cell| cell.set(std::ptr::null()));
+    }
+
+    pub(crate) fn send(tid: i32) -> bool {
+        let Some(Some(signal)) = SIGNAL.get() else {
+            return false;
+        };
+        let ours = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        if handler_of(*signal) != Some(ours) {
+            return false;
+        }
+        // SAFETY: `tgkill(tgid, tid, sig)` takes three integers and touches
+        // no memory of ours; the thread group is this process, so a tid
+        // that is gone (or belongs to no thread of ours) fails with ESRCH.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_tgkill,
+                libc::getpid(),
+                tid as libc::pid_t,
+                *signal,
+            )
+        };
+        rc == 0
+    }
+
+    /// Sleeps while `word` holds `expected`, for at most `timeout` (or until
+    /// woken, or a spurious return).
+    pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+        let spec = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: `futex(uaddr, FUTEX_WAIT_PRIVATE, val, timeout)` reads the
+        // aligned `u32` at `uaddr` (an `AtomicU32` of ours, alive for the
+        // call) and the `timespec`; it writes nothing.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                expected,
+                &spec as *const libc::timespec,
+            );
+        }
+    }
+
+    pub(crate) fn futex_wake(word: &AtomicU32) {
+        // SAFETY: `futex(uaddr, FUTEX_WAKE_PRIVATE, n)` only uses `uaddr` as
+        // a key; the word is alive for the call.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
+    }
+}
+
+/// Chooses and installs the process's hold signal (once); `on_hold` is what
+/// the handler calls with the thread's hold word. Returns the signal, or
+/// `None` if none could be had (then nothing is held).
+pub(crate) fn install(on_hold: fn(&AtomicU32)) -> Option<i32> {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        linux::install(on_hold)
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    {
+        let _ = on_hold;
+        None
+    }
+}
+
+/// On a worker's thread, after it took its entry: the signal's handler
+/// waits on `word` (and the signal is unblocked on this thread).
+pub(crate) fn enter(word: &AtomicU32) {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    linux::enter(word);
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = word;
+}
+
+/// On a worker's thread, before it lets go of its pool: the handler does
+/// nothing here any more.
+pub(crate) fn leave() {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    linux::leave();
+}
+
+/// Sends the hold signal to thread `tid` of this process. False if there
+/// is no signal, another handler took it over, or the thread is gone.
+pub(crate) fn send(tid: i32) -> bool {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        linux::send(tid)
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    {
+        let _ = tid;
+        false
+    }
+}
+
+/// For the handler: sleeps while `word` holds `expected`, until woken or
+/// `deadline`; false once the deadline passed.
+pub(crate) fn wait_until(word: &AtomicU32, expected: u32, deadline: std::time::Instant) -> bool {
+    let now = std::time::Instant::now();
+    if now >= deadline {
+        return false;
+    }
+    #[cfg(all(target_os = "linux", not(miri)))]
+    linux::futex_wait(word, expected, deadline - now);
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = (word, expected);
+    true
+}
+
+/// The deadline of a wait that starts now.
+pub(crate) fn wait_deadline() -> std::time::Instant {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        std::time::Instant::now() + LONGEST_WAIT
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    {
+        std::time::Instant::now()
+    }
+}
+
+/// Wakes the thread waiting on `word`, if any.
+pub(crate) fn wake(word: &AtomicU32) {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    linux::futex_wake(word);
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = word;
+}

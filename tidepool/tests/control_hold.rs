@@ -1,0 +1,83 @@
+//! Holding a worker back from its block until a slot is its own
+//! (`control::hold`), on real threads: items that wait, then compute
+//! (fetch, then process) run about `concurrency` at a time once their
+//! waits end, instead of all at once.
+//!
+//! What is measured is each item's own CPU time, not the wall clock: when
+//! the first item finishes its computation, items held meanwhile have done
+//! little of theirs. Without holding, all of them share the cores and are
+//! all nearly done by then.
+
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use common::{within, HANG};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tidepool::Pool;
+
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes the live `timespec` it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+const ITEMS: usize = 16;
+const WAIT: Duration = Duration::from_millis(20);
+const COMPUTE: Duration = Duration::from_millis(30);
+
+#[test]
+fn items_back_from_their_waits_compute_about_concurrency_at_a_time() {
+    let (progress, m) = within(HANG, || {
+        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let first_done = Arc::new(AtomicBool::new(false));
+        // Each item's share of its computation done when the first item
+        // finished (seen at its next step after that).
+        let progress = Arc::new(Mutex::new(Vec::new()));
+        let ended = Arc::new(AtomicUsize::new(0));
+        for _ in 0..ITEMS {
+            let (first_done, progress, ended) =
+                (first_done.clone(), progress.clone(), ended.clone());
+            pool.execute(move || {
+                std::thread::sleep(WAIT);
+                let start = thread_cpu();
+                let mut recorded = false;
+                loop {
+                    let done = thread_cpu() - start;
+                    if done >= COMPUTE {
+                        break;
+                    }
+                    if !recorded && first_done.load(Ordering::Acquire) {
+                        recorded = true;
+                        let share = done.as_secs_f64() / COMPUTE.as_secs_f64();
+                        progress.lock().unwrap().push(share);
+                    }
+                }
+                first_done.store(true, Ordering::Release);
+                ended.fetch_add(1, Ordering::Release);
+            })
+            .unwrap();
+        }
+        assert!(common::eventually(HANG, || ended.load(Ordering::Acquire) == ITEMS));
+        let progress = progress.lock().unwrap().clone();
+        (progress, pool.metrics())
+    });
+    assert!(m.workers_held >= 1, "nobody was held: {m:?}");
+    // Held, most had done less than half of theirs when the first was
+    // done; sharing the cores, all would have been past half.
+    let behind = progress.iter().filter(|&&share| share < 0.5).count();
+    assert!(
+        behind >= ITEMS / 2,
+        "{behind} of {} items under half-way when the first finished \
+         ({progress:?}): {m:?}",
+        progress.len()
+    );
+    common::assert_counters_add_up(&m);
+}
