@@ -83,20 +83,19 @@ impl Track {
 }
 
 /// Whether the worker of `entry`, whose slot was given away (`track`
-/// follows its blocked task), computes again: looked at through its
+/// follows its blocked task), computes again, and if so for how long it
+/// has been seen so (zero at the first such look): looked at through its
 /// probe, less and less often while it sleeps.
 pub(super) fn back_from_block(
     entry: &crate::runtime::Entry,
     track: &mut Track,
     now: Instant,
-) -> bool {
+) -> Option<Duration> {
     if track.probe_wait > 0 {
         track.probe_wait -= 1;
-        return false;
+        return None;
     }
-    let Some(probe) = lock(&entry.probe).clone() else {
-        return false;
-    };
+    let probe = lock(&entry.probe).clone()?;
     let look = Look {
         at: now,
         asleep: probe.state().is_waiting(),
@@ -112,13 +111,20 @@ pub(super) fn back_from_block(
     );
     track.back_look = Some(look);
     if look.asleep {
+        // Blocked again. (A runnable look that saw no CPU does not reset
+        // it: on oversubscribed cores a thread waits for a core for a
+        // slice at a time, and short windows between looks see nothing.)
+        track.running_again_since = None;
+    }
+    if look.asleep {
         // Still blocked: look again later, less and less often.
         track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
         track.probe_wait = track.backoff;
     } else {
         track.backoff = 1;
     }
-    verdict == Verdict::RunningAgain
+    (verdict == Verdict::RunningAgain)
+        .then(|| now.saturating_duration_since(*track.running_again_since.get_or_insert(now)))
 }
 
 /// The CPU time a worker's thread used since it was first seen in the

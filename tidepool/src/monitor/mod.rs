@@ -133,6 +133,9 @@ struct Track {
     /// The last look at a worker whose slot was given away, for
     /// `control::back_from_block`.
     back_look: Option<Look>,
+    /// Since when it has been seen computing again at every look
+    /// (`control::hold` holds it once that is long enough).
+    running_again_since: Option<Instant>,
     /// A probe found the thread runnable in this task.
     seen_runnable: bool,
     /// Ticks to wait before the next kernel probe, and the current backoff.
@@ -155,6 +158,7 @@ impl Track {
             known_computing: false,
             declared_seen: None,
             back_look: None,
+            running_again_since: None,
             seen_runnable: false,
             probe_wait: 0,
             backoff: 1,
@@ -183,11 +187,11 @@ struct Monitor {
     sleep: Duration,
     /// Workers whose slot was given away seen computing again: counted
     /// against the slots again (`control::back_from_block`).
-    counted_again: Vec<(usize, StatusWord)>,
-    /// The pool's ended tasks at the last look while workers were held,
-    /// and since when that count has not moved (`control::hold`'s
+    counted_again: Vec<(usize, StatusWord, Duration)>,
+    /// The pool's ended tasks and holds at the last look while workers
+    /// were held, and since when neither has moved (`control::hold`'s
     /// patience).
-    held_progress: (u64, Duration),
+    held_progress: (u64, u64, Duration),
     /// Workers running a presumed task seen computing: judged, their kind
     /// no longer presumed, counted against the slots again
     /// (`Monitor::judge_presumed`).
@@ -239,7 +243,7 @@ impl Monitor {
             sleep: Duration::ZERO,
             declared_overdue: Vec::new(),
             counted_again: Vec::new(),
-            held_progress: (0, Duration::ZERO),
+            held_progress: (0, 0, Duration::ZERO),
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
             asks: (ASKS_SAVED, Duration::ZERO),
@@ -429,9 +433,12 @@ impl Monitor {
                 }
             }
             self.quick_ticks = QUICK_PACE_TICKS;
+            // Those not yet held (`control::hold::HOLD_AFTER`) are looked
+            // at again soon, not at the busy pace.
+            any_suspect = true;
         }
-        for (index, seen) in back {
-            shared.back_from_block(index, seen);
+        for (index, seen, computing_for) in back {
+            shared.back_from_block(index, seen, computing_for);
         }
         any_suspect |= self.look_at_held(shared, sample.ended, sample.now);
         if self.judge_presumed(shared, sample.now, sample.ended) {
@@ -544,10 +551,10 @@ impl Monitor {
                         // Runnable: judged within the next looks, at the
                         // interval's pace.
                         any_suspect |= !look.asleep;
-                    } else if shared.config.switches.on(Mechanism::CountAgain)
-                        && back_from_block(entry, t, now)
-                    {
-                        self.counted_again.push((index, seen));
+                    } else if shared.config.switches.on(Mechanism::CountAgain) {
+                        if let Some(computing_for) = back_from_block(entry, t, now) {
+                            self.counted_again.push((index, seen, computing_for));
+                        }
                     }
                     continue;
                 }
@@ -684,22 +691,26 @@ impl Monitor {
     /// the cap), and a kind given more room has queued tasks handed
     /// threads (`worker::presume_queued`: their fan-out fills the room).
     /// The held workers at this look (`control::hold`): counted on slots
-    /// found free, or all let go when no task of the pool has ended for a
-    /// patience. `ended` is the pool's total of ended tasks. True while
+    /// found free, or all let go when neither a task of the pool has ended
+    /// nor a worker been held for a patience (while workers are still
+    /// being held, the slot holders' tasks run on shared cores and end
+    /// late). `ended` is the pool's total of ended tasks. True while
     /// workers are held (the next look should come at the interval).
     fn look_at_held(&mut self, shared: &Shared, ended: u64, now: Duration) -> bool {
         use crate::control::hold::{let_all_go, PATIENCE};
-        if !shared.holds.any() || ended != self.held_progress.0 {
-            self.held_progress = (ended, now);
+        let held = shared.threads.counters.held.load(Ordering::Relaxed);
+        let (ended_then, held_then, _) = self.held_progress;
+        if !shared.holds.any() || ended != ended_then || held != held_then {
+            self.held_progress = (ended, held, now);
         }
         if !shared.holds.any() {
             return false;
         }
-        let since = now.saturating_sub(self.held_progress.1);
+        let since = now.saturating_sub(self.held_progress.2);
         let go = let_all_go(shared.holds.len(), since, PATIENCE);
         shared.look_at_held(go);
         if go {
-            self.held_progress = (ended, now);
+            self.held_progress = (ended, held, now);
         }
         shared.holds.any()
     }
@@ -725,7 +736,10 @@ impl Monitor {
             shared.kinds.computed_while_presumed(kind);
             ThreadCounters::bump(&counters.presumptions_failed);
             shared.presumption_failed(kind);
-            shared.back_from_block(index, seen);
+            // Judged computing at this look: the next looks (as at any
+            // worker whose slot was given away) hold it once it has
+            // computed for long enough.
+            shared.back_from_block(index, seen, Duration::ZERO);
         }
         let mut grew = false;
         let again = std::mem::take(&mut self.presume_again);
@@ -811,7 +825,7 @@ impl Monitor {
         for &(index, seen) in &decision.mark_blocked {
             let entry = shared.threads.entry(index);
             if entry.status.try_mark_blocked(seen) {
-                shared.slots.release();
+                shared.give_up_slot();
                 let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
                 shared.kinds.saw_blocking(kind);
                 ThreadCounters::bump(&counters.blocked_detections);

@@ -106,12 +106,6 @@ impl HoldWord {
     pub(crate) fn wait(&self, park: impl FnMut(&AtomicU32, u32) -> bool) {
         wait_on(&self.0, park);
     }
-
-    /// The word itself, for the signal handler (`sys::hold_signal`).
-    #[cfg(not(tidepool_loom))]
-    pub(crate) fn word(&self) -> &AtomicU32 {
-        &self.0
-    }
 }
 
 /// [`HoldWord::wait`] on the word itself.
@@ -125,12 +119,31 @@ fn wait_on(word: &AtomicU32, mut park: impl FnMut(&AtomicU32, u32) -> bool) {
     word.store(FREE, Ordering::Release);
 }
 
-/// What the hold signal's handler does on a worker's thread: waits on its
-/// hold word until let go, or for `sys::hold_signal`'s longest wait.
+/// What the hold signal's handler does on a worker's thread (`held_as`
+/// is its entry, given to `sys::hold_signal::enter`): if the thread is
+/// still in the task it was asked to wait in (the signal may come after
+/// that task ended: the thread then runs on at once), waits on its hold
+/// word until let go, or for `sys::hold_signal`'s longest wait.
+///
+/// While the thread is in this handler its task cannot end, so the check
+/// holds until a let-go: only the hand-off of a slot (which also lets it
+/// go) moves its status word on.
 #[cfg(not(tidepool_loom))]
-pub(crate) fn wait_in_handler(word: &AtomicU32) {
+fn wait_in_handler(held_as: *const ()) {
+    // SAFETY: `held_as` is the entry the worker thread running this
+    // handler gave `sys::hold_signal::enter` (`worker::run`), which stays
+    // alive (the thread holds its pool) until that thread calls `leave`;
+    // the handler runs on the same thread, between the two.
+    let entry = unsafe { &*held_as.cast::<super::threads::Entry>() };
+    let hold = &entry.hold;
+    let seen = entry.status.load();
+    let asked_in = hold.1.load(Ordering::Relaxed);
+    if seen.phase() != crate::control::slots::Phase::Blocked || seen.tick() != asked_in {
+        hold.withdraw();
+        return;
+    }
     let deadline = crate::sys::hold_signal::wait_deadline();
-    wait_on(word, |word, expected| {
+    wait_on(&hold.0, |word, expected| {
         crate::sys::hold_signal::wait_until(word, expected, deadline)
     });
 }

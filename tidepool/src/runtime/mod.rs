@@ -213,19 +213,21 @@ impl Shared {
     }
 
     /// A worker whose slot was given away in the blocked task it was seen
-    /// in (`seen`) computes again (the monitor saw it): it takes a free
-    /// slot, or is held until a slot is its own, or is counted beyond the
-    /// slots (`control::hold`). True if it was counted or held.
+    /// in (`seen`) computes again (the monitor saw it so for
+    /// `computing_for`): it takes a free slot, or is held until a slot is
+    /// its own, or is counted beyond the slots, or is looked at again
+    /// (`control::hold`). True if it was counted or held.
     pub(crate) fn back_from_block(
         &self,
         index: usize,
         seen: crate::control::slots::StatusWord,
+        computing_for: std::time::Duration,
     ) -> bool {
         use crate::control::hold::{back_from_block, BackFromBlock};
         let entry = self.threads.entry(index);
         let took = self.slots.try_acquire(false);
         let held_before = entry.hold.held_in(seen.tick());
-        match back_from_block(took, self.holds.can_hold, held_before) {
+        match back_from_block(took, self.holds.can_hold, held_before, computing_for) {
             BackFromBlock::Counted => {
                 if entry.status.try_count_again(seen) {
                     ThreadCounters::bump(&self.threads.counters.counted_again);
@@ -237,6 +239,7 @@ impl Shared {
             }
             BackFromBlock::Hold => self.hold(index, seen) || self.count_again(index, seen),
             BackFromBlock::CountBeyond => self.count_again(index, seen),
+            BackFromBlock::NotYet => false,
         }
     }
 
@@ -276,6 +279,20 @@ impl Shared {
             |index| &self.threads.entry(index).status,
             |index| self.let_held_go(index),
         )
+    }
+
+    /// Gives up a slot held for a worker that stopped using it (found or
+    /// declared blocked, started presumed): to the oldest held worker if
+    /// any (it has started its task; queued work has not, and a held
+    /// thread may hold what others wait for), else back to the pool.
+    /// True if it went back to the pool (the caller wakes a worker for
+    /// queued work).
+    pub(crate) fn give_up_slot(&self) -> bool {
+        if self.holds.any() && self.hand_slot_to_held() {
+            return false;
+        }
+        self.slots.release();
+        true
     }
 
     /// The monitor's look at the held workers: counts them on free slots,

@@ -18,11 +18,11 @@
 //!
 //! The handler does only what a signal handler may: it reads a
 //! thread-local pointer (a `const`-initialised cell without a destructor:
-//! no lazy registration, no allocation), waits on the word with `futex`,
-//! and keeps `errno` as it found it. The pointer is set by the worker
-//! thread itself after it took its entry and cleared before it lets go of
-//! the pool ([`enter`], [`leave`]), so the handler never reads a word the
-//! pool has freed.
+//! no lazy registration, no allocation), hands it to the runtime's wait
+//! (atomics and a `futex` wait), and keeps `errno` as it found it. The
+//! pointer is set by the worker thread itself after it took its entry and
+//! cleared before it lets go of the pool ([`enter`], [`leave`]), so the
+//! handler never reads an entry the pool has freed.
 //!
 //! Before each signal the monitor checks that the handler is still the
 //! installed one ([`send`]): a program that installs its own handler for
@@ -44,18 +44,19 @@ mod linux {
     use std::sync::OnceLock;
 
     thread_local! {
-        /// The hold word of the worker this thread is; null when it is no
-        /// worker (or between entries).
-        static HOLD_WORD: Cell<*const AtomicU32> = const { Cell::new(std::ptr::null()) };
+        /// What the handler is called with on this thread (the worker's
+        /// entry); null when it is no worker (or between entries).
+        static HELD_AS: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
     }
 
     /// The signal, once chosen and installed (`None`: none could be).
     static SIGNAL: OnceLock<Option<libc::c_int>> = OnceLock::new();
 
-    /// What the handler calls with the word (`runtime::hold`'s wait).
-    static ON_HOLD: OnceLock<fn(&AtomicU32)> = OnceLock::new();
+    /// What the handler calls with the thread's pointer (`runtime::hold`'s
+    /// wait).
+    static ON_HOLD: OnceLock<fn(*const ())> = OnceLock::new();
 
-    pub(crate) fn install(on_hold: fn(&AtomicU32)) -> Option<libc::c_int> {
+    pub(crate) fn install(on_hold: fn(*const ())) -> Option<libc::c_int> {
         let _ = ON_HOLD.set(on_hold);
         *SIGNAL.get_or_init(choose_and_install)
     }
@@ -96,23 +97,18 @@ mod linux {
         // for the thread's life; read here and restored before returning,
         // so the interrupted code sees the errno it had.
         let errno = unsafe { *libc::__errno_location() };
-        let word = HOLD_WORD.with(Cell::get);
-        if !word.is_null() {
+        let held_as = HELD_AS.with(Cell::get);
+        if !held_as.is_null() {
             if let Some(on_hold) = ON_HOLD.get() {
-                // SAFETY: non-null, the pointer is to the hold word of the
-                // entry this thread has, set by `enter` on this thread and
-                // cleared by `leave` before the thread drops its handle on
-                // the pool that owns the entry: the word is alive while
-                // this handler, which runs on the same thread, reads it.
-                on_hold(unsafe { &*word });
+                on_hold(held_as);
             }
         }
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = errno };
     }
 
-    pub(crate) fn enter(word: &AtomicU32) {
-        HOLD_WORD.with(|cell| cell.set(word));
+    pub(crate) fn enter(held_as: *const ()) {
+        HELD_AS.with(|cell| cell.set(held_as));
         if let Some(Some(signal)) = SIGNAL.get() {
             // The thread inherited its creator's mask, which may block the
             // signal; a held thread must see it.
@@ -129,7 +125,7 @@ mod linux {
     }
 
     pub(crate) fn leave() {
-        HOLD_WORD.with(|cell| cell.set(std::ptr::null()));
+        HELD_AS.with(|cell| cell.set(std::ptr::null()));
     }
 
     pub(crate) fn send(tid: i32) -> bool {
@@ -190,9 +186,9 @@ mod linux {
 }
 
 /// Chooses and installs the process's hold signal (once); `on_hold` is what
-/// the handler calls with the thread's hold word. Returns the signal, or
-/// `None` if none could be had (then nothing is held).
-pub(crate) fn install(on_hold: fn(&AtomicU32)) -> Option<i32> {
+/// the handler calls, with the pointer the thread gave [`enter`]. Returns
+/// the signal, or `None` if none could be had (then nothing is held).
+pub(crate) fn install(on_hold: fn(*const ())) -> Option<i32> {
     #[cfg(all(target_os = "linux", not(miri)))]
     {
         linux::install(on_hold)
@@ -205,12 +201,14 @@ pub(crate) fn install(on_hold: fn(&AtomicU32)) -> Option<i32> {
 }
 
 /// On a worker's thread, after it took its entry: the signal's handler
-/// waits on `word` (and the signal is unblocked on this thread).
-pub(crate) fn enter(word: &AtomicU32) {
+/// calls `on_hold` with `held_as` on this thread (and the signal is
+/// unblocked here). The caller keeps what `held_as` points to alive until
+/// it calls [`leave`] on this thread.
+pub(crate) fn enter(held_as: *const ()) {
     #[cfg(all(target_os = "linux", not(miri)))]
-    linux::enter(word);
+    linux::enter(held_as);
     #[cfg(not(all(target_os = "linux", not(miri))))]
-    let _ = word;
+    let _ = held_as;
 }
 
 /// On a worker's thread, before it lets go of its pool: the handler does

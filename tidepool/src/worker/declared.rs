@@ -103,8 +103,7 @@ fn give_slot_away(
     teach(&shared.kinds, kind);
     ThreadCounters::bump(&shared.threads.counters.declared_blocking);
     shared.worker_blocked(index, kind, crate::runtime::Blocked::Declared);
-    shared.slots.release();
-    if shared.has_work() {
+    if shared.give_up_slot() && shared.has_work() {
         notify(shared);
     }
     true

@@ -82,8 +82,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     *lock(&entry.thread) = Some(std::thread::current());
     // What the monitor asked of the entry's last thread is not this one's.
     entry.hold.reset();
-    #[cfg(not(tidepool_loom))]
-    crate::sys::hold_signal::enter(entry.hold.word());
+    crate::sys::hold_signal::enter((entry as *const crate::runtime::Entry).cast());
     let ctx = Rc::new(WorkerContext {
         local: entry.take_deque(),
         shared: Arc::clone(&shared),
