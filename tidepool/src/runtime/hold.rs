@@ -28,7 +28,7 @@
 //!
 //! The monitor asks ([`HoldWord::ask`]: `FREE` to `ASKED`) before it
 //! queues the worker and signals its thread; the thread, in the signal's
-//! handler, waits while the word says `ASKED` ([`HoldWord::wait`]) and
+//! handler, waits while the word says `ASKED` ([`wait_in_handler`]) and
 //! leaves it `FREE`. A let-go that comes before the signal is handled
 //! leaves `LET_GO`, and the handler returns at once. The loom model
 //! `loom_models::hold` checks that a handed slot is counted exactly once
@@ -108,7 +108,8 @@ impl HoldWord {
     }
 }
 
-/// [`HoldWord::wait`] on the word itself.
+/// The held thread's wait on its word (`HoldWord::wait` in the loom
+/// model, [`wait_in_handler`] in the signal's handler).
 fn wait_on(word: &AtomicU32, mut park: impl FnMut(&AtomicU32, u32) -> bool) {
     while word.load(Ordering::Acquire) == ASKED {
         if !park(word, ASKED) {
