@@ -141,6 +141,20 @@ fn own_tid() -> Option<String> {
     Some(link.file_name()?.to_string_lossy().into_owned())
 }
 
+/// The task id of the calling thread, as a number.
+pub fn own_tid_number() -> Option<u32> {
+    own_tid()?.parse().ok()
+}
+
+/// Whether thread `tid` of this process is asleep now (state `S` or `D`);
+/// false if it cannot be read.
+pub fn thread_asleep(tid: u32) -> bool {
+    fs::read_to_string(format!("/proc/self/task/{tid}/stat"))
+        .ok()
+        .and_then(|stat| parse_stat_state(&stat))
+        .is_some_and(|state| state == 'S' || state == 'D')
+}
+
 /// Whether thread `tid` (named `comm`) is one of the lab's own rather than
 /// the system's under test: the main thread (which submits and waits) and
 /// the helper threads, all named `lab-...` (sampler, progress, lock holder).
@@ -414,6 +428,26 @@ mod tests {
         let before = thread_cpu_time();
         thread::sleep(Duration::from_millis(20));
         assert!(thread_cpu_time() - before < Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_sleeping_thread_reads_asleep_and_this_one_does_not() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let sleeper = thread::spawn(move || {
+            tx.send(own_tid_number()).unwrap();
+            // Asleep in a channel's wait until told to go.
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap().expect("a tid under /proc");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !thread_asleep(tid) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert!(thread_asleep(tid), "the waiting thread reads asleep");
+        assert!(!thread_asleep(own_tid_number().unwrap()), "this one runs");
+        done_tx.send(()).unwrap();
+        sleeper.join().unwrap();
     }
 
     #[test]

@@ -312,7 +312,11 @@
 //!   than the monitor interval is looked up in `/proc/self/task/<tid>/stat`
 //!   and its CPU clock; if the kernel says it sleeps (`S` or `D`) and it used
 //!   little CPU, its slot goes to another worker. A runnable thread is never
-//!   compensated.
+//!   compensated. A worker back from such a block that computes while
+//!   every slot is taken waits for a slot: the monitor stops its thread
+//!   with a real-time signal the pool installs once (the highest one below
+//!   `SIGRTMAX` that has no handler; none free, nothing is held), and a
+//!   worker that ends a task hands it its slot ([`Metrics::workers_held`]).
 //! * **Linux without `/proc`, or out of file descriptors when a worker
 //!   starts** ([`Detection::CpuClock`]): that worker is judged by its thread
 //!   CPU clock: one that used less than a quarter of the wall time over ten

@@ -2,31 +2,70 @@
 //! computes ([`Computing`]), and a sampler thread ([`QuotaSampler`]) looks
 //! at the count every millisecond and adds up the time it found more than
 //! the quota computing ([`OverQuota`], a pure accumulator).
+//!
+//! A thread inside its computation may be stopped by the pool: tidepool
+//! holds a thread back from its block, computing while every slot is
+//! taken, until a slot is its own (its `control::hold`), asleep in a
+//! signal handler. The count says it computes; the kernel says it sleeps.
+//! A computation never sleeps by itself, so when the count is over the
+//! quota the sampler asks the kernel about each computing thread and
+//! leaves out those asleep ([`Computing::running`]).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::work::burn_cpu;
 
-/// The tasks computing now, and the most that ever did at once.
+/// The tasks computing now, the most that ever did at once, and the
+/// threads computing now.
 #[derive(Debug, Default)]
 pub(crate) struct Computing {
     now: AtomicUsize,
     peak: AtomicUsize,
+    threads: Mutex<Vec<u32>>,
 }
 
 impl Computing {
     /// Computes `cpu` of the calling thread's own CPU time, counted as
     /// computing from before the first instruction to after the last.
     pub(crate) fn compute(&self, cpu: Duration) {
+        let tid = crate::probe::own_tid_number();
+        if let Some(tid) = tid {
+            self.threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(tid);
+        }
         // Relaxed: a count, read by the sampler; nothing is published
         // through it.
         let n = self.now.fetch_add(1, Ordering::Relaxed) + 1;
         self.peak.fetch_max(n, Ordering::Relaxed);
         std::hint::black_box(burn_cpu(cpu));
         self.now.fetch_sub(1, Ordering::Relaxed);
+        if let Some(tid) = tid {
+            let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(at) = threads.iter().position(|&t| t == tid) {
+                threads.swap_remove(at);
+            }
+        }
+    }
+
+    /// Tasks computing now that the kernel does not find asleep (held by
+    /// the pool): a `/proc` read per computing thread, so only for counts
+    /// that matter.
+    pub(crate) fn running(&self) -> usize {
+        let threads = self
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let asleep = threads
+            .iter()
+            .filter(|&&tid| crate::probe::thread_asleep(tid))
+            .count();
+        self.now().saturating_sub(asleep)
     }
 
     /// Tasks computing now.
@@ -129,7 +168,13 @@ impl QuotaSampler {
                 let origin = Instant::now();
                 let mut acc = OverQuota::new(quota);
                 loop {
-                    acc.observe(origin.elapsed(), computing.now());
+                    // Over the quota, the threads the pool holds (asleep
+                    // inside their computation) do not count.
+                    let now = match computing.now() {
+                        n if n > quota => computing.running(),
+                        n => n,
+                    };
+                    acc.observe(origin.elapsed(), now);
                     // Relaxed: the flag carries no data; the join publishes
                     // the accumulator. One last sample after it is seen.
                     if flag.load(Ordering::Relaxed) {

@@ -27,10 +27,14 @@
 //! - `peak_computing`: the most tasks computing at once, counted at every
 //!   start (the counter keeps its maximum), however short the overlap.
 //! - `peak_computing_sampled`: the most a sampler thread (`lab-quota`,
-//!   one of the lab's own) found when it looked, every millisecond.
+//!   one of the lab's own) found when it looked, every millisecond, not
+//!   counting threads the kernel finds asleep inside their computation
+//!   (held by tidepool until a slot is theirs: [`computing`]).
 //! - `over_quota_ms`: the time during which more than `concurrency + 2`
 //!   ([`QUOTA`], 4) tasks computed at once, by that sampler: each sample's
 //!   count holds until the next sample ([`computing::OverQuota`]).
+//!   `peak_computing` counts held threads (it is counted at each start);
+//!   the sampler's figures do not.
 //! - `max_sample_gap_ms`: the sampler's longest gap between two looks, so
 //!   the resolution of `over_quota_ms` on cores kept busy is on the page.
 //!
