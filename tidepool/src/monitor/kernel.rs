@@ -111,13 +111,12 @@ pub(super) fn back_from_block(
     );
     track.back_look = Some(look);
     if look.asleep {
-        // Blocked again. (A runnable look that saw no CPU does not reset
-        // it: on oversubscribed cores a thread waits for a core for a
-        // slice at a time, and short windows between looks see nothing.)
+        // Blocked (again): not computing since any time. (A runnable look
+        // that saw no CPU does not reset it: on oversubscribed cores a
+        // thread waits for a core a slice at a time, and short windows
+        // between looks see nothing.)
         track.running_again_since = None;
-    }
-    if look.asleep {
-        // Still blocked: look again later, less and less often.
+        // Look again later, less and less often.
         track.backoff = (track.backoff * 2).min(MAX_PROBE_BACKOFF);
         track.probe_wait = track.backoff;
     } else {

@@ -686,14 +686,6 @@ impl Monitor {
             });
     }
 
-    /// Carries out what this tick's looks at presumed tasks found
-    /// (`control::presumption`): a presumed task judged computing stops
-    /// its kind's presumption at once, counts as a wrong guess, and its
-    /// worker is counted against the slots again; then each kind's look
-    /// sets its cap, within the level its growth climb allows `now`
-    /// (`control::growth`: only while its completions per second rise with
-    /// the cap), and a kind given more room has queued tasks handed
-    /// threads (`worker::presume_queued`: their fan-out fills the room).
     /// While workers come back from their blocks computing (or are held),
     /// the monitor's thread runs with a short scheduler slice
     /// (`sys::set_urgent_slice`), and for [`SHORT_SLICE_TICKS`] ticks
@@ -742,6 +734,15 @@ impl Monitor {
         shared.holds.any()
     }
 
+    /// Carries out what this tick's looks at presumed tasks found
+    /// (`control::presumption`): a presumed task judged computing stops
+    /// its kind's presumption at once, counts as a wrong guess, and its
+    /// worker is held or counted against the slots again
+    /// (`Shared::back_from_block`); then each kind's look
+    /// sets its cap, within the level its growth climb allows `now`
+    /// (`control::growth`: only while its completions per second rise with
+    /// the cap), and a kind given more room has queued tasks handed
+    /// threads (`worker::presume_queued`: their fan-out fills the room).
     /// `ended` is the pool's total of ended tasks, which a climb compares
     /// too while every task at work is of a held kind.
     /// True if a cap grew, or a climb gathers evidence (the next look

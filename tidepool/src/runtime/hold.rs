@@ -36,6 +36,7 @@
 
 use crate::control::slots::{count_worker_again, Slots, StatusWord, TaskStatus};
 use crate::sync::{lock, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 
 /// Nobody asked the thread to wait.
@@ -48,25 +49,30 @@ const LET_GO: u32 = 2;
 /// The word a held worker's thread waits on, and the task it was last held
 /// in: one per worker entry.
 #[derive(Debug, Default)]
-pub(crate) struct HoldWord(AtomicU32, AtomicU64);
+pub(crate) struct HoldWord {
+    /// `FREE`, `ASKED` or `LET_GO`: what the thread waits on.
+    word: AtomicU32,
+    /// The status tick of the task the worker was last asked to wait in.
+    asked_in: AtomicU64,
+}
 
 impl HoldWord {
     /// Whether the worker was held in the task of status tick `tick`
     /// already (`control::hold`: once a task).
     pub(crate) fn held_in(&self, tick: u64) -> bool {
-        self.1.load(Ordering::Relaxed) == tick
+        self.asked_in.load(Ordering::Relaxed) == tick
     }
 
     /// Asks the thread to wait in the task of tick `tick`; false if it was
     /// asked already (or its last let-go is not yet seen by it).
     pub(crate) fn ask(&self, tick: u64) -> bool {
         let asked = self
-            .0
+            .word
             .compare_exchange(FREE, ASKED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if asked {
             // Only the monitor asks: nobody else writes the tick.
-            self.1.store(tick, Ordering::Relaxed);
+            self.asked_in.store(tick, Ordering::Relaxed);
         }
         asked
     }
@@ -75,26 +81,26 @@ impl HoldWord {
     /// not be sent).
     pub(crate) fn withdraw(&self) {
         let _ = self
-            .0
+            .word
             .compare_exchange(ASKED, FREE, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Ends the wait. True if the thread was asked (the caller wakes it).
     pub(crate) fn let_go(&self) -> bool {
-        self.0
+        self.word
             .compare_exchange(ASKED, LET_GO, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     }
 
     /// A new thread takes the entry: nothing is asked of it.
     pub(crate) fn reset(&self) {
-        self.0.store(FREE, Ordering::Release);
+        self.word.store(FREE, Ordering::Release);
     }
 
     /// Whether the thread is asked to wait now (the monitor does not count
     /// a held worker as blocked: it waits for a slot, not for the world).
     pub(crate) fn is_asked(&self) -> bool {
-        self.0.load(Ordering::Acquire) == ASKED
+        self.word.load(Ordering::Acquire) == ASKED
     }
 
     /// On the held thread (the loom model's view of the handler's wait,
@@ -104,7 +110,7 @@ impl HoldWord {
     /// then stops waiting. Leaves the word `FREE`.
     #[cfg(tidepool_loom)]
     pub(crate) fn wait(&self, park: impl FnMut(&AtomicU32, u32) -> bool) {
-        wait_on(&self.0, park);
+        wait_on(&self.word, park);
     }
 }
 
@@ -138,13 +144,13 @@ fn wait_in_handler(held_as: *const ()) {
     let entry = unsafe { &*held_as.cast::<super::threads::Entry>() };
     let hold = &entry.hold;
     let seen = entry.status.load();
-    let asked_in = hold.1.load(Ordering::Relaxed);
+    let asked_in = hold.asked_in.load(Ordering::Relaxed);
     if seen.phase() != crate::control::slots::Phase::Blocked || seen.tick() != asked_in {
         hold.withdraw();
         return;
     }
     let deadline = crate::sys::hold_signal::wait_deadline();
-    wait_on(&hold.0, |word, expected| {
+    wait_on(&hold.word, |word, expected| {
         crate::sys::hold_signal::wait_until(word, expected, deadline)
     });
 }
@@ -165,7 +171,7 @@ pub(crate) fn install_signal() -> bool {
 /// Wakes the held thread waiting on `word` (after a let-go).
 pub(crate) fn wake(word: &HoldWord) {
     #[cfg(not(tidepool_loom))]
-    crate::sys::hold_signal::wake(&word.0);
+    crate::sys::hold_signal::wake(&word.word);
     #[cfg(tidepool_loom)]
     let _ = word;
 }
@@ -177,8 +183,9 @@ pub(crate) type Held = (usize, StatusWord);
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
     queue: Mutex<VecDeque<Held>>,
-    /// The queue's length, for the cheap check at every task end.
-    len: AtomicUsize,
+    /// The queue's length, for the cheap check at every task end: on a
+    /// line of its own, written only when workers are held or let go.
+    len: CachePadded<AtomicUsize>,
     /// Whether this pool holds at all (`control::hold`: the signal is
     /// installed, blocked workers are replaced, the switch is on).
     pub(crate) can_hold: bool,
