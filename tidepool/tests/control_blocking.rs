@@ -454,11 +454,17 @@ fn a_burst_of_blocking_work_grows_in_proportion() {
     // threads are never freed by items that ended, and a few started in
     // the same moment for the same queued items by the burst and by
     // presumed-blocking hand-offs (the burst stands aside only from the
-    // tick after) stay alive too: 208 in 1 of 20 loaded release runs, so
-    // the bound allows a second thread per slot and the spare. A burst
-    // that started threads for work already taken (25 idle of 225 before
-    // it stood aside for presumed hand-offs) still fails it.
-    assert!(m.peak_threads <= ITEMS + 2 * SLOTS + 1, "{m:?}");
+    // tick after) stay alive too. Locally 200-203 (70 runs, debug, some
+    // with the cores loaded), 208 in 1 of 20 loaded release runs; CI (2
+    // cores, debug, a neighbouring test) once went past 209, so the bound
+    // is a tenth over the items. A burst that started threads for work
+    // already taken (25 idle of 225 before it stood aside for presumed
+    // hand-offs) still fails it.
+    assert!(
+        m.peak_threads <= ITEMS + ITEMS / 10,
+        "{} threads for {ITEMS} items: {m:?}",
+        m.peak_threads
+    );
     assert_eq!(
         m.threads_started,
         m.threads_started_demand
