@@ -316,7 +316,8 @@
 //!   every slot is taken waits for a slot: the monitor stops its thread
 //!   with a real-time signal the pool installs once (the highest one below
 //!   `SIGRTMAX` that has no handler; none free, nothing is held), and a
-//!   worker that ends a task hands it its slot ([`Metrics::workers_held`]).
+//!   worker that ends a task hands it its slot ([`Metrics::workers_held`];
+//!   [`Builder::hold_signal`] turns it off).
 //! * **Linux without `/proc`, or out of file descriptors when a worker
 //!   starts** ([`Detection::CpuClock`]): that worker is judged by its thread
 //!   CPU clock: one that used less than a quarter of the wall time over ten

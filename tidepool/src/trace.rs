@@ -28,6 +28,7 @@
 //! | `worker returned from blocking` | DEBUG | `kind`, `site` |
 //! | `hook panicked` | WARN | `hook`: `on_thread_start`, `on_thread_stop`, `thread_name_fn` |
 //! | `blocking detection fell back` | WARN | `mode`: `cpu_clock` or `time_only`, `error` (why `/proc` could not be read); once per pool, `Metrics::detection_fallbacks` counts them all |
+//! | `hold signal unavailable` | WARN | `fix`; once per pool that holds workers back from their blocks (`Builder::hold_signal`) and found every real-time signal it may use taken (Linux), so it does not hold |
 //! | `pool stuck` | WARN | `threads`, `blocked`, `queued`, `max_threads`, `fix`; once per episode |
 //! | `pool no longer stuck` | INFO | |
 //! | `pool closed` | INFO | (shutdown began or the last handle was dropped) |
@@ -231,6 +232,19 @@ pub(crate) fn detection_fell_back(
         let error = error.map_or_else(|| "not Linux".to_owned(), ToString::to_string);
         tracing::warn!(target: "tidepool", pool, thread, mode, %error, "blocking detection fell back");
     }
+}
+
+/// A pool that holds workers back from their blocks (`Builder::hold_signal`)
+/// found no free real-time signal: it does not hold.
+#[inline(always)]
+pub(crate) fn hold_signal_unavailable(pool: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "tidepool",
+        pool,
+        fix = "leave one of SIGRTMIN+4..=SIGRTMAX-1 without a handler, or build with hold_signal(false)",
+        "hold signal unavailable"
+    );
 }
 
 /// Every thread up to `max_threads` is blocked and work has waited for a

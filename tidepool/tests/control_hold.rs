@@ -33,42 +33,46 @@ const ITEMS: usize = 16;
 const WAIT: Duration = Duration::from_millis(20);
 const COMPUTE: Duration = Duration::from_millis(30);
 
+/// Runs `ITEMS` items that wait, then compute, on `pool`; returns each
+/// item's share of its computation done when the first item finished
+/// (seen at its next step after that), and the pool's metrics.
+fn fetch_then_process(pool: &Pool) -> (Vec<f64>, tidepool::Metrics) {
+    let first_done = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(Mutex::new(Vec::new()));
+    let ended = Arc::new(AtomicUsize::new(0));
+    for _ in 0..ITEMS {
+        let (first_done, progress, ended) = (first_done.clone(), progress.clone(), ended.clone());
+        pool.execute(move || {
+            std::thread::sleep(WAIT);
+            let start = thread_cpu();
+            let mut recorded = false;
+            loop {
+                let done = thread_cpu() - start;
+                if done >= COMPUTE {
+                    break;
+                }
+                if !recorded && first_done.load(Ordering::Acquire) {
+                    recorded = true;
+                    let share = done.as_secs_f64() / COMPUTE.as_secs_f64();
+                    progress.lock().unwrap().push(share);
+                }
+            }
+            first_done.store(true, Ordering::Release);
+            ended.fetch_add(1, Ordering::Release);
+        })
+        .unwrap();
+    }
+    assert!(common::eventually(HANG, || ended.load(Ordering::Acquire) == ITEMS));
+    let progress = progress.lock().unwrap().clone();
+    (progress, pool.metrics())
+}
+
 #[test]
 fn items_back_from_their_waits_compute_about_concurrency_at_a_time() {
     let (progress, m) = within(HANG, || {
-        let pool = Pool::builder().concurrency(2).build().unwrap();
-        let first_done = Arc::new(AtomicBool::new(false));
-        // Each item's share of its computation done when the first item
-        // finished (seen at its next step after that).
-        let progress = Arc::new(Mutex::new(Vec::new()));
-        let ended = Arc::new(AtomicUsize::new(0));
-        for _ in 0..ITEMS {
-            let (first_done, progress, ended) =
-                (first_done.clone(), progress.clone(), ended.clone());
-            pool.execute(move || {
-                std::thread::sleep(WAIT);
-                let start = thread_cpu();
-                let mut recorded = false;
-                loop {
-                    let done = thread_cpu() - start;
-                    if done >= COMPUTE {
-                        break;
-                    }
-                    if !recorded && first_done.load(Ordering::Acquire) {
-                        recorded = true;
-                        let share = done.as_secs_f64() / COMPUTE.as_secs_f64();
-                        progress.lock().unwrap().push(share);
-                    }
-                }
-                first_done.store(true, Ordering::Release);
-                ended.fetch_add(1, Ordering::Release);
-            })
-            .unwrap();
-        }
-        assert!(common::eventually(HANG, || ended.load(Ordering::Acquire) == ITEMS));
-        let progress = progress.lock().unwrap().clone();
-        (progress, pool.metrics())
+        fetch_then_process(&Pool::builder().concurrency(2).build().unwrap())
     });
+    assert!(m.holds_workers, "{m:?}");
     assert!(m.workers_held >= 1, "nobody was held: {m:?}");
     // Held, most had done less than half of theirs when the first was
     // done; sharing the cores, all would have been past half.
@@ -79,5 +83,23 @@ fn items_back_from_their_waits_compute_about_concurrency_at_a_time() {
          ({progress:?}): {m:?}",
         progress.len()
     );
+    common::assert_counters_add_up(&m);
+}
+
+/// `Builder::hold_signal(false)`: nothing is held (no signal is sent), and
+/// a worker back from its block is still counted against the slots.
+#[test]
+fn with_holding_off_workers_back_from_their_waits_are_counted_not_held() {
+    let (_, m) = within(HANG, || {
+        let pool = Pool::builder()
+            .concurrency(2)
+            .hold_signal(false)
+            .build()
+            .unwrap();
+        fetch_then_process(&pool)
+    });
+    assert!(!m.holds_workers, "{m:?}");
+    assert_eq!(m.workers_held, 0, "{m:?}");
+    assert!(m.workers_counted_again >= 1, "{m:?}");
     common::assert_counters_add_up(&m);
 }

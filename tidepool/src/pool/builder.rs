@@ -58,6 +58,7 @@ pub struct Builder {
     on_thread_start: Option<Hook>,
     on_thread_stop: Option<Hook>,
     thread_name_fn: Option<NameFn>,
+    hold_signal: Option<bool>,
     #[cfg(feature = "tokio")]
     tokio_handle: Option<tokio::runtime::Handle>,
 }
@@ -332,6 +333,42 @@ impl Builder {
         self
     }
 
+    /// Whether a worker back from a block may be held (Linux): a task
+    /// whose slot was handed over while it blocked, and that computes
+    /// again while every slot is taken, has its thread stopped by a
+    /// real-time signal until a slot is its own, as a goroutine back from
+    /// a system call waits for a P. So a batch that fetches, then
+    /// processes, computes about `concurrency` at a time instead of all at
+    /// once. [`Metrics::workers_held`](crate::Metrics::workers_held)
+    /// counts the holds; [`Metrics::holds_workers`](crate::Metrics::holds_workers)
+    /// says whether the pool can.
+    ///
+    /// The signal is the highest real-time signal from `SIGRTMAX - 1` down
+    /// to `SIGRTMIN + 4` that has no handler when the first such pool is
+    /// built, one for the whole process, installed with `SA_RESTART`. Turn
+    /// holding off if the program needs that signal for itself, or cannot
+    /// have a worker's system call interrupted (the few that Linux never
+    /// restarts, such as `epoll_wait`, `nanosleep` and `poll`, return
+    /// `EINTR`, which std, mio and async-io retry). Off, a worker back from
+    /// its block is still counted against the slots (no new task starts
+    /// until the running workers are back at `concurrency`), but runs on
+    /// until its task ends. With no free signal the pool does not hold,
+    /// and says so once (the `tracing` event `hold signal unavailable`).
+    ///
+    /// Default: `true` with the adaptive controllers
+    /// ([`Controller::Adaptive`], [`Controller::HillClimbing`]); the
+    /// others never hold.
+    ///
+    /// ```
+    /// let pool = tidepool::Pool::builder().hold_signal(false).build()?;
+    /// assert!(!pool.metrics().holds_workers);
+    /// # Ok::<(), tidepool::BuildError>(())
+    /// ```
+    pub fn hold_signal(mut self, on: bool) -> Self {
+        self.hold_signal = Some(on);
+        self
+    }
+
     /// The policy that decides when to add or retire threads.
     ///
     /// Default: [`Controller::Adaptive`].
@@ -520,6 +557,14 @@ impl Builder {
             on_thread_start: self.on_thread_start,
             on_thread_stop: self.on_thread_stop,
             thread_name_fn: self.thread_name_fn,
+            // Only the adaptive controllers count a worker back from its
+            // block again, which is what holding carries out.
+            hold: self.hold_signal.unwrap_or(true)
+                && matches!(
+                    self.controller,
+                    Controller::Adaptive | Controller::HillClimbing
+                )
+                && switches.on(Mechanism::Hold),
             tokio,
             switches,
         })

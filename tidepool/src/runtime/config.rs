@@ -64,6 +64,10 @@ pub(crate) struct Config {
     pub(crate) on_thread_stop: Option<Hook>,
     /// Names worker threads instead of `{thread_name}-{index}`.
     pub(crate) thread_name_fn: Option<NameFn>,
+    /// Whether workers back from a block may be held (`Builder::hold_signal`,
+    /// an adaptive controller, the lab's switch on); the signal may still
+    /// be missing (`runtime::hold::install_signal`).
+    pub(crate) hold: bool,
     /// The tokio runtime worker threads enter (feature `tokio`; empty
     /// without it).
     pub(crate) tokio: TokioContext,

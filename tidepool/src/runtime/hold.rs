@@ -168,6 +168,19 @@ pub(crate) fn install_signal() -> bool {
     }
 }
 
+/// [`install_signal`] for a pool that asked to hold (named `pool` in the
+/// `tracing` event): on Linux, a signal that could not be had is said
+/// once per pool (`hold signal unavailable`), since the pool then runs
+/// workers back from their blocks beyond the slots. Off Linux nothing can
+/// be held, as documented, and nothing is said.
+pub(crate) fn install_signal_or_say(pool: &str) -> bool {
+    let installed = install_signal();
+    if !installed && cfg!(all(target_os = "linux", not(tidepool_loom), not(miri))) {
+        crate::trace::hold_signal_unavailable(pool);
+    }
+    installed
+}
+
 /// Wakes the held thread waiting on `word` (after a let-go).
 pub(crate) fn wake(word: &HoldWord) {
     #[cfg(not(tidepool_loom))]

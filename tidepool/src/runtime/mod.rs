@@ -346,11 +346,7 @@ impl Shared {
             kind_counters: KindCounters::default(),
             kinds: kinds::KindTable::default(),
             holds: hold::Holds::new(
-                matches!(
-                    config.controller,
-                    crate::control::Controller::Adaptive | crate::control::Controller::HillClimbing
-                ) && config.switches.on(Mechanism::Hold)
-                    && hold::install_signal(),
+                config.hold && hold::install_signal_or_say(&config.thread_name),
             ),
             config,
         }
@@ -694,6 +690,7 @@ impl Shared {
         } else {
             crate::metrics::Detection::Off
         };
+        m.holds_workers = self.holds.can_hold;
         m.concurrency_target = self.slots.target();
         m.concurrency = self.config.concurrency;
         m.concurrency_from = self.config.concurrency_from;
