@@ -109,6 +109,16 @@ pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
         .map(drop)
 }
 
+/// The pool's ended tasks and holds at the last look while workers were
+/// held, and since when neither has moved: a task's end or a new hold is
+/// progress; `control::hold::PATIENCE` without any lets all held go.
+#[derive(Clone, Copy, Debug, Default)]
+struct HeldProgress {
+    ended: u64,
+    held: u64,
+    since: Duration,
+}
+
 /// What the monitor remembers about one worker entry.
 #[derive(Clone, Copy, Debug)]
 struct Track {
@@ -192,10 +202,9 @@ struct Monitor {
     /// Workers whose slot was given away seen computing again: counted
     /// against the slots again (`control::back_from_block`).
     counted_again: Vec<(usize, StatusWord, Duration)>,
-    /// The pool's ended tasks and holds at the last look while workers
-    /// were held, and since when neither has moved (`control::hold`'s
+    /// The pool's progress while workers are held (`control::hold`'s
     /// patience).
-    held_progress: (u64, u64, Duration),
+    held_progress: HeldProgress,
     /// Workers running a presumed task seen computing: judged, their kind
     /// no longer presumed, counted against the slots again
     /// (`Monitor::judge_presumed`).
@@ -250,7 +259,7 @@ impl Monitor {
             sleep: Duration::ZERO,
             declared_overdue: Vec::new(),
             counted_again: Vec::new(),
-            held_progress: (0, 0, Duration::ZERO),
+            held_progress: HeldProgress::default(),
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
             asks: (ASKS_SAVED, Duration::ZERO),
@@ -718,18 +727,23 @@ impl Monitor {
     fn look_at_held(&mut self, shared: &Shared, ended: u64, now: Duration) -> bool {
         use crate::control::hold::{let_all_go, PATIENCE};
         let held = shared.threads.counters.held.load(Ordering::Relaxed);
-        let (ended_then, held_then, _) = self.held_progress;
-        if !shared.holds.any() || ended != ended_then || held != held_then {
-            self.held_progress = (ended, held, now);
+        let then = self.held_progress;
+        let moved = HeldProgress {
+            ended,
+            held,
+            since: now,
+        };
+        if !shared.holds.any() || ended != then.ended || held != then.held {
+            self.held_progress = moved;
         }
         if !shared.holds.any() {
             return false;
         }
-        let since = now.saturating_sub(self.held_progress.2);
-        let go = let_all_go(shared.holds.len(), since, PATIENCE);
+        let still_for = now.saturating_sub(self.held_progress.since);
+        let go = let_all_go(shared.holds.len(), still_for, PATIENCE);
         shared.look_at_held(go);
         if go {
-            self.held_progress = (ended, held, now);
+            self.held_progress = moved;
         }
         shared.holds.any()
     }
