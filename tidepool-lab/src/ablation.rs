@@ -168,6 +168,8 @@ pub const PLAN: &[Probe] = &[
             fig("fetch-process", "tidepool-16-one-type", "over_quota_ms"),
             fig("fetch-process", "tidepool-16-one-type", "mean_vs_ideal"),
             fig("mixed-kind", "tidepool", "over_quota_ms"),
+            SERVICE_RPS,
+            SERVICE_P99,
         ],
     },
     Probe {
@@ -177,6 +179,8 @@ pub const PLAN: &[Probe] = &[
             fig("fetch-process", "tidepool-16-one-type", "mean_vs_ideal"),
             fig("fetch-process", "tidepool-64-one-type", "mean_vs_ideal"),
             fig("mixed-kind", "tidepool", "over_quota_ms"),
+            SERVICE_RPS,
+            SERVICE_P99,
         ],
     },
     Probe {
