@@ -368,6 +368,9 @@ fn control(system: ServeSystem) {
             serde_json::json!({
                 "start_latency_max_ms": m.start_latency.max.as_secs_f64() * 1e3,
                 "tokio_blocked": m.tokio_blocked,
+                "blocked_detections": m.blocked_detections,
+                "counted_again": m.workers_counted_again,
+                "held": m.workers_held,
             })
         } else {
             serde_json::json!({})

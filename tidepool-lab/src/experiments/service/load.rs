@@ -101,6 +101,12 @@ pub(super) struct PoolFigures {
     pub(super) start_latency_max_ms: f64,
     /// `Metrics::tokio_blocked` so far.
     pub(super) tokio_blocked: f64,
+    /// `Metrics::blocked_detections` so far.
+    pub(super) blocked_detections: f64,
+    /// `Metrics::workers_counted_again` so far.
+    pub(super) counted_again: f64,
+    /// `Metrics::workers_held` so far.
+    pub(super) held: f64,
 }
 
 /// A server process: the lab's binary started again as
@@ -186,6 +192,9 @@ impl ServerProcess {
         Ok(PoolFigures {
             start_latency_max_ms: field("start_latency_max_ms")?,
             tokio_blocked: field("tokio_blocked")?,
+            blocked_detections: field("blocked_detections")?,
+            counted_again: field("counted_again")?,
+            held: field("held")?,
         })
     }
 

@@ -68,7 +68,9 @@
 //! window, from `/proc/<pid>/stat`, over the answers in the window). A
 //! tidepool server is also asked for its global pool's `Metrics` at each
 //! phase's end: `pool_start_max_ms` (`start_latency.max` since the process
-//! started) and `tokio_blocked` (its growth during the phase). The server
+//! started), and the growth during the phase of `tokio_blocked`,
+//! `blocked_detections`, `counted_again` (`workers_counted_again`) and
+//! `held` (`workers_held`): what the pool did per blocking call. The server
 //! process builds tidepool's global pool as it starts, so that asking does
 //! not start threads in the middle of a run.
 //!
@@ -286,6 +288,9 @@ struct PhaseNames {
     cpu: &'static str,
     pool_start_max: &'static str,
     tokio_blocked: &'static str,
+    blocked_detections: &'static str,
+    counted_again: &'static str,
+    held: &'static str,
 }
 
 /// The fixed-rate phase's metrics.
@@ -299,6 +304,9 @@ const FIXED: PhaseNames = PhaseNames {
     cpu: "fixed_cpu_ms_per_request",
     pool_start_max: "fixed_pool_start_max_ms",
     tokio_blocked: "fixed_tokio_blocked",
+    blocked_detections: "fixed_blocked_detections",
+    counted_again: "fixed_counted_again",
+    held: "fixed_held",
 };
 
 /// The overload phase's metrics.
@@ -312,6 +320,9 @@ const OVERLOAD: PhaseNames = PhaseNames {
     cpu: "overload_cpu_ms_per_request",
     pool_start_max: "overload_pool_start_max_ms",
     tokio_blocked: "overload_tokio_blocked",
+    blocked_detections: "overload_blocked_detections",
+    counted_again: "overload_counted_again",
+    held: "overload_held",
 };
 
 /// A temporary folder, removed when dropped.
@@ -384,16 +395,11 @@ fn run(ctx: &RunCtx, system: ServeSystem) -> Result<Measured, String> {
     let mut m = Measured::default();
     put_phase(&mut m, &FIXED, &round.fixed);
     if let Some((after_fixed, _)) = round.pool {
-        m.put(FIXED.pool_start_max, after_fixed.start_latency_max_ms);
-        m.put(FIXED.tokio_blocked, after_fixed.tokio_blocked);
+        put_pool(&mut m, &FIXED, &after_fixed, None);
     }
     put_phase(&mut m, &OVERLOAD, &round.overload);
     if let Some((after_fixed, after_overload)) = round.pool {
-        m.put(OVERLOAD.pool_start_max, after_overload.start_latency_max_ms);
-        m.put(
-            OVERLOAD.tokio_blocked,
-            after_overload.tokio_blocked - after_fixed.tokio_blocked,
-        );
+        put_pool(&mut m, &OVERLOAD, &after_overload, Some(&after_fixed));
     }
     let mut note = format!(
         "Windows of {} s after {} s warm-ups.",
@@ -408,6 +414,23 @@ fn run(ctx: &RunCtx, system: ServeSystem) -> Result<Measured, String> {
     }
     m.note = Some(note);
     Ok(m)
+}
+
+/// The pool's figures at a phase's end: its start latency's max so far,
+/// and how much each count grew during the phase (since `before`, the
+/// figures at the end of the phase before; `None`: since the start).
+fn put_pool(
+    m: &mut Measured,
+    names: &PhaseNames,
+    after: &PoolFigures,
+    before: Option<&PoolFigures>,
+) {
+    let grew = |count: fn(&PoolFigures) -> f64| count(after) - before.map_or(0.0, count);
+    m.put(names.pool_start_max, after.start_latency_max_ms);
+    m.put(names.tokio_blocked, grew(|f| f.tokio_blocked));
+    m.put(names.blocked_detections, grew(|f| f.blocked_detections));
+    m.put(names.counted_again, grew(|f| f.counted_again));
+    m.put(names.held, grew(|f| f.held));
 }
 
 /// Starts the server process and runs both phases against it.
