@@ -155,26 +155,17 @@ fn wait_in_handler(held_as: *const ()) {
     });
 }
 
-/// Installs the process's hold signal (`sys::hold_signal`), once; false
-/// if none could be had (nothing is held then).
-pub(crate) fn install_signal() -> bool {
+/// Installs the process's hold signal (`sys::hold_signal`), once, for a
+/// pool that asked to hold (named `pool` in the `tracing` event); false if
+/// none could be had (nothing is held then). On Linux that is said once
+/// per pool (`hold signal unavailable`), since the pool then runs workers
+/// back from their blocks beyond the slots; off Linux nothing can be held,
+/// as documented, and nothing is said.
+pub(crate) fn install_signal(pool: &str) -> bool {
     #[cfg(not(tidepool_loom))]
-    {
-        crate::sys::hold_signal::install(wait_in_handler).is_some()
-    }
+    let installed = crate::sys::hold_signal::install(wait_in_handler).is_some();
     #[cfg(tidepool_loom)]
-    {
-        false
-    }
-}
-
-/// [`install_signal`] for a pool that asked to hold (named `pool` in the
-/// `tracing` event): on Linux, a signal that could not be had is said
-/// once per pool (`hold signal unavailable`), since the pool then runs
-/// workers back from their blocks beyond the slots. Off Linux nothing can
-/// be held, as documented, and nothing is said.
-pub(crate) fn install_signal_or_say(pool: &str) -> bool {
-    let installed = install_signal();
+    let installed = false;
     if !installed && cfg!(all(target_os = "linux", not(tidepool_loom), not(miri))) {
         crate::trace::hold_signal_unavailable(pool);
     }

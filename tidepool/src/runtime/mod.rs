@@ -345,9 +345,7 @@ impl Shared {
             built_at: Instant::now(),
             kind_counters: KindCounters::default(),
             kinds: kinds::KindTable::default(),
-            holds: hold::Holds::new(
-                config.hold && hold::install_signal_or_say(&config.thread_name),
-            ),
+            holds: hold::Holds::new(config.hold && hold::install_signal(&config.thread_name)),
             config,
         }
     }
