@@ -50,6 +50,20 @@ pub const ALSO_SHOWN: &[(&str, &[&str])] = &[
     ("overload", &["tidepool-spawn"]),
 ];
 
+/// Per experiment, metrics shown in rows of their own after each
+/// workload's headline row, where the headline alone would hide a figure
+/// users choose by: the service's headline is its fixed-rate tail, where
+/// tidepool matches tokio; under overload it serves fewer requests a
+/// second, and that row must be read too.
+pub const ALSO_METRICS: &[(&str, &[&str])] = &[(
+    "service",
+    &[
+        "overload_requests_per_s",
+        "overload_p99_ms",
+        "overload_max_ms",
+    ],
+)];
+
 /// The experiments of `docs`, merged: per experiment name the last
 /// document that has it, ordered as the names in `order` (the lab's order),
 /// then any other names in the order they first appear.
@@ -86,8 +100,9 @@ pub fn render(docs: &[Document], order: &[&str], runs_page: Option<&str>) -> Str
     let _ = writeln!(
         s,
         "Each figure is the median of the run's repetitions, with the lowest and highest in \
-         brackets; lower is better for every metric here. The ratio after a peer's figure is \
-         its median over tidepool's: above 1x, tidepool's is lower. \"made by\" is the \
+         brackets; lower is better for every metric here but rates (`_per_s`). The ratio \
+         after a peer's figure is its median over tidepool's: above 1x, tidepool's is lower \
+         (for a rate, below 1x, tidepool's is higher). \"made by\" is the \
          command and scale of the lab run behind the row; `tidepool-lab ARGS` is \
          `cargo run --release -p tidepool-lab -- ARGS`.\n"
     );
@@ -227,12 +242,17 @@ struct Row {
 }
 
 /// The rows of one experiment: one per workload (the runs that share a
-/// baseline), in the order the workloads' first runs appear.
+/// baseline), in the order the workloads' first runs appear, each followed
+/// by a row per metric of [`ALSO_METRICS`] that a tidepool run of it has.
 fn rows(e: &ExperimentDoc) -> Vec<Row> {
     let also: &[&str] = ALSO_SHOWN
         .iter()
         .find(|(name, _)| *name == e.name)
         .map_or(&[], |(_, ids)| ids);
+    let also_metrics: &[&str] = ALSO_METRICS
+        .iter()
+        .find(|(name, _)| *name == e.name)
+        .map_or(&[], |(_, metrics)| metrics);
     let workload_of = |r: &RunDoc| {
         if r.baseline.is_empty() {
             e.baseline.clone()
@@ -249,7 +269,7 @@ fn rows(e: &ExperimentDoc) -> Vec<Row> {
     }
     workloads
         .iter()
-        .map(|w| {
+        .flat_map(|w| {
             let runs: Vec<&RunDoc> = e.runs.iter().filter(|r| workload_of(r) == *w).collect();
             // Documents written before runs carried their headline use the
             // experiment's.
@@ -258,7 +278,16 @@ fn rows(e: &ExperimentDoc) -> Vec<Row> {
                 .map(|r| r.headline.as_str())
                 .find(|h| !h.is_empty())
                 .unwrap_or(&e.headline);
-            row(&runs, w, headline, also)
+            let extra = also_metrics.iter().filter(|m| {
+                **m != headline
+                    && runs
+                        .iter()
+                        .any(|r| r.system == "tidepool" && figure(r, m).is_some())
+            });
+            std::iter::once(headline)
+                .chain(extra.copied())
+                .map(|metric| row(&runs, w, metric, also))
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -517,6 +546,30 @@ mod tests {
         assert_eq!(r[1].headline, "mean_start_ms");
         assert_eq!(r[1].tidepool, "`burst-1slot` 2");
         assert_eq!(r[1].peers, "tokio `burst-tokio` 1, 0.50x");
+    }
+
+    #[test]
+    fn the_service_shows_its_overload_figures_in_rows_of_their_own() {
+        let run = |id: &str, system: &str, fixed: f64, rate: f64| {
+            serde_json::json!({"id": id, "system": system, "description": "", "status": "ok",
+                "metrics": {"fixed_p99_ms": fixed, "overload_requests_per_s": rate},
+                "baseline": "tokio-spawn-blocking", "headline": "fixed_p99_ms"})
+        };
+        let e: ExperimentDoc = serde_json::from_value(serde_json::json!({
+            "name": "service", "about": "", "baseline": "tokio-spawn-blocking",
+            "headline": "fixed_p99_ms",
+            "runs": [
+                run("tidepool-serve", "tidepool", 32.0, 600.0),
+                run("tokio-spawn-blocking", "tokio", 32.0, 800.0),
+            ]
+        }))
+        .unwrap();
+        let r = rows(&e);
+        // No run has the p99 or the max under overload: no rows for them.
+        let metrics: Vec<&str> = r.iter().map(|row| row.headline.as_str()).collect();
+        assert_eq!(metrics, ["fixed_p99_ms", "overload_requests_per_s"]);
+        assert_eq!(r[1].tidepool, "`tidepool-serve` 600");
+        assert_eq!(r[1].peers, "tokio `tokio-spawn-blocking` 800, 1.33x");
     }
 
     #[test]
