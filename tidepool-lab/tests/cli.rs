@@ -357,6 +357,7 @@ fn tiny_run_of_the_service_experiment_rotates_its_rounds() {
     let ids = [
         "tidepool-serve",
         "tidepool-serve-blocking",
+        "tidepool-serve-spawn-fn",
         "tidepool-axum-serve",
         "tokio-spawn-blocking",
         "tokio-inline",

@@ -191,6 +191,8 @@ enum DbCall {
     Inline,
     /// Inside `tidepool::blocking`.
     Declared,
+    /// In `tidepool::spawn_fn`, awaited.
+    SpawnFn,
     /// In `tokio::task::spawn_blocking`.
     SpawnBlocking,
 }
@@ -232,6 +234,9 @@ async fn item(
     let groups = match app.db {
         DbCall::Inline => database_call(id),
         DbCall::Declared => tidepool::blocking(|| database_call(id)),
+        DbCall::SpawnFn => tidepool::spawn_fn(move || database_call(id))
+            .await
+            .unwrap_or_else(|e| Err(format!("spawn_fn: {e}"))),
         DbCall::SpawnBlocking => tokio::task::spawn_blocking(move || database_call(id))
             .await
             .unwrap_or_else(|e| Err(format!("spawn_blocking: {e}"))),
@@ -316,12 +321,14 @@ async fn serve_on(system: ServeSystem, upstream: Uri) -> std::io::Result<()> {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     let (client, db) = match system {
-        ServeSystem::TidepoolServe | ServeSystem::TidepoolServeBlocking => (
+        ServeSystem::TidepoolServe
+        | ServeSystem::TidepoolServeBlocking
+        | ServeSystem::TidepoolServeSpawnFn => (
             Client::builder(tidepool::http::Executor::current()).build(connector),
-            if system == ServeSystem::TidepoolServe {
-                DbCall::Inline
-            } else {
-                DbCall::Declared
+            match system {
+                ServeSystem::TidepoolServeBlocking => DbCall::Declared,
+                ServeSystem::TidepoolServeSpawnFn => DbCall::SpawnFn,
+                _ => DbCall::Inline,
             },
         ),
         ServeSystem::TidepoolAxumServe | ServeSystem::TokioInline => (
@@ -347,9 +354,9 @@ async fn serve_on(system: ServeSystem, upstream: Uri) -> std::io::Result<()> {
         out.flush()?;
     }
     match system {
-        ServeSystem::TidepoolServe | ServeSystem::TidepoolServeBlocking => {
-            tidepool::http::serve(listener, router).await
-        }
+        ServeSystem::TidepoolServe
+        | ServeSystem::TidepoolServeBlocking
+        | ServeSystem::TidepoolServeSpawnFn => tidepool::http::serve(listener, router).await,
         _ => axum::serve(listener, router).await,
     }
 }

@@ -32,7 +32,8 @@
 //! One run per system, its id the system's ([`ServeSystem`]): tidepool's
 //! recommended way (`tidepool::http::serve`, the database call inline, the
 //! client on `tidepool::http::Executor`), the same with the call in
-//! `tidepool::blocking`, `axum::serve` inside `tidepool::block_on` with
+//! `tidepool::blocking`, or in `tidepool::spawn_fn` awaited (the shape of
+//! tokio's `spawn_blocking`), `axum::serve` inside `tidepool::block_on` with
 //! hyper-util's `TokioExecutor` (what a new user writes), and tokio's
 //! default multi-thread runtime with `axum::serve`, the call in
 //! `spawn_blocking` (the baseline) or inline.
@@ -132,6 +133,9 @@ pub enum ServeSystem {
     TidepoolServe,
     /// `tidepool::http::serve`, the database call in `tidepool::blocking`.
     TidepoolServeBlocking,
+    /// `tidepool::http::serve`, the database call in `tidepool::spawn_fn`,
+    /// its handle awaited.
+    TidepoolServeSpawnFn,
     /// `axum::serve` inside `tidepool::block_on`, the database call inline.
     TidepoolAxumServe,
     /// `axum::serve` on tokio, the database call in `spawn_blocking`.
@@ -146,6 +150,7 @@ impl ServeSystem {
         match self {
             ServeSystem::TidepoolServe => TIDEPOOL_SERVE,
             ServeSystem::TidepoolServeBlocking => TIDEPOOL_SERVE_BLOCKING,
+            ServeSystem::TidepoolServeSpawnFn => TIDEPOOL_SERVE_SPAWN_FN,
             ServeSystem::TidepoolAxumServe => TIDEPOOL_AXUM_SERVE,
             ServeSystem::TokioSpawnBlocking => TOKIO_SPAWN_BLOCKING,
             ServeSystem::TokioInline => TOKIO_INLINE,
@@ -158,6 +163,7 @@ impl ServeSystem {
             self,
             ServeSystem::TidepoolServe
                 | ServeSystem::TidepoolServeBlocking
+                | ServeSystem::TidepoolServeSpawnFn
                 | ServeSystem::TidepoolAxumServe
         )
     }
@@ -167,6 +173,8 @@ impl ServeSystem {
 const TIDEPOOL_SERVE: &str = "tidepool-serve";
 /// The same, the call declared blocking.
 const TIDEPOOL_SERVE_BLOCKING: &str = "tidepool-serve-blocking";
+/// The same, the call handed to a closure of its own and awaited.
+const TIDEPOOL_SERVE_SPAWN_FN: &str = "tidepool-serve-spawn-fn";
 /// `axum::serve` on tidepool.
 const TIDEPOOL_AXUM_SERVE: &str = "tidepool-axum-serve";
 /// tokio with `spawn_blocking`: the baseline.
@@ -209,6 +217,12 @@ a server process of its own.",
             execute: |ctx| run(ctx, ServeSystem::TidepoolServeBlocking),
         },
         RunSpec {
+            id: TIDEPOOL_SERVE_SPAWN_FN,
+            system: "tidepool",
+            description: "As tidepool-serve, the database call in tidepool::spawn_fn, its handle awaited (tokio's spawn_blocking shape: the handler's worker runs other tasks meanwhile).",
+            execute: |ctx| run(ctx, ServeSystem::TidepoolServeSpawnFn),
+        },
+        RunSpec {
             id: TIDEPOOL_AXUM_SERVE,
             system: "tidepool",
             description: "axum::serve inside tidepool::block_on, the database call inline, the outbound client on hyper-util's TokioExecutor: what a new user writes.",
@@ -229,7 +243,7 @@ a server process of its own.",
     ],
     opt_in: &[],
     plots,
-    full_only: &[TIDEPOOL_SERVE_BLOCKING],
+    full_only: &[TIDEPOOL_SERVE_BLOCKING, TIDEPOOL_SERVE_SPAWN_FN],
     default_repeat: 5,
     rotate: true,
 };
