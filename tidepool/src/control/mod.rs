@@ -13,6 +13,8 @@
 //!   (lock convoys stay small).
 //! * `hold`: what happens to a worker back from its block that computes
 //!   again while every slot is taken (held until a slot is its own).
+//! * `declared`: when a declared blocking section gives its slot away
+//!   (waiting past its grace; never while it computes).
 //! * `ablation`: the switches that turn one mechanism off, for the lab's
 //!   table of what each one buys.
 
@@ -59,6 +61,7 @@ impl StartReason {
 
 pub(crate) mod ablation;
 pub(crate) mod back_from_block;
+pub(crate) mod declared;
 pub(crate) mod growth;
 pub(crate) mod hold;
 pub(crate) mod policy;

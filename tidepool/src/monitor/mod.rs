@@ -46,6 +46,7 @@ mod presumed_looks;
 
 use crate::control::ablation::Mechanism;
 use crate::control::back_from_block::Look;
+use crate::control::declared::{self, SectionLook};
 use crate::control::growth::{policy_max_threads, Climb, Step};
 use crate::control::policy::{Decision, Limits, Policy, Sample, WorkerView};
 use crate::control::presumption::look_cap;
@@ -56,7 +57,7 @@ use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::kinds::Kind;
 use crate::runtime::{Blocked, Hook, Shared};
 use crate::sync::{lock, Arc, Ordering};
-use crate::sys::WaitsFor;
+use crate::sys::{ThreadState, WaitsFor};
 use crate::trace;
 use kernel::{ask_kernel, back_from_block, cpu_since, used_a_core, Reading};
 use presumed_looks::{look_at_presumed, KindLook, PresumedLooks, ASKS_SAVED};
@@ -579,20 +580,20 @@ impl Monitor {
                 *t = Track::new(seen, now);
                 entry.saw_task(seen.tick(), now);
             }
-            // A declared blocking section seen for an interval, or seen
-            // asleep: past its grace, its slot is handed over
-            // (`hand_over_declared`). A call that returns within the grace
-            // without sleeping costs what the call costs.
+            // A declared blocking section seen at a second look: handed
+            // over (`hand_over_declared`) if it waits, kept if it computes
+            // (`control::declared`). A call that returns within the grace
+            // costs what the call costs.
             let section = entry.declared_sections.load(Ordering::Relaxed);
             if section % 2 == 1 {
                 match t.declared_seen {
                     Some((seen_section, since)) if seen_section == section => {
-                        let asleep = || {
-                            lock(&entry.probe)
-                                .as_ref()
-                                .is_some_and(|probe| probe.state().is_waiting())
+                        let look = match lock(&entry.probe).as_ref().map(|probe| probe.state()) {
+                            Some(state) if state.is_waiting() => SectionLook::Waiting,
+                            Some(ThreadState::Running) => SectionLook::Computing,
+                            _ => SectionLook::Unknown,
                         };
-                        if now.duration_since(since) >= limits.threshold || asleep() {
+                        if declared::hands_over(now.duration_since(since), limits.threshold, look) {
                             self.declared_overdue.push((index, seen));
                         }
                     }
