@@ -15,6 +15,7 @@
 //!   again while every slot is taken (held until a slot is its own).
 //! * `declared`: when a declared blocking section gives its slot away
 //!   (waiting past its grace; never while it computes).
+//! * `pace`: how long the monitor sleeps between its ticks.
 //! * `ablation`: the switches that turn one mechanism off, for the lab's
 //!   table of what each one buys.
 
@@ -64,6 +65,7 @@ pub(crate) mod back_from_block;
 pub(crate) mod declared;
 pub(crate) mod growth;
 pub(crate) mod hold;
+pub(crate) mod pace;
 pub(crate) mod policy;
 pub(crate) mod presumption;
 pub(crate) mod signal;

@@ -29,7 +29,8 @@
 //! Like a system monitor, it ticks at the monitor interval only while some
 //! worker runs a task it may have to look at within an interval (a task not
 //! already found computing again and again), doubles its sleep up to
-//! [`MAX_SLEEP`] while there are none,
+//! `control::pace::MAX_SLEEP` while there are none (the pace is
+//! `control::pace`'s pure decision),
 //! and sleeps until woken while the pool is idle (no worker holds a slot or
 //! runs a task, and nothing is queued). The protocol that makes sure a task
 //! started on an idle pool wakes it is in `control::signal`. The worker wakes
@@ -48,6 +49,7 @@ use crate::control::ablation::Mechanism;
 use crate::control::back_from_block::Look;
 use crate::control::declared::{self, SectionLook};
 use crate::control::growth::{policy_max_threads, Climb, Step};
+use crate::control::pace::{Pace, Tick};
 use crate::control::policy::{Decision, Limits, Policy, Sample, WorkerView};
 use crate::control::presumption::look_cap;
 use crate::control::slots::{Phase, StatusWord};
@@ -64,17 +66,6 @@ use presumed_looks::{look_at_presumed, KindLook, PresumedLooks, ASKS_SAVED};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
-/// The longest sleep between ticks while the pool is busy. 10 ms keeps the
-/// monitor under 0.1% of a core and still notices a new blocker quickly once
-/// the first tick after it sets the pace back to the interval.
-const MAX_SLEEP: Duration = Duration::from_millis(10);
-
-/// While blocking is being found, the monitor ticks this many times faster
-/// than the interval, for [`QUICK_PACE_TICKS`] ticks after each find.
-const QUICK_PACE_DIVISOR: u32 = 4;
-/// See [`QUICK_PACE_DIVISOR`].
-const QUICK_PACE_TICKS: u32 = 16;
-
 /// Ticks the monitor keeps its short slice after the last worker back from
 /// its block or held ([`Monitor::keep_up_with_holds`]).
 const SHORT_SLICE_TICKS: u32 = 64;
@@ -86,6 +77,10 @@ const SHORT_SLICE_TICKS: u32 = 64;
 /// So the build fails instead (`BuildError::HelperThreadStart`).
 pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
     let weak = Arc::downgrade(shared);
+    let pace = Pace::new(
+        shared.config.monitor_interval,
+        shared.config.switches.on(Mechanism::QuickPace),
+    );
     let name = format!("{}-monitor", shared.config.thread_name);
     let hooks = (
         shared.config.on_thread_start.clone(),
@@ -104,7 +99,7 @@ pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
                 }
             };
             run_hook(hooks.0, "on_thread_start");
-            Monitor::new(weak.clone()).run();
+            Monitor::new(weak.clone(), pace).run();
             run_hook(hooks.1, "on_thread_stop");
         })
         .map(drop)
@@ -182,24 +177,14 @@ impl Track {
     }
 }
 
-/// What one tick found, for choosing the next sleep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Tick {
-    /// A suspect is due for a kernel probe: tick again at the interval.
-    Suspects,
-    /// Busy, but nobody to probe soon: back off.
-    Busy,
-    /// Nothing runs, waits or is queued: sleep until woken.
-    Idle,
-}
-
 struct Monitor {
     pool: Weak<Shared>,
     tracks: Vec<Option<Track>>,
     policy: Option<Policy>,
     /// Whether the pool is stuck (every thread blocked, work waiting).
     stuck: StuckWatch,
-    sleep: Duration,
+    /// How long it sleeps between ticks.
+    pace: Pace,
     /// Workers whose slot was given away seen computing again: counted
     /// against the slots again (`control::back_from_block`).
     counted_again: Vec<(usize, StatusWord, Duration)>,
@@ -236,8 +221,6 @@ struct Monitor {
     /// looked for again at the next while the kind has room
     /// (`Monitor::judge_presumed`).
     presume_again: Vec<Kind>,
-    /// Ticks left at the quick pace ([`QUICK_PACE_TICKS`]).
-    quick_ticks: u32,
     /// Ticks left with the monitor's thread on a short scheduler slice
     /// ([`Monitor::keep_up_with_holds`]); 0: the default slice.
     short_slice_ticks: u32,
@@ -251,13 +234,13 @@ struct Monitor {
 }
 
 impl Monitor {
-    fn new(pool: Weak<Shared>) -> Self {
+    fn new(pool: Weak<Shared>, pace: Pace) -> Self {
         Monitor {
             pool,
             tracks: Vec::new(),
             policy: None,
             stuck: StuckWatch::default(),
-            sleep: Duration::ZERO,
+            pace,
             declared_overdue: Vec::new(),
             counted_again: Vec::new(),
             held_progress: HeldProgress::default(),
@@ -269,7 +252,6 @@ impl Monitor {
             slot_ends: Vec::new(),
             all_held: false,
             presume_again: Vec::new(),
-            quick_ticks: 0,
             short_slice_ticks: 0,
             #[cfg(feature = "metrics")]
             published: None,
@@ -361,34 +343,17 @@ impl Monitor {
         }
     }
 
-    /// How long to sleep after `tick`; `None` is "until woken".
+    /// How long to sleep after `tick`; `None` is "until woken"
+    /// (`control::pace`).
     fn next_sleep(&mut self, shared: &Shared, tick: Tick) -> Option<Duration> {
-        let interval = shared.config.monitor_interval;
-        let timeout = match tick {
-            Tick::Idle => {
-                let still_idle = || shared.slots.counts().active == 0 && !shared.has_work();
-                // What spawning threads keep of the pool's tasks goes; a
-                // thread that spawned since the last look keeps its part
-                // until the next, an interval later.
-                if shared.went_idle() && shared.monitor.announce_idle(still_idle) {
-                    None
-                } else {
-                    Some(interval)
-                }
-            }
-            Tick::Suspects
-                if self.quick_ticks > 0 && shared.config.switches.on(Mechanism::QuickPace) =>
-            {
-                self.quick_ticks -= 1;
-                Some(interval / QUICK_PACE_DIVISOR)
-            }
-            Tick::Suspects => Some(interval),
-            // `max`: an interval longer than MAX_SLEEP (the builder accepts
-            // up to 10 s) is itself the longest sleep.
-            Tick::Busy => Some((self.sleep * 2).clamp(interval, MAX_SLEEP.max(interval))),
-        };
-        self.sleep = timeout.unwrap_or(interval);
-        timeout
+        // An idle pool lets go of what spawning threads keep of its tasks,
+        // and sleeps until woken once it could say it is idle; a thread
+        // that spawned since the last look keeps its part until the next,
+        // an interval later.
+        let still_idle = || shared.slots.counts().active == 0 && !shared.has_work();
+        let idle_announced =
+            tick == Tick::Idle && shared.went_idle() && shared.monitor.announce_idle(still_idle);
+        self.pace.next_sleep(tick, idle_announced)
     }
 
     /// One tick: observe, probe, decide, apply, record.
@@ -429,7 +394,7 @@ impl Monitor {
             }
         }
         if !decision.mark_blocked.is_empty() {
-            self.quick_ticks = QUICK_PACE_TICKS;
+            self.pace.found_blocking();
         }
         self.apply(shared, &sample, &decision);
         let back = std::mem::take(&mut self.counted_again);
@@ -445,7 +410,7 @@ impl Monitor {
                     track.backoff = 1;
                 }
             }
-            self.quick_ticks = QUICK_PACE_TICKS;
+            self.pace.found_blocking();
             // Those not yet held (`control::hold::HOLD_AFTER`) are looked
             // at again soon, not at the busy pace.
             any_suspect = true;
@@ -460,7 +425,7 @@ impl Monitor {
             // has more room, or its growth climb gathers evidence: look
             // again soon, so they double within a few intervals
             // (`control::presumption`, `control::growth`).
-            self.quick_ticks = QUICK_PACE_TICKS;
+            self.pace.found_blocking();
             any_suspect = true;
         }
         self.watch_stuck(shared, &limits, &sample);
