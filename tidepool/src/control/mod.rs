@@ -15,6 +15,7 @@
 //!   again while every slot is taken (held until a slot is its own).
 //! * `declared`: when a declared blocking section gives its slot away
 //!   (waiting past its grace; never while it computes).
+//! * `fairness`: which queue a worker's pick starts with, every 61st pick.
 //! * `pace`: how long the monitor sleeps between its ticks.
 //! * `ablation`: the switches that turn one mechanism off, for the lab's
 //!   table of what each one buys.
@@ -63,6 +64,7 @@ impl StartReason {
 pub(crate) mod ablation;
 pub(crate) mod back_from_block;
 pub(crate) mod declared;
+pub(crate) mod fairness;
 pub(crate) mod growth;
 pub(crate) mod hold;
 pub(crate) mod pace;

@@ -21,33 +21,19 @@
 //! a time: batched into a deque they would be served before plain tasks
 //! queued later.
 //!
-//! Four rules keep everything moving: every [`FAIRNESS_INTERVAL`]-th pick
-//! starts, in turn, with the normal global lane (work from outside the pool
-//! is never starved by local work), with the low lane (plain, then
-//! admitted), with the *oldest* task of the worker's own deque (so LIFO
-//! never starves the bottom of the deque, even with no thief), or with the
-//! admitted tasks (so a stream of plain tasks never starves a group: this
-//! turn looks at each lane's admitted FIFO first in a round of its own).
-//! With every queue busy, each of the four gets at least one pick in four
-//! [`FAIRNESS_INTERVAL`]s per worker, and each lane's admitted FIFO one in
-//! twelve.
+//! Four rules keep everything moving: every 61st pick starts with the
+//! normal lane, the low lane, the oldest task of the worker's own deque or
+//! the groups' admitted tasks, in turn (`control::fairness`, whose design
+//! note states the bound).
 
 use super::coalesce;
 use crate::control::ablation::Mechanism;
+use crate::control::fairness::{self, Lane, Turn};
 use crate::runtime::context::WorkerContext;
 use crate::runtime::retry_until_settled;
 use crate::runtime::{Priority, Queued, Shared, Work};
 use crossbeam_deque::Steal;
 use std::time::{Duration, Instant};
-
-/// One pick in this many starts with a lower lane. 61 is prime, so it does
-/// not fall into step with a program's own periodic patterns, and small
-/// enough that outside work waits behind at most 60 local tasks per worker.
-const FAIRNESS_INTERVAL: u64 = 61;
-
-/// The fairness picks rotate over this many turns: the normal lane, the low
-/// lane, the oldest local task, the admitted tasks.
-const FAIRNESS_TURNS: u64 = 4;
 
 /// Picks the next task for the worker of `ctx`; `pick` numbers the pick (the
 /// worker's next task tick). Outside the search phase only the high lane and
@@ -67,16 +53,19 @@ pub(super) fn find_task_stealing_with(
     let shared = &ctx.shared;
     let lanes = &shared.lanes;
     let local = &ctx.local;
-    if pick.is_multiple_of(FAIRNESS_INTERVAL) && shared.config.switches.on(Mechanism::FairnessTurns)
-    {
-        let turn = pick / FAIRNESS_INTERVAL;
-        let found = match turn % FAIRNESS_TURNS {
-            0 => lanes.pop(Priority::Normal, local),
-            1 => lanes
+    let turn = fairness::turn(pick).filter(|_| shared.config.switches.on(Mechanism::FairnessTurns));
+    if let Some(turn) = turn {
+        let found = match turn {
+            Turn::NormalLane => lanes.pop(Priority::Normal, local),
+            Turn::LowLane => lanes
                 .pop(Priority::Low, local)
                 .or_else(|| lanes.pop_admitted(Priority::Low)),
-            2 => oldest_local(ctx),
-            _ => lanes.pop_any_admitted(admitted_turn_start(turn)),
+            Turn::OldestLocal => oldest_local(ctx),
+            Turn::Admitted(first) => lanes.pop_any_admitted(match first {
+                Lane::Normal => Priority::Normal,
+                Lane::Low => Priority::Low,
+                Lane::High => Priority::High,
+            }),
         };
         if found.is_some() {
             return found;
@@ -110,17 +99,6 @@ pub(super) fn find_task_stealing_with(
     lanes
         .pop(Priority::Low, local)
         .or_else(|| lanes.pop_admitted(Priority::Low))
-}
-
-/// The lane whose admitted FIFO the admitted tasks' fairness turn (`turn`
-/// counts fairness picks) looks at first: each lane in its round, so none
-/// waits for the others' admitted FIFOs to drain.
-fn admitted_turn_start(turn: u64) -> Priority {
-    match (turn / FAIRNESS_TURNS) % 3 {
-        0 => Priority::Normal,
-        1 => Priority::Low,
-        _ => Priority::High,
-    }
 }
 
 /// Waits `wait` nanoseconds (a coalescer's wait), without touching the
