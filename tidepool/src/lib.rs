@@ -43,7 +43,7 @@
 //! | a closure, blocking or not (file I/O, a sync HTTP call, a lock, CPU work) | [`spawn_fn`] / [`Pool::spawn_fn`] | a worker that blocks is detected and its slot given to another worker |
 //! | a closure whose end nothing waits for (fire and forget) | [`execute`] / [`Pool::execute`] | no handle to make and drop: the cheapest spawn; a shut-down pool is an `Err`, not a handle that resolves to one |
 //! | a future (async I/O, timers, other tasks) | [`spawn`] / [`Pool::spawn`] | while it awaits it holds no thread |
-//! | a blocking call *inside* a task or a handler (a database query, a file read) | call it inline, as plain code | the monitor sees the worker block (Linux, about 1 ms) and hands its slot over; nothing to annotate. [`blocking`] declares it instead (handed over after one monitor interval if it waits; off Linux, after the interval): for calls known to block, and off Linux |
+//! | a blocking call *inside* a task or a handler (a database query, a file read) | call it inline, as plain code | the monitor sees the worker block (Linux, about 1 ms) and hands its slot over; nothing to annotate. [`blocking`] declares it instead (handed over after one monitor interval without asking the kernel): for calls known to block, and off Linux |
 //! | an HTTP server (axum, hyper) | `tidepool::http::serve` (feature `http`) | every connection a task on the pool; see [Serving HTTP](#serving-http) |
 //! | a future to run on the current thread, e.g. from `main` | [`block_on`] / [`Pool::block_on`] | timers and sockets are served by the reactor's thread meanwhile; on a worker the wait runs the pool's queued work instead of blocking |
 //! | the result of a task | [`JoinHandle::join`] or `.await` | on a worker, `join` runs queued work (usually the awaited task) while it waits, so a recursion of joins needs no thread per join |
@@ -70,7 +70,7 @@
 //! | tokio `tokio::spawn(fut)` | [`tidepool::spawn(fut)`](spawn) / [`pool.spawn(fut)`](Pool::spawn) | same [`JoinHandle`] shape: `.await` it or [`.join()`](JoinHandle::join) it |
 //! | tokio `spawn_blocking(f)` | inside a task, call `f()` inline; from outside, [`pool.spawn_fn(f)`](Pool::spawn_fn) | no separate blocking pool: a worker that blocks is detected (Linux) and its slot goes to another worker; once its kind was seen blocking, later ones get a thread as they are spawned, as `spawn_blocking` would give them |
 //! | axum `axum::serve(listener, app)` | `tidepool::http::serve(listener, app)` (feature `http`) | the same arguments; connections run on the pool, not on tokio's workers |
-//! | tokio `block_in_place(f)` | [`tidepool::blocking(f)`](blocking) | declares the block: a call still inside after one monitor interval hands its slot over if it waits (off Linux, whatever it does); a quick one, or one that computes, moves nothing |
+//! | tokio `block_in_place(f)` | [`tidepool::blocking(f)`](blocking) | declares the block: a call still inside after one monitor interval hands its slot over without asking the kernel (on every platform); a quick one moves nothing |
 //! | tokio `Runtime::block_on(fut)` | [`pool.block_on(fut)`](Pool::block_on) / [`tidepool::block_on(fut)`](block_on) | |
 //! | tokio `time::sleep`, `time::timeout`, `task::yield_now` | [`tidepool::sleep`](sleep), [`tidepool::timeout`](timeout), [`tidepool::yield_now`](yield_now) | timers live in tidepool's reactor (microsecond precision; busy workers fire due ones between tasks); an awaiting task holds no thread |
 //! | tokio `net::TcpStream`, hyper, reqwest, tonic, sqlx in a task | the same code, with the `tokio` cargo feature | see [tokio-based crates](#tokio-based-crates-hyper-reqwest-tonic-sqlx) |
@@ -195,7 +195,7 @@
 //!   just runs its closure on the tidepool worker without telling the pool
 //!   (the monitor still detects a block on Linux within about a
 //!   millisecond): [`blocking`] declares it, and hands the slot over
-//!   after one monitor interval (if it waits; off Linux, whatever it does).
+//!   after one monitor interval without asking the kernel.
 //!
 //! ```
 //! # #[cfg(feature = "tokio")] {
@@ -425,8 +425,7 @@
 //!
 //! fn export_report() {
 //!     // A declared block: handed over after one monitor interval, on every
-//!     // platform (on Linux a plain sleep is found blocked as well; a
-//!     // declared call that computes keeps its slot).
+//!     // platform (on Linux a plain sleep is found blocked as well).
 //!     tidepool::blocking(|| std::thread::sleep(Duration::from_millis(50)));
 //! }
 //!
@@ -712,16 +711,13 @@ impl std::error::Error for Elapsed {}
 /// Called on a pool worker, `f` runs in a *declared blocking section*. A
 /// section that ends quickly costs next to nothing: no slot moves and no
 /// thread starts or wakes, so wrapping a call that usually returns in a
-/// millisecond (a database query) is cheap. A section still inside after
+/// millisecond (a database query) is cheap. A section still running after
 /// one monitor interval (1 ms by default; the monitor looks at it twice)
-/// and found waiting gives its worker's slot to another worker, so the
-/// pool keeps `concurrency` workers running meanwhile. A section that
-/// computes keeps its slot, however long: it uses the core the slot
-/// stands for (on Linux, where the kernel says which; elsewhere the
-/// interval alone decides, and the section hands its slot over). When the
-/// call returns after a hand-over, the worker counts against the slots
-/// again and, over them, gives way at its task's end. Called outside a
-/// pool it just runs `f`.
+/// gives its worker's slot to another worker, so the pool keeps
+/// `concurrency` workers running meanwhile, without asking the kernel
+/// first and on every platform. When the task ends, the worker takes a
+/// slot back or, if they are all taken, gives way. Called outside a pool
+/// it just runs `f`.
 ///
 /// Without it, the monitor detects blocking by itself on Linux within
 /// about the same time; calling `f` inline is just as good there. A

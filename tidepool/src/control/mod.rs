@@ -14,7 +14,7 @@
 //! * `hold`: what happens to a worker back from its block that computes
 //!   again while every slot is taken (held until a slot is its own).
 //! * `declared`: when a declared blocking section gives its slot away
-//!   (waiting past its grace; never while it computes).
+//!   (past its grace, or asleep sooner).
 //! * `fairness`: which queue a worker's pick starts with, every 61st pick.
 //! * `pace`: how long the monitor sleeps between its ticks.
 //! * `ablation`: the switches that turn one mechanism off, for the lab's

@@ -47,7 +47,7 @@ mod presumed_looks;
 
 use crate::control::ablation::Mechanism;
 use crate::control::back_from_block::Look;
-use crate::control::declared::{self, SectionLook};
+use crate::control::declared;
 use crate::control::growth::{policy_max_threads, Climb, Step};
 use crate::control::pace::{Pace, Tick};
 use crate::control::policy::{Decision, Limits, Policy, Sample, WorkerView};
@@ -59,7 +59,7 @@ use crate::metrics::{ThreadCounters, ThreadSample};
 use crate::runtime::kinds::Kind;
 use crate::runtime::{Blocked, Hook, Shared};
 use crate::sync::{lock, Arc, Ordering};
-use crate::sys::{ThreadState, WaitsFor};
+use crate::sys::WaitsFor;
 use crate::trace;
 use kernel::{ask_kernel, back_from_block, cpu_since, used_a_core, Reading};
 use presumed_looks::{look_at_presumed, KindLook, PresumedLooks, ASKS_SAVED};
@@ -545,20 +545,21 @@ impl Monitor {
                 *t = Track::new(seen, now);
                 entry.saw_task(seen.tick(), now);
             }
-            // A declared blocking section seen at a second look: handed
-            // over (`hand_over_declared`) if it waits, kept if it computes
-            // (`control::declared`). A call that returns within the grace
-            // costs what the call costs.
+            // A declared blocking section seen for an interval, or seen
+            // asleep sooner: its slot is handed over (`hand_over_declared`,
+            // deciding by `control::declared`). A call that returns within
+            // the grace without sleeping costs what the call costs.
             let section = entry.declared_sections.load(Ordering::Relaxed);
             if section % 2 == 1 {
                 match t.declared_seen {
                     Some((seen_section, since)) if seen_section == section => {
-                        let look = match lock(&entry.probe).as_ref().map(|probe| probe.state()) {
-                            Some(state) if state.is_waiting() => SectionLook::Waiting,
-                            Some(ThreadState::Running) => SectionLook::Computing,
-                            _ => SectionLook::Unknown,
+                        let asleep = || {
+                            lock(&entry.probe)
+                                .as_ref()
+                                .is_some_and(|probe| probe.state().is_waiting())
                         };
-                        if declared::hands_over(now.duration_since(since), limits.threshold, look) {
+                        if declared::hands_over(now.duration_since(since), limits.threshold, asleep)
+                        {
                             self.declared_overdue.push((index, seen));
                         }
                     }

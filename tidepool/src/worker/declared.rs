@@ -18,10 +18,8 @@ use crate::sync::{Arc, Ordering};
 /// the slot over if it finds the worker in the same section at two looks
 /// in a row, that is after one monitor interval at the least (Go's
 /// runtime retakes a P from a goroutine in a system call at its sysmon's
-/// tick likewise), waiting at the second (`control::declared`: a section
-/// that computes keeps its slot), and nudges itself awake if it sleeps
-/// longer than an interval, so a long wait hands over within one or two
-/// intervals. The
+/// tick likewise), and nudges itself awake if it sleeps longer than an
+/// interval, so a long call hands over within one or two intervals. The
 /// kind learns that it blocks at the hand-over, not before. A call that
 /// returns after its slot was handed over counts its worker against the
 /// slots again at once (`Shared::count_again`), as a goroutine reacquires
