@@ -17,6 +17,8 @@
 //!   (past its grace, or asleep sooner).
 //! * `fairness`: which queue a worker's pick starts with, every 61st pick.
 //! * `pace`: how long the monitor sleeps between its ticks.
+//! * `spare`: when a thread without a slot may start, and when a spare
+//!   parked worker is kept for the next presumed task.
 //! * `ablation`: the switches that turn one mechanism off, for the lab's
 //!   table of what each one buys.
 
@@ -72,6 +74,7 @@ pub(crate) mod policy;
 pub(crate) mod presumption;
 pub(crate) mod signal;
 pub(crate) mod slots;
+pub(crate) mod spare;
 pub(crate) mod stuck;
 
 use std::time::Duration;

@@ -328,19 +328,12 @@ impl Monitor {
         self.all_held && shared.config.switches.on(Mechanism::ConvoyHold)
     }
 
-    /// What the monitor does when a worker asks for a spare parked thread
-    /// (`worker::start_spare`): starts one, unless every task at work at
-    /// the last look was of a kind its growth climb holds (a lock convoy:
-    /// its next presumed task starts as one ends, on the thread that
-    /// ended it, and spares started anyway were up to 4 of a taught
-    /// convoy's 10 threads).
+    /// What the monitor does when a worker asks for a spare parked thread:
+    /// `worker::start_spare`, deciding by `control::spare` (no spare for a
+    /// lock convoy).
     fn spare_server<'a>(&self, shared: &'a Arc<Shared>) -> impl Fn() + 'a {
         let held = self.convoy_held(shared);
-        move || {
-            if !held {
-                crate::worker::start_spare(shared);
-            }
-        }
+        move || crate::worker::start_spare(shared, held)
     }
 
     /// How long to sleep after `tick`; `None` is "until woken"

@@ -8,6 +8,7 @@ use super::run_task;
 use super::schedule::notify_for;
 use super::start::{start_thread_for, Start};
 use crate::control::ablation::Mechanism;
+use crate::control::spare::{self, SpareAsk};
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::WorkerContext;
@@ -105,28 +106,27 @@ fn hand_or_start(shared: &Arc<Shared>, runnable: Runnable) -> Option<Runnable> {
 }
 
 /// Whether a thread that holds no slot (one for a presumed task, or a
-/// spare) may start: such threads never take the last `concurrency`
-/// threads below `max_threads`. A presumed task holds no slot, and if
-/// every thread were one waiting on work queued behind it, nobody would be
-/// left to run that work.
+/// spare) may start (`control::spare`).
 fn room_for_unslotted_thread(shared: &Shared) -> bool {
-    shared.threads.alive() + shared.config.concurrency < shared.config.max_threads
+    spare::room_for_unslotted_thread(
+        shared.threads.alive(),
+        shared.config.concurrency,
+        shared.config.max_threads,
+    )
 }
 
-/// Starts a spare worker that parks at once, if none is parked: called by
-/// the monitor when a presumed task took the last parked worker. The next
-/// task presumed blocking is then handed to a parked thread (a wake-up,
-/// tens of microseconds) instead of waiting for a thread to start for it
-/// (hundreds: in the lab's `waiting`, every item of the ramp to 50 threads
-/// in flight paid that). At most one spare per hand that emptied the
-/// stack; an unused spare retires after `idle_timeout` like any idle
-/// worker.
-pub(crate) fn start_spare(shared: &Arc<Shared>) {
-    if shared.config.switches.on(Mechanism::Spare)
-        && shared.sleepers.parked() == 0
-        && room_for_unslotted_thread(shared)
-        && !shared.is_stopped()
-    {
+/// Starts a spare worker that parks at once, if `control::spare` says so:
+/// called by the monitor when a presumed task took the last parked worker
+/// (`convoy_held`: every task at work at its last look is of a kind its
+/// growth climb holds).
+pub(crate) fn start_spare(shared: &Arc<Shared>, convoy_held: bool) {
+    let ask = SpareAsk {
+        parked: shared.sleepers.parked(),
+        room: room_for_unslotted_thread(shared),
+        stopped: shared.is_stopped(),
+        convoy_held,
+    };
+    if shared.config.switches.on(Mechanism::Spare) && spare::starts_spare(ask) {
         start_thread_for(shared, StartReason::Spare, Start::Spare);
     }
 }
