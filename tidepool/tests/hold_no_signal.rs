@@ -1,7 +1,8 @@
 //! A process whose real-time signals are all taken (each has a handler)
 //! before its first pool: the pool cannot hold a worker back from its
 //! block (`control::hold` needs a free signal), says so
-//! (`Metrics::holds_workers`), and still runs everything. A binary of its
+//! (`Metrics::holds_workers`, and with the `tracing` feature the warning
+//! `hold signal unavailable`), and still runs everything. A binary of its
 //! own: the signal is chosen once per process.
 
 #![cfg(target_os = "linux")]
@@ -24,8 +25,14 @@ fn with_every_signal_taken_nothing_is_held_and_the_work_still_runs() {
         let previous = unsafe { libc::signal(signal, libc::SIG_IGN) };
         assert_ne!(previous, libc::SIG_ERR, "signal {signal}");
     }
+    #[cfg(feature = "tracing")]
+    warnings::collect();
     let m = within(HANG, || {
-        let pool = Pool::builder().concurrency(2).build().unwrap();
+        let pool = Pool::builder()
+            .thread_name("no-signal")
+            .concurrency(2)
+            .build()
+            .unwrap();
         let ended = Arc::new(AtomicUsize::new(0));
         // Items that wait, then compute: with a free signal some would be
         // held (`control_hold`).
@@ -48,4 +55,79 @@ fn with_every_signal_taken_nothing_is_held_and_the_work_still_runs() {
     assert_eq!(m.workers_held, 0, "{m:?}");
     assert_eq!(m.completed, 16, "{m:?}");
     common::assert_counters_add_up(&m);
+    #[cfg(feature = "tracing")]
+    {
+        let said = warnings::said("hold signal unavailable");
+        assert_eq!(said.len(), 1, "said once per pool: {said:?}");
+        assert_eq!(said[0].get("pool").map(String::as_str), Some("no-signal"));
+        assert!(
+            said[0]
+                .get("fix")
+                .is_some_and(|fix| fix.contains("hold_signal(false)")),
+            "{said:?}"
+        );
+    }
+}
+
+/// The pool's warnings, collected by a subscriber installed for the whole
+/// process (the pool warns from its own threads).
+#[cfg(feature = "tracing")]
+mod warnings {
+    use std::collections::BTreeMap;
+    use std::fmt::Debug;
+    use std::sync::Mutex;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    type Fields = BTreeMap<String, String>;
+
+    static WARNINGS: Mutex<Vec<Fields>> = Mutex::new(Vec::new());
+
+    struct Warnings;
+
+    struct Visitor<'a>(&'a mut Fields);
+
+    impl Visit for Visitor<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+            self.0.insert(field.name().to_owned(), format!("{value:?}"));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.insert(field.name().to_owned(), value.to_owned());
+        }
+    }
+
+    impl Subscriber for Warnings {
+        fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+            metadata.target() == "tidepool" && *metadata.level() == Level::WARN
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut fields = Fields::new();
+            event.record(&mut Visitor(&mut fields));
+            WARNINGS.lock().unwrap().push(fields);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Installs the collector for the process.
+    pub(crate) fn collect() {
+        tracing::subscriber::set_global_default(Warnings).unwrap();
+    }
+
+    /// The warnings whose message is `message`.
+    pub(crate) fn said(message: &str) -> Vec<Fields> {
+        WARNINGS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|w| w.get("message").map(String::as_str) == Some(message))
+            .cloned()
+            .collect()
+    }
 }
