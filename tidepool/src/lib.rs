@@ -177,10 +177,14 @@
 //!   tokio has no way to run it elsewhere. Libraries do it (`axum::serve`
 //!   spawns every connection so; hyper's and reqwest's clients their
 //!   connection tasks), so the shared runtime's workers are kept like the
-//!   pool's: at most `available_parallelism` of them run at once, and one
-//!   that blocks inside a task (found asleep by the same kernel look as the
-//!   pool's monitor uses, within about a millisecond) gives its place to
-//!   one of 16 spare workers; once it computes again it is counted again.
+//!   pool's where tokio lets them be: a worker waking for work waits while
+//!   `available_parallelism` of them hold a place, and one that blocks
+//!   inside a task (found asleep by the same kernel look as the pool's
+//!   monitor uses, within about a millisecond) gives its place to one of
+//!   16 spare workers; once it computes again it is counted again, but
+//!   runs on (tokio shows no task boundary where it could give way), so
+//!   under sustained load with blocking calls more of them than places may
+//!   run at once.
 //!   Each block is counted in [`Metrics::tokio_blocked`] and reported by a
 //!   `tracing` warning (at most one per ten seconds) that names the fix:
 //!   run the work on the pool, where the blocking call is learned and its

@@ -1,7 +1,14 @@
-//! The gate around the shared tokio runtime's workers: at most `target` of
-//! them run tasks at once, and the watcher (`interop::watch`) can give a
-//! blocked one's place to another, or count one back from its block again.
-//! Why a gate at all: `control::back_from_block`.
+//! The gate around the shared tokio runtime's workers: a worker waking for
+//! work waits for a place while `target` of them hold one, and the watcher
+//! (`interop::watch`) can give a blocked one's place to another, or count
+//! one back from its block again. Why a gate at all:
+//! `control::back_from_block`.
+//!
+//! What it does not bound: a worker counted again runs on, and the count
+//! stays above `target` until enough workers park (tokio shows no task
+//! boundary where one could give way). Under sustained load nobody parks,
+//! so after blocks more than `target` workers can run for as long as the
+//! load lasts; the gate only stops new ones from joining them.
 //!
 //! # The protocol
 //!

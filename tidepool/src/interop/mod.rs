@@ -20,12 +20,14 @@
 //! Whatever is spawned with `tokio::spawn` runs on the shared runtime's own
 //! workers: tokio offers no way to run it elsewhere, and libraries do it
 //! (axum's `serve` spawns every connection so). So those workers are
-//! treated like the pool's: at most `available_parallelism` (or
-//! `TIDEPOOL_CONCURRENCY`) of them run
-//! tasks at once (`gate`), a watcher finds the ones that block and gives
-//! their place to another (`watch`, deciding by
-//! `control::back_from_block`), and a blocked one that runs again is counted
-//! again. There are 16 more workers than places (`SPARE_WORKERS`), parked
+//! treated like the pool's, as far as tokio's hooks allow: a worker waking
+//! for work waits while `available_parallelism` (or
+//! `TIDEPOOL_CONCURRENCY`) of them hold a place (`gate`), a watcher finds
+//! the ones that block and gives their place to another (`watch`, deciding
+//! by `control::back_from_block`), and a blocked one that runs again is
+//! counted again. It is not held: tokio shows no task boundary where it
+//! could give way, so after blocks, under sustained load, more workers than
+//! places may run until some park. There are 16 more workers than places (`SPARE_WORKERS`), parked
 //! until a block needs them. Blocks found are counted in
 //! `Metrics::tokio_blocked` and reported through `tracing`.
 //!
