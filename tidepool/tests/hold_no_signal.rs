@@ -73,29 +73,14 @@ fn with_every_signal_taken_nothing_is_held_and_the_work_still_runs() {
 /// process (the pool warns from its own threads).
 #[cfg(feature = "tracing")]
 mod warnings {
-    use std::collections::BTreeMap;
-    use std::fmt::Debug;
+    use crate::common::fields::{Fields, Visitor};
     use std::sync::Mutex;
-    use tracing::field::{Field, Visit};
     use tracing::span::{Attributes, Id, Record};
     use tracing::{Event, Level, Metadata, Subscriber};
-
-    type Fields = BTreeMap<String, String>;
 
     static WARNINGS: Mutex<Vec<Fields>> = Mutex::new(Vec::new());
 
     struct Warnings;
-
-    struct Visitor<'a>(&'a mut Fields);
-
-    impl Visit for Visitor<'_> {
-        fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-            self.0.insert(field.name().to_owned(), format!("{value:?}"));
-        }
-        fn record_str(&mut self, field: &Field, value: &str) {
-            self.0.insert(field.name().to_owned(), value.to_owned());
-        }
-    }
 
     impl Subscriber for Warnings {
         fn enabled(&self, metadata: &Metadata<'_>) -> bool {

@@ -6,20 +6,16 @@
 
 mod common;
 
+use common::fields::{Fields, Visitor};
 use common::{eventually, within, HANG};
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tidepool::Pool;
-use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
-
-/// One event: its fields as text (`message` included).
-type Fields = BTreeMap<String, String>;
 
 static EVENTS: Mutex<Vec<Fields>> = Mutex::new(Vec::new());
 
@@ -32,17 +28,6 @@ thread_local! {
 }
 
 struct Collect;
-
-struct Visitor<'a>(&'a mut Fields);
-
-impl Visit for Visitor<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-}
 
 impl Subscriber for Collect {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {

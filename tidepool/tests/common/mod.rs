@@ -126,3 +126,28 @@ impl Parked {
         }
     }
 }
+
+/// A `tracing` event's or span's fields as text, by name (`message`
+/// included), and the visitor that records them: for the tests that
+/// collect the pool's events with a subscriber of their own.
+#[cfg(feature = "tracing")]
+pub mod fields {
+    use std::collections::BTreeMap;
+    use std::fmt::Debug;
+    use tracing::field::{Field, Visit};
+
+    /// Fields by name, as text.
+    pub type Fields = BTreeMap<String, String>;
+
+    /// Records every field it visits into its map.
+    pub struct Visitor<'a>(pub &'a mut Fields);
+
+    impl Visit for Visitor<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+            self.0.insert(field.name().to_owned(), format!("{value:?}"));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.insert(field.name().to_owned(), value.to_owned());
+        }
+    }
+}
