@@ -386,3 +386,34 @@ fn closures_spawned_by_a_task_go_on_its_workers_deque() {
     });
     assert_eq!(order, [2, 1, 0], "run in LIFO order, from the deque");
 }
+
+/// Futures spawned by a task keep their arrival order: the first goes on
+/// its worker's empty deque (a one-task shortcut), the later ones on the
+/// lane behind it, FIFO (`control::spawn_order`). On one slot they run in
+/// the order they were spawned. Fails if futures went on the worker's LIFO
+/// deque as closures do (the newest first: 3, 2, 1, 0).
+#[test]
+fn futures_spawned_by_a_task_run_in_arrival_order() {
+    let order = within(HANG, || {
+        let pool = one_fixed_slot();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (p, o) = (pool.clone(), order.clone());
+        let children = pool
+            .spawn(async move {
+                (0..4)
+                    .map(|id| {
+                        let o = o.clone();
+                        p.spawn(async move { o.lock().unwrap().push(id) })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .join()
+            .unwrap();
+        for child in children {
+            child.join().unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        order
+    });
+    assert_eq!(order, [0, 1, 2, 3], "run in the order spawned");
+}

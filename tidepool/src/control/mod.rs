@@ -19,6 +19,8 @@
 //! * `pace`: how long the monitor sleeps between its ticks.
 //! * `spare`: when a thread without a slot may start, and when a spare
 //!   parked worker is kept for the next presumed task.
+//! * `spawn_order`: whether a task spawned or woken on a worker goes on
+//!   its deque (closures; a future only onto an empty one) or the lane.
 //! * `ablation`: the switches that turn one mechanism off, for the lab's
 //!   table of what each one buys.
 
@@ -75,6 +77,7 @@ pub(crate) mod presumption;
 pub(crate) mod signal;
 pub(crate) mod slots;
 pub(crate) mod spare;
+pub(crate) mod spawn_order;
 pub(crate) mod stuck;
 
 use std::time::Duration;

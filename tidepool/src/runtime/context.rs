@@ -197,7 +197,8 @@ pub(crate) fn waits_on_itself(shared: &Shared) -> bool {
 }
 
 /// Pushes `runnable` on the current thread's deque if it is a worker of
-/// `shared`; gives it back otherwise.
+/// `shared` and `control::spawn_order` says so (a closure always, a future
+/// only onto an empty deque); gives it back otherwise, for the lane.
 ///
 /// The runnable stays outside the closure: on a thread whose locals are being
 /// destroyed `try_with` fails, and such a thread is no worker, so the task
@@ -206,7 +207,10 @@ pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Run
     let mut runnable = Some(runnable);
     let _ = CURRENT.try_with(|current| {
         if let Some(ctx) = &*current.borrow() {
-            if Arc::ptr_eq(&ctx.shared, shared) {
+            let is_future = matches!(runnable, Some(Runnable::Future(_)));
+            if Arc::ptr_eq(&ctx.shared, shared)
+                && crate::control::spawn_order::to_own_deque(is_future, ctx.local.len())
+            {
                 if let Some(runnable) = runnable.take() {
                     ctx.local.push(Queued::from(runnable));
                 }

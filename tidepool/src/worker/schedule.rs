@@ -273,9 +273,10 @@ fn schedule_from(shared: &Arc<Shared>, runnable: Runnable, yielded: bool, caller
     }
     let lane = runnable.metadata().priority;
     // A normal task spawned or woken on one of this pool's workers goes on
-    // that worker's own deque (cache-warm, no contention); everything else
-    // on its lane, and so do tasks a reactor poll woke (FIFO: see
-    // `reactor::waking_from_poll`).
+    // that worker's own deque (cache-warm, no contention) if
+    // `control::spawn_order` says so (a closure always, a future only onto
+    // an empty deque); everything else on its lane, and so do tasks a
+    // reactor poll woke (FIFO: see `reactor::waking_from_poll`).
     let runnable =
         if lane == Priority::Normal && !yielded && caller == Caller::Unknown && !waking_from_poll()
         {
