@@ -24,6 +24,15 @@ use crossbeam_deque::{Injector, Steal, Worker};
 /// The default is [`Priority::Normal`]. Lower lanes never starve: see
 /// [`TaskBuilder::priority`](crate::TaskBuilder::priority) for the bound.
 ///
+/// Within a lane, tasks start in about the order they arrive: a task
+/// queued behind N others starts after about N tasks' worth of work,
+/// whatever arrives after it. Two exceptions, both for locality: a future
+/// spawned or woken on a worker whose own queue is empty runs next there,
+/// and closures spawned by a task running on a worker (`spawn_fn`,
+/// `scope`) go on that worker's own queue, newest first, as fork-join
+/// wants (other workers take the oldest). A worker serves the shared
+/// lanes at least once every 61 picks however busy its own queue is.
+///
 /// ```
 /// use tidepool::{Pool, Priority};
 /// let pool = Pool::builder().concurrency(1).build().unwrap();
