@@ -77,9 +77,21 @@ enum Mode {
     Declare,
 }
 
+/// Runs the calling test alone in this binary: each test here builds a
+/// pool of up to hundreds of threads and asserts what the monitor's looks
+/// found, and a neighbour's threads on the same 2 cores made those looks
+/// late (the second burst of `a_kind_that_truly_blocks_...` was found
+/// blocked one by one, 67 of 200 presumed, once in CI).
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The kind of item of test `TEST`: every call with the same `TEST` returns
 /// the same closure type, so the pool's record of its kind carries from one
-/// call to the next, and the tests (run at once) keep separate records.
+/// call to the next, and the tests keep separate records.
 fn item<const TEST: usize>(
     mode: Mode,
     rendezvous: Arc<Rendezvous>,
@@ -231,6 +243,7 @@ fn since(before: &Metrics, after: &Metrics) -> Since {
 
 #[test]
 fn a_kind_seen_blocking_starts_without_a_slot_while_work_waits() {
+    let _alone = alone();
     let (met, d, m) = within(HANG, || {
         let pool = one_slot_pool();
         let before = learn_that_items_block::<1>(&pool);
@@ -252,6 +265,7 @@ fn a_kind_seen_blocking_starts_without_a_slot_while_work_waits() {
 
 #[test]
 fn a_kind_that_computes_when_presumed_blocking_is_not_presumed_again() {
+    let _alone = alone();
     let (first, second, m) = within(HANG, || {
         let pool = one_slot_pool();
         let before = learn_that_items_block::<2>(&pool);
@@ -281,6 +295,7 @@ fn a_kind_that_computes_when_presumed_blocking_is_not_presumed_again() {
 
 #[test]
 fn a_kind_seen_blocking_gets_a_thread_as_it_is_spawned_when_no_slot_is_free() {
+    let _alone = alone();
     let (met, d, m) = within(HANG, || {
         // One thread, one slot.
         let pool = one_slot_pool_with(1);
@@ -311,6 +326,7 @@ fn a_kind_seen_blocking_gets_a_thread_as_it_is_spawned_when_no_slot_is_free() {
 
 #[test]
 fn a_kind_seen_blocking_is_handed_to_a_parked_worker_as_it_is_spawned() {
+    let _alone = alone();
     let (met, d, m) = within(HANG, || {
         let pool = one_slot_pool_with(4);
         let before = learn_that_items_block::<4>(&pool);
@@ -338,6 +354,7 @@ fn a_kind_seen_blocking_is_handed_to_a_parked_worker_as_it_is_spawned() {
 
 #[test]
 fn a_presumed_task_that_takes_the_last_parked_worker_leaves_a_spare_for_the_next() {
+    let _alone = alone();
     // Within the fresh cap: each is presumed as it is spawned.
     const ITEMS: usize = 2;
     let (met, d, spares, m) = within(HANG, || {
@@ -394,6 +411,7 @@ fn a_presumed_task_that_takes_the_last_parked_worker_leaves_a_spare_for_the_next
 
 #[test]
 fn a_kind_whose_presumed_items_end_at_once_stops_being_presumed() {
+    let _alone = alone();
     let (early, late, m) = within(HANG, || {
         let pool = one_slot_pool();
         // One declared block: the kind blocks.
@@ -419,6 +437,7 @@ fn a_kind_whose_presumed_items_end_at_once_stops_being_presumed() {
 
 #[test]
 fn queued_items_presumed_blocking_are_handed_on_when_their_kind_gets_room() {
+    let _alone = alone();
     let (met, d, m) = within(HANG, || {
         // No quantum: a slot lent to the queued items (the holder computes
         // for longer than a quantum) would start them too.
@@ -484,6 +503,7 @@ fn queued_items_presumed_blocking_are_handed_on_when_their_kind_gets_room() {
 
 #[test]
 fn a_presumed_task_that_takes_a_slot_in_a_helping_wait_keeps_it_for_the_pool() {
+    let _alone = alone();
     let (d, m) = within(HANG, || {
         let pool = one_slot_pool();
         let before = learn_that_items_block::<7>(&pool);
@@ -510,6 +530,7 @@ fn a_presumed_task_that_takes_a_slot_in_a_helping_wait_keeps_it_for_the_pool() {
 
 #[test]
 fn a_kind_seen_computing_once_is_presumed_once_seen_blocking_twice() {
+    let _alone = alone();
     let (met, d, m) = within(HANG, || {
         // A task of a kind new to the pool computes for ten quanta: the
         // monitor finds it runnable, using a core, past the quantum, and
@@ -534,6 +555,7 @@ fn a_kind_seen_computing_once_is_presumed_once_seen_blocking_twice() {
 
 #[test]
 fn what_a_thread_does_before_its_presumed_task_is_not_charged_to_the_task() {
+    let _alone = alone();
     let m = within(HANG, || {
         // A pool whose threads each compute for 20 ms as they start (a
         // hook that sets up a cache, say), with one slot.
@@ -682,6 +704,7 @@ fn blocked_then_computes<const TEST: usize>(items: usize, compute: Duration) -> 
 
 #[test]
 fn a_kind_that_blocked_then_computes_in_a_burst_of_60_gets_at_most_two_wrong_guesses() {
+    let _alone = alone();
     let (most, d) = blocked_then_computes::<20>(60, Duration::from_millis(20));
     assert!(d.failed <= 2, "{d:?}");
     assert!(most <= 2 + 2 + 1, "{most} computing at once: {d:?}");
@@ -689,6 +712,7 @@ fn a_kind_that_blocked_then_computes_in_a_burst_of_60_gets_at_most_two_wrong_gue
 
 #[test]
 fn a_kind_that_blocked_then_computes_in_a_burst_of_300_gets_at_most_two_wrong_guesses() {
+    let _alone = alone();
     let (most, d) = blocked_then_computes::<21>(300, Duration::from_millis(10));
     assert!(d.failed <= 2, "{d:?}");
     assert!(most <= 2 + 2 + 1, "{most} computing at once: {d:?}");
@@ -696,6 +720,7 @@ fn a_kind_that_blocked_then_computes_in_a_burst_of_300_gets_at_most_two_wrong_gu
 
 #[test]
 fn a_kind_that_half_blocks_and_half_computes_is_soon_not_presumed() {
+    let _alone = alone();
     let (most, over, d, m) = within(HANG, || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let computing = Computing::new(4);
@@ -734,6 +759,7 @@ fn a_kind_that_half_blocks_and_half_computes_is_soon_not_presumed() {
 
 #[test]
 fn a_kind_that_truly_blocks_gets_a_thread_per_item_within_a_few_looks() {
+    let _alone = alone();
     const ITEMS: usize = 200;
     let (met, first, second) = within(HANG, || {
         let pool = Pool::builder().concurrency(2).build().unwrap();
