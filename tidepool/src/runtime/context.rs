@@ -209,7 +209,7 @@ pub(crate) fn push_local(shared: &Arc<Shared>, runnable: Runnable) -> Option<Run
         if let Some(ctx) = &*current.borrow() {
             let is_future = matches!(runnable, Some(Runnable::Future(_)));
             if Arc::ptr_eq(&ctx.shared, shared)
-                && crate::control::spawn_order::to_own_deque(is_future, ctx.local.len())
+                && crate::control::spawn_order::to_own_deque(is_future, || ctx.local.is_empty())
             {
                 if let Some(runnable) = runnable.take() {
                     ctx.local.push(Queued::from(runnable));
