@@ -27,6 +27,11 @@
 //! Before each signal the monitor checks that the handler is still the
 //! installed one ([`send`]): a program that installs its own handler for
 //! the signal later simply stops threads from being held.
+//!
+//! The same signal comes from a worker's [`CpuTimer`] (a POSIX timer on the
+//! thread's own CPU clock, delivered to that thread: `SIGEV_THREAD_ID`),
+//! armed when the worker's slot is given away in a block; the handler
+//! tells the two apart by the worker's hold word (`runtime::hold`).
 
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
@@ -150,6 +155,72 @@ mod linux {
         rc == 0
     }
 
+    /// A timer on one thread's CPU clock that sends that thread the hold
+    /// signal: the id `timer_create` gave.
+    #[derive(Debug)]
+    pub(crate) struct CpuTimer(libc::timer_t);
+
+    // SAFETY: a `timer_t` is a process-wide id (glibc hands the kernel's
+    // timer id back as a pointer-sized value), not a pointer into memory
+    // of ours: any thread may arm, disarm or delete it.
+    unsafe impl Send for CpuTimer {}
+    // SAFETY: as above; the timer calls take the id by value.
+    unsafe impl Sync for CpuTimer {}
+
+    impl CpuTimer {
+        pub(crate) fn for_current_thread() -> Option<CpuTimer> {
+            let Some(Some(signal)) = SIGNAL.get() else {
+                return None;
+            };
+            // SAFETY: (1) `event` is a zeroed `sigevent` (a valid bit
+            // pattern for this plain C struct) with its notification set
+            // to this thread's id and the signal; (2) `timer_create` reads
+            // `event` and writes the new id into `id`, a live local; (3)
+            // `CLOCK_THREAD_CPUTIME_ID` is the calling thread's CPU clock,
+            // so the timer counts this thread's CPU time only.
+            unsafe {
+                let mut event: libc::sigevent = std::mem::zeroed();
+                event.sigev_notify = libc::SIGEV_THREAD_ID;
+                event.sigev_signo = *signal;
+                event.sigev_notify_thread_id = libc::gettid();
+                let mut id: libc::timer_t = std::mem::zeroed();
+                (libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut event, &mut id) == 0)
+                    .then_some(CpuTimer(id))
+            }
+        }
+
+        /// Sets the timer to fire once its thread has used `cpu` more CPU
+        /// time (zero: never).
+        pub(crate) fn set(&self, cpu: Duration) {
+            let spec = libc::itimerspec {
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: libc::timespec {
+                    tv_sec: cpu.as_secs() as libc::time_t,
+                    tv_nsec: cpu.subsec_nanos() as libc::c_long,
+                },
+            };
+            // SAFETY: `timer_settime` reads `spec`, a live local, for the
+            // timer this value owns (deleted only on drop); the old value's
+            // pointer is null.
+            unsafe {
+                libc::timer_settime(self.0, 0, &spec, std::ptr::null_mut());
+            }
+        }
+    }
+
+    impl Drop for CpuTimer {
+        fn drop(&mut self) {
+            // SAFETY: the id came from `timer_create` and is deleted once,
+            // here; nothing uses it after.
+            unsafe {
+                libc::timer_delete(self.0);
+            }
+        }
+    }
+
     /// Sleeps while `word` holds `expected`, for at most `timeout` (or until
     /// woken, or a spurious return).
     pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
@@ -229,6 +300,46 @@ pub(crate) fn send(tid: i32) -> bool {
     {
         let _ = tid;
         false
+    }
+}
+
+/// A timer on a worker thread's own CPU clock that sends that thread the
+/// hold signal once it has computed for a while: armed when the thread's
+/// slot is given away in a block, it stops a thread back from its block
+/// that computes on without a slot, without waiting for the monitor (which
+/// shares the oversubscribed cores with it and may not run for tens of
+/// milliseconds). `None` off Linux or without the signal.
+#[derive(Debug)]
+pub(crate) struct CpuTimer {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    timer: linux::CpuTimer,
+}
+
+impl CpuTimer {
+    /// A timer on the calling thread's CPU clock, signalling it.
+    pub(crate) fn for_current_thread() -> Option<CpuTimer> {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        {
+            linux::CpuTimer::for_current_thread().map(|timer| CpuTimer { timer })
+        }
+        #[cfg(not(all(target_os = "linux", not(miri))))]
+        {
+            None
+        }
+    }
+
+    /// Fires once the thread has used `cpu` more CPU time.
+    pub(crate) fn arm(&self, cpu: Duration) {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        self.timer.set(cpu.max(Duration::from_nanos(1)));
+        #[cfg(not(all(target_os = "linux", not(miri))))]
+        let _ = cpu;
+    }
+
+    /// Never fires (until armed again).
+    pub(crate) fn disarm(&self) {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        self.timer.set(Duration::ZERO);
     }
 }
 
