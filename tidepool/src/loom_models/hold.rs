@@ -2,16 +2,23 @@
 //! (`runtime::hold`): the monitor asked worker A (whose slot went to B in
 //! its block) to wait; B ends a task and hands A its slot while A's thread
 //! waits, or gives up waiting and ends its task. The slot is counted
-//! exactly once, never lost, and the waiter always ends.
+//! exactly once, never lost, and the waiter always ends. And the same
+//! when A holds itself (its CPU timer fired: `Holds::hold_self`) while B
+//! ends its task and, finding nobody held, gives its slot back as it
+//! parks.
 
 use crate::control::slots::{Slots, StatusWord, TaskStatus};
-use crate::runtime::hold::{HoldWord, Holds};
+use crate::runtime::hold::{HeldSelf, HoldWord, Holds};
 use loom::sync::Arc;
 
-/// A's slot was given away in a block and B took it; the monitor then asked
-/// A to wait and queued it. Returns the slots, A's status and hold word,
-/// and the queue.
-fn a_held_while_b_holds_the_slot() -> (Arc<Slots>, Arc<(TaskStatus, HoldWord)>, Arc<Holds>) {
+/// A's slot was given away in a block and B took it. Returns the slots,
+/// A's status and hold word, the (empty) queue and A's blocked status.
+fn a_blocked_while_b_holds_the_slot() -> (
+    Arc<Slots>,
+    Arc<(TaskStatus, HoldWord)>,
+    Arc<Holds>,
+    StatusWord,
+) {
     let slots = Arc::new(Slots::new(1));
     let a = Arc::new((TaskStatus::default(), HoldWord::default()));
     assert!(slots.try_acquire(false));
@@ -21,7 +28,14 @@ fn a_held_while_b_holds_the_slot() -> (Arc<Slots>, Arc<(TaskStatus, HoldWord)>, 
     // B takes the slot.
     assert!(slots.try_acquire(false));
     let blocked: StatusWord = a.0.load();
-    let holds = Arc::new(Holds::new(true));
+    let holds = Arc::new(Holds::new(true, 4));
+    (slots, a, holds, blocked)
+}
+
+/// As [`a_blocked_while_b_holds_the_slot`], and the monitor then asked A
+/// to wait and queued it.
+fn a_held_while_b_holds_the_slot() -> (Arc<Slots>, Arc<(TaskStatus, HoldWord)>, Arc<Holds>) {
+    let (slots, a, holds, blocked) = a_blocked_while_b_holds_the_slot();
     assert!(a.1.ask(blocked.tick()));
     holds.push((0, blocked));
     (slots, a, holds)
@@ -83,5 +97,61 @@ fn a_held_worker_that_stops_waiting_and_ends_leaves_the_slot_counted_once() {
         let handed = b.join().unwrap();
         assert_eq!(handed, a_holds, "the hand-off and the task end agree");
         assert_eq!(slots.counts().active, 0, "never lost, never doubled");
+    });
+}
+
+#[test]
+fn a_worker_that_holds_itself_is_never_left_waiting_beside_a_free_slot() {
+    loom::model(|| {
+        let (slots, a, holds, blocked) = a_blocked_while_b_holds_the_slot();
+        let b = {
+            let (slots, a, holds) = (slots.clone(), a.clone(), holds.clone());
+            loom::thread::spawn(move || {
+                // B ends its task: hands its slot on if A is queued, else
+                // (later) parks, giving the slot back and looking at the
+                // queue after the fence a parking worker passes
+                // (`Slots::release_searching`, `Shared::look_at_held`).
+                if !b_ends_its_task(&slots, &a, &holds) {
+                    loom::sync::atomic::fence(loom::sync::atomic::Ordering::SeqCst);
+                    holds.count_free(
+                        &slots,
+                        |_| &a.0,
+                        |_| {
+                            a.1.let_go();
+                        },
+                    );
+                }
+            })
+        };
+        // A's timer fired: it takes the slot if free, or holds itself and
+        // waits until let go (a wait nobody ends would not finish).
+        let did = loop {
+            let did = holds.hold_self(
+                &slots,
+                |_| &a.0,
+                &a.1,
+                (0, blocked),
+                |_| {
+                    a.1.let_go();
+                },
+            );
+            if did != HeldSelf::Busy {
+                break did;
+            }
+            // The queue was taken: the handler re-arms the timer and comes
+            // back.
+            loom::thread::yield_now();
+        };
+        assert_ne!(did, HeldSelf::Not);
+        if did == HeldSelf::Held {
+            a.1.wait(|_, _| {
+                loom::thread::yield_now();
+                true
+            });
+        }
+        b.join().unwrap();
+        assert!(a.0.end_task(), "A ran on with the slot, counted");
+        slots.release();
+        assert_eq!(slots.counts().active, 0, "the one slot, counted once");
     });
 }

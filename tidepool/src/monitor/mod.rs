@@ -723,21 +723,10 @@ impl Monitor {
     /// should come soon).
     fn judge_presumed(&mut self, shared: &Arc<Shared>, now: Duration, ended: u64) -> bool {
         let interval = shared.config.monitor_interval;
-        let counters = &shared.threads.counters;
         for (index, seen) in std::mem::take(&mut self.presumed_computing) {
-            let entry = shared.threads.entry(index);
-            // Judged once: by this, or by the task's end if it came first.
-            let mark = &entry.presumed;
-            if mark
-                .compare_exchange(seen.tick(), 0, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-            {
+            if !shared.presumed_task_computes(index, seen.tick()) {
                 continue;
             }
-            let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-            shared.kinds.computed_while_presumed(kind);
-            ThreadCounters::bump(&counters.presumptions_failed);
-            shared.presumption_failed(kind);
             // Judged computing over its run (`runtime::presumed`), not at
             // one look: held at once if every slot is taken. (Left to
             // the next looks, a burst of a kind learned as blocking that
@@ -832,6 +821,13 @@ impl Monitor {
             let entry = shared.threads.entry(index);
             if entry.status.try_mark_blocked(seen) {
                 shared.give_up_slot();
+                if shared.holds.can_hold {
+                    // Back from its block and computing on without a slot,
+                    // its thread holds itself (`Shared::hold_self`).
+                    entry
+                        .hold
+                        .arm(seen.tick(), crate::control::hold::FIRST_LOOK);
+                }
                 let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
                 shared.kinds.saw_blocking(kind);
                 ThreadCounters::bump(&counters.blocked_detections);

@@ -26,16 +26,32 @@
 //! (its patience ran out, `sys::hold_signal`) and is handed a slot later
 //! runs with it, counted: the count is right either way.
 //!
-//! The monitor asks ([`HoldWord::ask`]: `FREE` to `ASKED`) before it
-//! queues the worker and signals its thread; the thread, in the signal's
+//! Who asks, two ways:
+//!
+//! - **The thread itself** ([`Holds::hold_self`], from the signal's
+//!   handler when the CPU timer armed at its block fires and
+//!   `control::hold::on_timer` says hold): it takes a free slot, or asks
+//!   and queues itself (a lock it only tries: the interrupted task never
+//!   holds it, and a taken lock means "try again a little later"), then
+//!   looks at the slots once more: a slot given back by a worker that
+//!   parked between its first look and its queueing would otherwise be
+//!   missed by both (the parking worker passes a fence between giving its
+//!   slot back and looking at the queue, `Shared::look_at_held`; the
+//!   thread one between queueing itself and looking again).
+//! - **The monitor** ([`HoldWord::ask`]: `FREE` to `ASKED`), for a thread
+//!   whose timer could not be armed: it asks before it queues the worker
+//!   and signals its thread; the thread, in the signal's
 //! handler, waits while the word says `ASKED` ([`wait_in_handler`]) and
 //! leaves it `FREE`. A let-go that comes before the signal is handled
 //! leaves `LET_GO`, and the handler returns at once. The loom model
-//! `loom_models::hold` checks that a handed slot is counted exactly once
-//! and that the waiter always ends.
+//! `loom_models::hold` checks that a handed slot is counted exactly once,
+//! that the waiter always ends, and that a thread holding itself is never
+//! left waiting beside a slot given back as it queued.
 
-use crate::control::slots::{count_worker_again, Slots, StatusWord, TaskStatus};
-use crate::sync::{lock, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::control::hold::{on_timer, OnTimer, FIRST_LOOK, HOLD_AFTER};
+use crate::control::slots::{count_worker_again, Phase, Slots, StatusWord, TaskStatus};
+use crate::sync::{fence, lock, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sys::hold_signal::CpuTimer;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 
@@ -46,14 +62,24 @@ const ASKED: u32 = 1;
 /// The wait is over (a slot was counted for it, or its patience ended).
 const LET_GO: u32 = 2;
 
-/// The word a held worker's thread waits on, and the task it was last held
-/// in: one per worker entry.
+/// The word a held worker's thread waits on, the task it was last held
+/// in, and the timer that holds it without the monitor: one per worker
+/// entry.
 #[derive(Debug, Default)]
 pub(crate) struct HoldWord {
     /// `FREE`, `ASKED` or `LET_GO`: what the thread waits on.
     word: AtomicU32,
     /// The status tick of the task the worker was last asked to wait in.
     asked_in: AtomicU64,
+    /// The timer on the thread's CPU clock (`sys::hold_signal::CpuTimer`),
+    /// while a thread has the entry and the pool holds.
+    timer: Mutex<Option<CpuTimer>>,
+    /// The status tick of the task whose block armed the timer; 0 when it
+    /// is not armed.
+    armed_for: AtomicU64,
+    /// The status tick of the task whose timer fired (its worker counts in
+    /// [`Holds::computing`] until it is held or the task ends); 0 if none.
+    fired_for: AtomicU64,
 }
 
 impl HoldWord {
@@ -85,6 +111,13 @@ impl HoldWord {
             .compare_exchange(ASKED, FREE, Ordering::AcqRel, Ordering::Acquire);
     }
 
+    /// Takes back an ask the thread made of itself that could not be
+    /// queued: as if never asked in this task, so it may ask again.
+    fn take_back(&self) {
+        self.asked_in.store(0, Ordering::Relaxed);
+        self.withdraw();
+    }
+
     /// Ends the wait. True if the thread was asked (the caller wakes it).
     pub(crate) fn let_go(&self) -> bool {
         self.word
@@ -95,6 +128,72 @@ impl HoldWord {
     /// A new thread takes the entry: nothing is asked of it.
     pub(crate) fn reset(&self) {
         self.word.store(FREE, Ordering::Release);
+    }
+
+    /// The entry's thread sets its CPU timer as it starts (`None` as it
+    /// exits: the old one is deleted).
+    pub(crate) fn set_timer(&self, timer: Option<CpuTimer>) {
+        self.armed_for.store(0, Ordering::Relaxed);
+        *lock(&self.timer) = timer;
+    }
+
+    /// The worker's slot was given away in the task of tick `tick`: its
+    /// thread is signalled once it has computed `after` of CPU time from
+    /// now, unless the timer is disarmed first (see [`hold_self`]).
+    pub(crate) fn arm(&self, tick: u64, after: std::time::Duration) {
+        let timer = lock(&self.timer);
+        if let Some(timer) = timer.as_ref() {
+            self.armed_for.store(tick, Ordering::Relaxed);
+            timer.arm(after);
+        }
+    }
+
+    /// At a task end: the timer, if a block armed it, is disarmed (a
+    /// signal already on its way finds the task over and does nothing),
+    /// and the worker no longer counts among those computing without a
+    /// slot (`holds`).
+    pub(crate) fn disarm(&self, holds: &Holds) {
+        self.stop_computing(holds);
+        if self.armed_for.load(Ordering::Relaxed) != 0 {
+            self.armed_for.store(0, Ordering::Relaxed);
+            if let Some(timer) = lock(&self.timer).as_ref() {
+                timer.disarm();
+            }
+        }
+    }
+
+    /// Whether the timer was armed by a block in the task of tick `tick`.
+    fn armed_for(&self, tick: u64) -> bool {
+        self.armed_for.load(Ordering::Relaxed) == tick
+    }
+
+    /// In the handler: the timer fired in the task of tick `tick`. Returns
+    /// how many workers compute without a slot now (this one counted once
+    /// a task) and whether this is its first fire in the task.
+    fn fired(&self, tick: u64, holds: &Holds) -> (usize, bool) {
+        if self.fired_for.swap(tick, Ordering::Relaxed) == tick {
+            (holds.computing.load(Ordering::Relaxed), false)
+        } else {
+            (holds.computing.fetch_add(1, Ordering::Relaxed) + 1, true)
+        }
+    }
+
+    /// The worker stops counting among those computing without a slot.
+    fn stop_computing(&self, holds: &Holds) {
+        if self.fired_for.swap(0, Ordering::Relaxed) != 0 {
+            holds.computing.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// In the handler: the timer fires again after `cpu` more CPU time.
+    /// Skipped if the timer's lock is taken now (the thread may have been
+    /// interrupted holding it): the monitor's looks remain.
+    fn rearm(&self, cpu: std::time::Duration) {
+        if let Some(timer) = crate::sync::try_lock(&self.timer) {
+            if let Some(timer) = timer.as_ref() {
+                timer.arm(cpu);
+            }
+        }
     }
 
     /// Whether the thread is asked to wait now (the monitor does not count
@@ -126,32 +225,87 @@ fn wait_on(word: &AtomicU32, mut park: impl FnMut(&AtomicU32, u32) -> bool) {
     word.store(FREE, Ordering::Release);
 }
 
-/// What the hold signal's handler does on a worker's thread (`held_as`
-/// is its entry, given to `sys::hold_signal::enter`): if the thread is
-/// still in the task it was asked to wait in (the signal may come after
-/// that task ended: the thread then runs on at once), waits on its hold
-/// word until let go, or for `sys::hold_signal`'s longest wait.
+/// Where a worker's thread is held: its pool and its entry's index. The
+/// worker gives a pointer to one (alive on its stack while it runs) to
+/// `sys::hold_signal::enter`, and the signal's handler reads it.
+#[derive(Debug)]
+pub(crate) struct HoldSite<'a> {
+    /// The worker's pool.
+    pub(crate) shared: &'a super::Shared,
+    /// The worker's entry.
+    pub(crate) index: usize,
+}
+
+/// What the hold signal's handler does on a worker's thread (`site` is
+/// its [`HoldSite`], given to `sys::hold_signal::enter`):
+///
+/// - **Asked by the monitor** (the word is not `FREE`): if the thread is
+///   still in the task it was asked to wait in (the signal may come after
+///   that task ended: the thread then runs on at once), waits on its hold
+///   word until let go, or for `sys::hold_signal`'s longest wait.
+/// - **Its CPU timer fired** (the word is `FREE`): the thread computed
+///   [`control::hold::HOLD_AFTER`](crate::control::hold::HOLD_AFTER) since
+///   its slot was given away in this task. It holds itself
+///   (`Shared::hold_self`: a free slot, or the queue) and waits the same
+///   way, for as long as the pool runs: the monitor's patience lets it go
+///   if nothing ends.
 ///
 /// While the thread is in this handler its task cannot end, so the check
 /// holds until a let-go: only the hand-off of a slot (which also lets it
 /// go) moves its status word on.
 #[cfg(not(tidepool_loom))]
-fn wait_in_handler(held_as: *const ()) {
-    // SAFETY: `held_as` is the entry the worker thread running this
+fn wait_in_handler(site: *const ()) {
+    // SAFETY: `site` is the `HoldSite` the worker thread running this
     // handler gave `sys::hold_signal::enter` (`worker::run`), which stays
-    // alive (the thread holds its pool) until that thread calls `leave`;
-    // the handler runs on the same thread, between the two.
-    let entry = unsafe { &*held_as.cast::<super::threads::Entry>() };
+    // alive on that thread's stack (and holds its pool) until the thread
+    // calls `leave`; the handler runs on the same thread, between the two.
+    let site = unsafe { &*site.cast::<HoldSite<'_>>() };
+    let entry = site.shared.threads.entry(site.index);
     let hold = &entry.hold;
     let seen = entry.status.load();
+    if hold.word.load(Ordering::Acquire) == FREE {
+        if seen.phase() != Phase::Blocked || !hold.armed_for(seen.tick()) {
+            return;
+        }
+        let shared = site.shared;
+        let (computing, first) = hold.fired(seen.tick(), &shared.holds);
+        let computed = if first { FIRST_LOOK } else { HOLD_AFTER };
+        match on_timer(computed, computing, shared.config.concurrency) {
+            OnTimer::RunOn(more) => hold.rearm(more),
+            OnTimer::Hold => {
+                match shared.hold_self(site.index, seen) {
+                    HeldSelf::Held => wait_while_the_pool_runs(&hold.word, shared),
+                    HeldSelf::Busy => hold.rearm(FIRST_LOOK),
+                    HeldSelf::Counted | HeldSelf::Not => {}
+                }
+                hold.stop_computing(&shared.holds);
+            }
+        }
+        return;
+    }
     let asked_in = hold.asked_in.load(Ordering::Relaxed);
-    if seen.phase() != crate::control::slots::Phase::Blocked || seen.tick() != asked_in {
+    if seen.phase() != Phase::Blocked || seen.tick() != asked_in {
         hold.withdraw();
         return;
     }
-    let deadline = crate::sys::hold_signal::wait_deadline();
-    wait_on(&hold.word, |word, expected| {
-        crate::sys::hold_signal::wait_until(word, expected, deadline)
+    wait_while_the_pool_runs(&hold.word, site.shared);
+}
+
+/// The held thread's wait in the handler: until let go, or its pool
+/// stops. Each sleep is bounded (`sys::hold_signal`'s longest wait), and
+/// a wait that outlasts it goes on while the pool runs: a batch held two
+/// at a time may take seconds, and it is the monitor's patience
+/// (`control::hold::PATIENCE`) that lets a held thread go when nothing
+/// ends, not the length of its wait.
+#[cfg(not(tidepool_loom))]
+fn wait_while_the_pool_runs(word: &AtomicU32, shared: &super::Shared) {
+    let mut deadline = crate::sys::hold_signal::wait_deadline();
+    wait_on(word, |word, expected| {
+        if crate::sys::hold_signal::wait_until(word, expected, deadline) {
+            return true;
+        }
+        deadline = crate::sys::hold_signal::wait_deadline();
+        !shared.is_stopped()
     });
 }
 
@@ -180,6 +334,20 @@ pub(crate) fn wake(word: &HoldWord) {
     let _ = word;
 }
 
+/// What [`Holds::hold_self`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeldSelf {
+    /// It took a free slot: counted again, it runs on.
+    Counted,
+    /// It is queued and asked to wait.
+    Held,
+    /// The queue was taken or full: it runs on, to try again a little
+    /// later.
+    Busy,
+    /// Neither: it runs on as it was.
+    Not,
+}
+
 /// A held worker: its entry's index and the status word it was held in.
 pub(crate) type Held = (usize, StatusWord);
 
@@ -193,13 +361,19 @@ pub(crate) struct Holds {
     /// Whether this pool holds at all (`control::hold`: the signal is
     /// installed, blocked workers are replaced, the switch is on).
     pub(crate) can_hold: bool,
+    /// Workers computing without a slot whose CPU timer fired in their
+    /// task (`control::hold::on_timer`), until held or their task ends.
+    computing: AtomicUsize,
 }
 
 impl Holds {
-    /// The held workers of a pool that `can_hold`.
-    pub(crate) fn new(can_hold: bool) -> Holds {
+    /// The held workers of a pool that `can_hold`, with room for
+    /// `threads` of them (a thread's handler queues itself without
+    /// allocating: [`try_push`](Self::try_push)).
+    pub(crate) fn new(can_hold: bool, threads: usize) -> Holds {
         Holds {
             can_hold,
+            queue: Mutex::new(VecDeque::with_capacity(if can_hold { threads } else { 0 })),
             ..Holds::default()
         }
     }
@@ -220,6 +394,67 @@ impl Holds {
         let mut queue = lock(&self.queue);
         queue.push_back(held);
         self.len.store(queue.len(), Ordering::Relaxed);
+    }
+
+    /// A worker whose slot was given away in the task seen as `held.1`
+    /// holds itself (on its own thread, in the hold signal's handler,
+    /// after its CPU timer fired): it takes a free slot (`Counted`), or
+    /// asks its `word` and queues itself (`Held`: the caller waits), or
+    /// finds the queue taken or full (`Busy`), or neither (`Not`: held
+    /// once this task already, or asked by the monitor). Atomics, a lock never waited for, no
+    /// allocation: a signal handler may run this.
+    ///
+    /// A slot given back between its first look at the slots and its
+    /// queueing would be missed by both sides (the giver saw nobody
+    /// queued): so after queueing it looks again, through the fence that
+    /// pairs with the one a parking worker passes between giving its slot
+    /// back and looking at the queue (`Shared::look_at_held`), and counts
+    /// the oldest held worker (perhaps itself) on a slot found free.
+    pub(crate) fn hold_self<'a>(
+        &self,
+        slots: &Slots,
+        status: impl Fn(usize) -> &'a TaskStatus,
+        word: &HoldWord,
+        held: Held,
+        let_go: impl FnMut(usize),
+    ) -> HeldSelf {
+        let (index, seen) = held;
+        if word.held_in(seen.tick()) {
+            return HeldSelf::Not;
+        }
+        if slots.try_acquire(false) {
+            if status(index).try_count_again(seen) {
+                return HeldSelf::Counted;
+            }
+            slots.release();
+            return HeldSelf::Not;
+        }
+        if !word.ask(seen.tick()) {
+            return HeldSelf::Not;
+        }
+        if !self.try_push(held) {
+            word.take_back();
+            return HeldSelf::Busy;
+        }
+        fence(Ordering::SeqCst);
+        self.count_free(slots, status, let_go);
+        HeldSelf::Held
+    }
+
+    /// Queues a worker that holds itself, from its thread's signal
+    /// handler: only if the queue is free now (the thread may have been
+    /// interrupted holding it) and has room without allocating. False if
+    /// it was not queued.
+    pub(crate) fn try_push(&self, held: Held) -> bool {
+        let Some(mut queue) = crate::sync::try_lock(&self.queue) else {
+            return false;
+        };
+        if queue.len() == queue.capacity() {
+            return false;
+        }
+        queue.push_back(held);
+        self.len.store(queue.len(), Ordering::Relaxed);
+        true
     }
 
     fn pop(&self) -> Option<Held> {

@@ -243,6 +243,59 @@ impl Shared {
         }
     }
 
+    /// The presumed task the worker at `index` runs in the task of tick
+    /// `tick` was found computing (by the monitor's look, or by its own
+    /// CPU timer): its kind stops being presumed at once and it counts as
+    /// a wrong guess. False if it was judged already (by this, or by the
+    /// task's end if that came first). Only atomics: a signal handler may
+    /// run this.
+    pub(crate) fn presumed_task_computes(&self, index: usize, tick: u64) -> bool {
+        let entry = self.threads.entry(index);
+        if entry
+            .presumed
+            .compare_exchange(tick, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let kind = kinds::Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+        self.kinds.computed_while_presumed(kind);
+        ThreadCounters::bump(&self.threads.counters.presumptions_failed);
+        self.presumption_failed(kind);
+        true
+    }
+
+    /// On the worker's own thread, in the hold signal's handler: its CPU
+    /// timer fired, armed when its slot was given away in the task seen as
+    /// `seen`, so it computes again without a slot (`control::hold`). It
+    /// takes a free slot, or holds itself: asks, queues itself if the
+    /// queue is free (`hold::Holds::hold_self`, which says what it did;
+    /// `Held`: the thread is to wait). Only atomics, futex wakes and a
+    /// lock that the interrupted task cannot hold: a signal handler may
+    /// run this.
+    pub(crate) fn hold_self(
+        &self,
+        index: usize,
+        seen: crate::control::slots::StatusWord,
+    ) -> hold::HeldSelf {
+        use hold::HeldSelf;
+        // A presumed task computing for its timer's while is judged so.
+        self.presumed_task_computes(index, seen.tick());
+        let status = |index: usize| &self.threads.entry(index).status;
+        let word = &self.threads.entry(index).hold;
+        let did = self
+            .holds
+            .hold_self(&self.slots, status, word, (index, seen), |index| {
+                self.let_held_go(index)
+            });
+        match did {
+            HeldSelf::Counted => ThreadCounters::bump(&self.threads.counters.counted_again),
+            HeldSelf::Held => ThreadCounters::bump(&self.threads.counters.held),
+            HeldSelf::Busy | HeldSelf::Not => {}
+        }
+        did
+    }
+
     /// Holds the worker at `index` (seen as `seen`) until a slot is its own:
     /// asks, signals its thread, queues it. False if its thread could not
     /// be signalled (then nothing is asked of it).
@@ -252,7 +305,8 @@ impl Shared {
             return false;
         };
         if !entry.hold.ask(seen.tick()) {
-            return false;
+            // Asked already: by its own timer (`hold_self`), so held.
+            return entry.hold.is_asked();
         }
         if !crate::sys::hold_signal::send(tid) {
             entry.hold.withdraw();
@@ -345,7 +399,10 @@ impl Shared {
             built_at: Instant::now(),
             kind_counters: KindCounters::default(),
             kinds: kinds::KindTable::default(),
-            holds: hold::Holds::new(config.hold && hold::install_signal(&config.thread_name)),
+            holds: hold::Holds::new(
+                config.hold && hold::install_signal(&config.thread_name),
+                config.max_threads,
+            ),
             config,
         }
     }

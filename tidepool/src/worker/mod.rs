@@ -82,7 +82,18 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     *lock(&entry.thread) = Some(std::thread::current());
     // What the monitor asked of the entry's last thread is not this one's.
     entry.hold.reset();
-    crate::sys::hold_signal::enter((entry as *const crate::runtime::Entry).cast());
+    let hold_site = crate::runtime::hold::HoldSite {
+        shared: &shared,
+        index,
+    };
+    crate::sys::hold_signal::enter(
+        (&hold_site as *const crate::runtime::hold::HoldSite<'_>).cast(),
+    );
+    if shared.holds.can_hold {
+        entry
+            .hold
+            .set_timer(crate::sys::hold_signal::CpuTimer::for_current_thread());
+    }
     let ctx = Rc::new(WorkerContext {
         local: entry.take_deque(),
         shared: Arc::clone(&shared),
@@ -112,6 +123,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     context::leave();
     // Before the pool (and the word) may go: nothing holds this thread now.
     crate::sys::hold_signal::leave();
+    entry.hold.set_timer(None);
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
     let leftover = !ctx.local.is_empty();
     entry.return_deque(ctx.local);
@@ -333,7 +345,14 @@ impl RunLoop<'_> {
                 notify(self.shared());
             }
         }
-        if !self.run_task(task) {
+        let kept_slot = self.run_task(task);
+        // A block in the task armed the hold timer: the task is over.
+        self.shared()
+            .threads
+            .entry(self.ctx.index)
+            .hold
+            .disarm(&self.shared().holds);
+        if !kept_slot {
             // Our slot was given away while the task blocked.
             self.shared().worker_returned(self.ctx.index);
             if self.shared().slots.try_acquire(false) {
@@ -444,6 +463,13 @@ impl RunLoop<'_> {
             }
             Idle::Park => {
                 self.searching = false;
+                if shared.holds.any() {
+                    // The slot just released goes to the oldest held
+                    // worker now, not at the monitor's next look (which,
+                    // on cores crowded by workers back from their blocks,
+                    // came tens of milliseconds late).
+                    shared.look_at_held(false);
+                }
                 self.park(&shared)
             }
         }

@@ -304,7 +304,14 @@ pub(super) fn run_presumed_blocking(
         &ctx.probe,
         run_delay_before,
     )));
+    if shared.holds.can_hold {
+        // Computing for a while without a slot, its thread holds itself
+        // (`Shared::hold_self`), judged computing, whether or not the
+        // monitor gets a core to look.
+        entry.hold.arm(tick, crate::control::hold::FIRST_LOOK);
+    }
     run_task(ctx, task);
+    entry.hold.disarm(&shared.holds);
     // The task's end judged it (`context::count_task_end`), unless it was
     // dropped unrun (its handle cancelled it first): judged here, short.
     ctx.end_presumed_run();
