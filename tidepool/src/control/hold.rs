@@ -39,10 +39,10 @@
 //! blocking), a timer on its thread's CPU clock is armed; it fires on the
 //! thread itself once the thread computes, whether or not the monitor gets
 //! a core, and [`on_timer`] decides there (the monitor's looks stay, for a
-//! thread whose timer could not be armed). With the timer, the lab's
-//! `fetch-process` went from 1.41x to 1.31x of the slot-bound schedule at
-//! 64 items and from 1.83x to 1.51x at 256 (over the slots 264 ms to 103
-//! ms, and 3.9 s to 0.5 s).
+//! thread whose timer could not be armed). With the timer and the crowd
+//! look ([`on_timer`]), the lab's `fetch-process` went from 1.41x to 1.24x
+//! of the slot-bound schedule at 64 items and from 1.83x to 1.43x at 256
+//! (over the slots 264 ms to 46 ms, and 3.9 s to 0.13 s).
 //!
 //! Lowering the thread's priority instead (`SCHED_IDLE`, a higher nice)
 //! would need the way back, which an unprivileged thread does not have
@@ -86,10 +86,11 @@ pub(crate) const HOLD_AFTER: Duration = Duration::from_millis(3);
 /// own CPU timer asks [`on_timer`] about it for the first time.
 pub(crate) const FIRST_LOOK: Duration = Duration::from_micros(250);
 
-/// What a worker's thread does when its CPU timer fires (`runtime::hold`):
-/// it computed `computed` since its slot was given away in this task,
-/// while `computing` workers without a slot (it among them) have done so
-/// too, on a pool of `slots` slots.
+/// What a worker's thread does when its CPU timer fires (`runtime::hold`),
+/// or another worker's look finds it computing: it computed `computed`
+/// since its slot was given away in this task (read from its CPU clock),
+/// while `computing` workers without a slot (it among them) have been
+/// found so, on a pool of `slots` slots.
 ///
 /// The kernel's timer fires on the thread itself, whether or not the
 /// monitor gets a core: with dozens of threads back from their waits and
@@ -102,6 +103,13 @@ pub(crate) const FIRST_LOOK: Duration = Duration::from_micros(250);
 /// computing without a slot outnumber the slots (the cores are
 /// oversubscribed by its own pool's continuations); otherwise it runs on
 /// until [`HOLD_AFTER`], as a short continuation should.
+///
+/// A CPU timer is checked only at a scheduler tick that finds its thread
+/// on a core (4 ms apart at 250 Hz), so each of a crowd still computed a
+/// tick's worth before its own fired. The first of them to find the crowd
+/// therefore looks at the others (`runtime::hold`, at most once a
+/// millisecond) and signals those whose CPU clock moved since their slot
+/// went; each decides here as if its own timer had fired.
 pub(crate) fn on_timer(computed: Duration, computing: usize, slots: usize) -> OnTimer {
     if computed >= HOLD_AFTER || computing > slots {
         OnTimer::Hold

@@ -29,7 +29,8 @@
 //! Who asks, two ways:
 //!
 //! - **The thread itself** ([`Holds::hold_self`], from the signal's
-//!   handler when the CPU timer armed at its block fires and
+//!   handler when the CPU timer armed at its block fires, or a worker that
+//!   found a crowd computing without slots signalled it, and
 //!   `control::hold::on_timer` says hold): it takes a free slot, or asks
 //!   and queues itself (a lock it only tries: the interrupted task never
 //!   holds it, and a taken lock means "try again a little later"), then
@@ -40,15 +41,17 @@
 //!   thread one between queueing itself and looking again).
 //! - **The monitor** ([`HoldWord::ask`]: `FREE` to `ASKED`), for a thread
 //!   whose timer could not be armed: it asks before it queues the worker
-//!   and signals its thread; the thread, in the signal's
-//! handler, waits while the word says `ASKED` ([`wait_in_handler`]) and
-//! leaves it `FREE`. A let-go that comes before the signal is handled
-//! leaves `LET_GO`, and the handler returns at once. The loom model
+//!   and signals its thread.
+//!
+//! Either way the thread, in the signal's handler, waits while the word
+//! says `ASKED` ([`wait_in_handler`]) and leaves it `FREE`. A let-go that
+//! comes before the signal is handled leaves `LET_GO`, and the handler
+//! returns at once. The loom model
 //! `loom_models::hold` checks that a handed slot is counted exactly once,
 //! that the waiter always ends, and that a thread holding itself is never
 //! left waiting beside a slot given back as it queued.
 
-use crate::control::hold::{on_timer, OnTimer, FIRST_LOOK, HOLD_AFTER};
+use crate::control::hold::{on_timer, OnTimer, FIRST_LOOK};
 use crate::control::slots::{count_worker_again, Phase, Slots, StatusWord, TaskStatus};
 use crate::sync::{fence, lock, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::sys::hold_signal::CpuTimer;
@@ -80,6 +83,12 @@ pub(crate) struct HoldWord {
     /// The status tick of the task whose timer fired (its worker counts in
     /// [`Holds::computing`] until it is held or the task ends); 0 if none.
     fired_for: AtomicU64,
+    /// The thread's id (for the signal) while it has a timer; 0 otherwise.
+    tid: AtomicU32,
+    /// The thread's CPU clock id (`sys::cpu_clock_time`), as bits.
+    clock: AtomicU32,
+    /// The thread's CPU time when the timer was armed, in nanoseconds.
+    cpu_at_arm: AtomicU64,
 }
 
 impl HoldWord {
@@ -130,19 +139,43 @@ impl HoldWord {
         self.word.store(FREE, Ordering::Release);
     }
 
-    /// The entry's thread sets its CPU timer as it starts (`None` as it
-    /// exits: the old one is deleted).
-    pub(crate) fn set_timer(&self, timer: Option<CpuTimer>) {
+    /// The entry's thread sets its CPU timer as it starts, with its id and
+    /// its CPU clock's (`None` as it exits: the old one is deleted).
+    pub(crate) fn set_timer(&self, timer: Option<CpuTimer>, tid: i32, clock: Option<i32>) {
         self.armed_for.store(0, Ordering::Relaxed);
+        let (tid, clock) = match (&timer, clock) {
+            (Some(_), Some(clock)) => (tid as u32, clock as u32),
+            _ => (0, 0),
+        };
+        self.clock.store(clock, Ordering::Relaxed);
+        self.tid.store(tid, Ordering::Relaxed);
         *lock(&self.timer) = timer;
+    }
+
+    /// The thread's CPU time now, if it has a timer (and a clock).
+    fn cpu_now(&self) -> Option<std::time::Duration> {
+        if self.tid.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        crate::sys::cpu_clock_time(self.clock.load(Ordering::Relaxed) as i32)
+    }
+
+    /// The CPU time the thread used since its timer was armed.
+    fn computed_since_arm(&self) -> std::time::Duration {
+        let at_arm = std::time::Duration::from_nanos(self.cpu_at_arm.load(Ordering::Relaxed));
+        self.cpu_now()
+            .map_or(std::time::Duration::ZERO, |now| now.saturating_sub(at_arm))
     }
 
     /// The worker's slot was given away in the task of tick `tick`: its
     /// thread is signalled once it has computed `after` of CPU time from
-    /// now, unless the timer is disarmed first (see [`hold_self`]).
+    /// now, unless the timer is disarmed first (see [`Holds::hold_self`]).
     pub(crate) fn arm(&self, tick: u64, after: std::time::Duration) {
         let timer = lock(&self.timer);
         if let Some(timer) = timer.as_ref() {
+            let cpu = self.cpu_now().unwrap_or_default();
+            self.cpu_at_arm
+                .store(cpu.as_nanos() as u64, Ordering::Relaxed);
             self.armed_for.store(tick, Ordering::Relaxed);
             timer.arm(after);
         }
@@ -169,12 +202,12 @@ impl HoldWord {
 
     /// In the handler: the timer fired in the task of tick `tick`. Returns
     /// how many workers compute without a slot now (this one counted once
-    /// a task) and whether this is its first fire in the task.
-    fn fired(&self, tick: u64, holds: &Holds) -> (usize, bool) {
+    /// a task).
+    fn fired(&self, tick: u64, holds: &Holds) -> usize {
         if self.fired_for.swap(tick, Ordering::Relaxed) == tick {
-            (holds.computing.load(Ordering::Relaxed), false)
+            holds.computing.load(Ordering::Relaxed)
         } else {
-            (holds.computing.fetch_add(1, Ordering::Relaxed) + 1, true)
+            holds.computing.fetch_add(1, Ordering::Relaxed) + 1
         }
     }
 
@@ -267,12 +300,20 @@ fn wait_in_handler(site: *const ()) {
         if seen.phase() != Phase::Blocked || !hold.armed_for(seen.tick()) {
             return;
         }
+        let computed = hold.computed_since_arm();
+        if computed < FIRST_LOOK / 2 {
+            // Signalled by another worker's look (below) while it had not
+            // computed since its slot went: asleep still, or just woken.
+            return;
+        }
         let shared = site.shared;
-        let (computing, first) = hold.fired(seen.tick(), &shared.holds);
-        let computed = if first { FIRST_LOOK } else { HOLD_AFTER };
+        let computing = hold.fired(seen.tick(), &shared.holds);
         match on_timer(computed, computing, shared.config.concurrency) {
             OnTimer::RunOn(more) => hold.rearm(more),
             OnTimer::Hold => {
+                if computing > shared.config.concurrency {
+                    look_for_the_crowd(shared, site.index);
+                }
                 match shared.hold_self(site.index, seen) {
                     HeldSelf::Held => wait_while_the_pool_runs(&hold.word, shared),
                     HeldSelf::Busy => hold.rearm(FIRST_LOOK),
@@ -290,6 +331,53 @@ fn wait_in_handler(site: *const ()) {
     }
     wait_while_the_pool_runs(&hold.word, site.shared);
 }
+
+/// In the handler of a worker that found more workers computing without a
+/// slot than there are slots: the others that computed since their slot
+/// went are signalled now, at most once a millisecond for the pool. A CPU
+/// timer fires only at a scheduler tick that finds its thread on a core
+/// (4 ms apart at 250 Hz), so each of a crowd of 64 computed 3-4 ms before
+/// its own fired, and the crowd took 70-100 ms to hold. Only workers whose
+/// CPU clock moved by [`FIRST_LOOK`] are signalled, so a worker still
+/// asleep in its block is not interrupted; each decides in its own
+/// handler, as if its timer had fired.
+#[cfg(not(tidepool_loom))]
+fn look_for_the_crowd(shared: &super::Shared, me: usize) {
+    let now = crate::sys::monotonic_nanos();
+    let last = shared.holds.crowd_looked_at.load(Ordering::Relaxed);
+    if now.saturating_sub(last) < CROWD_LOOK_EVERY.as_nanos() as u64
+        || shared
+            .holds
+            .crowd_looked_at
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    for (index, entry) in shared.threads.used().iter().enumerate() {
+        let hold = &entry.hold;
+        let armed = hold.armed_for.load(Ordering::Relaxed);
+        if index == me
+            || armed == 0
+            || hold.fired_for.load(Ordering::Relaxed) == armed
+            || hold.word.load(Ordering::Relaxed) != FREE
+        {
+            continue;
+        }
+        let seen = entry.status.load();
+        if seen.phase() == Phase::Blocked
+            && seen.tick() == armed
+            && hold.computed_since_arm() >= FIRST_LOOK
+        {
+            crate::sys::hold_signal::send(hold.tid.load(Ordering::Relaxed) as i32);
+        }
+    }
+}
+
+/// How often a worker's handler may look for the crowd
+/// ([`look_for_the_crowd`]).
+#[cfg(not(tidepool_loom))]
+const CROWD_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The held thread's wait in the handler: until let go, or its pool
 /// stops. Each sleep is bounded (`sys::hold_signal`'s longest wait), and
@@ -364,6 +452,9 @@ pub(crate) struct Holds {
     /// Workers computing without a slot whose CPU timer fired in their
     /// task (`control::hold::on_timer`), until held or their task ends.
     computing: AtomicUsize,
+    /// When a handler last looked for the crowd (`look_for_the_crowd`),
+    /// in `sys::monotonic_nanos`.
+    crowd_looked_at: AtomicU64,
 }
 
 impl Holds {

@@ -460,25 +460,15 @@ impl ThreadProbe {
     /// module docs for why reading the clock of an exited thread is sound, and
     /// for the tid-reuse caveat.
     pub(crate) fn cpu_time(&self) -> Option<Duration> {
+        cpu_clock_time(self.clock_id()?)
+    }
+
+    /// The observed thread's CPU clock id (for [`cpu_clock_time`]), if it
+    /// could be had.
+    pub(crate) fn clock_id(&self) -> Option<i32> {
         #[cfg(target_os = "linux")]
         {
-            let clock = self.clock?;
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: `ts` is a valid, writable, properly aligned `timespec`
-            // that outlives the call. `clock` is a clock id, a plain integer:
-            // no pointer is dereferenced through it, and an id naming a thread
-            // that no longer exists makes the call fail with EINVAL, which is
-            // handled below; nothing is undefined about it.
-            let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-            if rc != 0 {
-                return None;
-            }
-            let secs = u64::try_from(ts.tv_sec).ok()?;
-            let nanos = u32::try_from(ts.tv_nsec).ok()?;
-            Some(Duration::new(secs, nanos))
+            self.clock
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -579,6 +569,60 @@ impl fmt::Debug for ThreadProbe {
                 .field("open_error", &self.open_error);
         }
         d.finish()
+    }
+}
+
+/// The CPU time of the thread whose CPU clock is `clock` (a
+/// [`ThreadProbe::clock_id`]): `clock_gettime`, which a signal handler may
+/// call. `None` if the thread has exited, or off Linux.
+pub(crate) fn cpu_clock_time(clock: i32) -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable, properly aligned `timespec`
+        // that outlives the call. `clock` is a clock id, a plain integer:
+        // no pointer is dereferenced through it, and an id naming a thread
+        // that no longer exists makes the call fail with EINVAL, which is
+        // handled below; nothing is undefined about it.
+        let rc = unsafe { libc::clock_gettime(clock as libc::clockid_t, &mut ts) };
+        if rc != 0 {
+            return None;
+        }
+        let secs = u64::try_from(ts.tv_sec).ok()?;
+        let nanos = u32::try_from(ts.tv_nsec).ok()?;
+        Some(Duration::new(secs, nanos))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = clock;
+        None
+    }
+}
+
+/// The monotonic clock (`Instant`'s) in nanoseconds since an arbitrary
+/// origin, from `clock_gettime`, which a signal handler may call.
+pub(crate) fn monotonic_nanos() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable, properly aligned `timespec`
+        // that outlives the call; the clock id is a constant.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
     }
 }
 

@@ -90,9 +90,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         (&hold_site as *const crate::runtime::hold::HoldSite<'_>).cast(),
     );
     if shared.holds.can_hold {
-        entry
-            .hold
-            .set_timer(crate::sys::hold_signal::CpuTimer::for_current_thread());
+        entry.hold.set_timer(
+            crate::sys::hold_signal::CpuTimer::for_current_thread(),
+            probe.tid(),
+            probe.clock_id(),
+        );
     }
     let ctx = Rc::new(WorkerContext {
         local: entry.take_deque(),
@@ -123,7 +125,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     context::leave();
     // Before the pool (and the word) may go: nothing holds this thread now.
     crate::sys::hold_signal::leave();
-    entry.hold.set_timer(None);
+    entry.hold.set_timer(None, 0, None);
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("context escaped its thread"));
     let leftover = !ctx.local.is_empty();
     entry.return_deque(ctx.local);
