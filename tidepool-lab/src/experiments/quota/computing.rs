@@ -141,8 +141,21 @@ impl OverQuota {
     }
 }
 
+/// A sample that reads `/proc` takes this many times the CPU time it used
+/// as sleep after it, so the sampler uses at most about 1/20 of a core
+/// (CPU time, not wall time: on crowded cores a sample's reads wait for a
+/// core, and paced by its wall time the sampler slept for seconds).
+/// Sampling every millisecond regardless, it read 256 threads' `/proc`
+/// files a sample while a pool held them (each in its computation, so
+/// counted, and asleep) and took a fifth of the machine's CPU from the
+/// very pool it measured (`perf`, fetch-process with 256 items); the
+/// peers, never over the quota, paid nothing. The longer gaps are in
+/// `max_sample_gap_ms`, the resolution of the time over quota.
+const SAMPLER_SHARE: u32 = 20;
+
 /// A thread (`lab-quota`, one of the lab's own) that samples a
-/// [`Computing`] count at a fixed interval into an [`OverQuota`].
+/// [`Computing`] count at a fixed interval (longer after a costly sample:
+/// [`SAMPLER_SHARE`]) into an [`OverQuota`].
 #[derive(Debug)]
 pub(crate) struct QuotaSampler {
     stop: Arc<AtomicBool>,
@@ -170,6 +183,7 @@ impl QuotaSampler {
                 loop {
                     // Over the quota, the threads the pool holds (asleep
                     // inside their computation) do not count.
+                    let cpu_before = crate::probe::thread_cpu_time();
                     let now = match computing.now() {
                         n if n > quota => computing.running(),
                         n => n,
@@ -180,7 +194,8 @@ impl QuotaSampler {
                     if flag.load(Ordering::Relaxed) {
                         return acc;
                     }
-                    thread::sleep(every);
+                    let cost = crate::probe::thread_cpu_time().saturating_sub(cpu_before);
+                    thread::sleep(every.max(cost * SAMPLER_SHARE));
                 }
             })
             .map_err(|e| format!("the computing sampler's thread: {e}"))?;
