@@ -141,3 +141,47 @@ fn a_crowd_back_from_their_waits_is_held_without_waiting_for_the_monitor() {
     );
     common::assert_counters_add_up(&m);
 }
+
+/// The patience (`control::hold::let_go`): a slot holder that spins on
+/// what a held worker would do next waits for it without ever blocking,
+/// so no task ends; the held worker is let go after a patience, and both
+/// finish. Without the patience this would hang.
+#[test]
+fn a_holder_spinning_on_a_held_worker_is_not_stuck() {
+    let m = within(HANG, || {
+        let _alone = ONE_BATCH_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pool = Pool::builder().concurrency(1).build().unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(AtomicUsize::new(0));
+        {
+            let (done, ended) = (done.clone(), ended.clone());
+            // Blocks (its slot goes to the spinner), then computes long
+            // enough to be held, then sets what the spinner waits for.
+            pool.execute(move || {
+                std::thread::sleep(WAIT);
+                let start = thread_cpu();
+                while thread_cpu() - start < COMPUTE {}
+                done.store(true, Ordering::Release);
+                ended.fetch_add(1, Ordering::Release);
+            })
+            .unwrap();
+        }
+        {
+            let (done, ended) = (done.clone(), ended.clone());
+            // Takes the slot while the first sleeps, and spins.
+            pool.execute(move || {
+                while !done.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                ended.fetch_add(1, Ordering::Release);
+            })
+            .unwrap();
+        }
+        assert!(common::eventually(HANG, || ended.load(Ordering::Acquire) == 2));
+        pool.metrics()
+    });
+    assert!(m.workers_held >= 1, "nobody was held: {m:?}");
+    common::assert_counters_add_up(&m);
+}

@@ -107,12 +107,15 @@ pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
 
 /// The pool's ended tasks and holds at the last look while workers were
 /// held, and since when neither has moved: a task's end or a new hold is
-/// progress; `control::hold::PATIENCE` without any lets all held go.
+/// progress; `control::hold::PATIENCE` without any lets held threads go
+/// (`control::hold::let_go`), as many as went since the last end
+/// (`let_go_since_end`).
 #[derive(Clone, Copy, Debug, Default)]
 struct HeldProgress {
     ended: u64,
     held: u64,
     since: Duration,
+    let_go_since_end: usize,
 }
 
 /// What the monitor remembers about one worker entry.
@@ -679,20 +682,25 @@ impl Monitor {
     }
 
     /// The held workers at this look (`control::hold`): counted on slots
-    /// found free, or all let go when neither a task of the pool has ended
-    /// nor a worker been held for a patience (while workers are still
-    /// being held, the slot holders' tasks run on shared cores and end
-    /// late). `ended` is the pool's total of ended tasks. True while
-    /// workers are held (the next look should come at the interval).
+    /// found free, or let go (the oldest, one then doubling) when neither
+    /// a task of the pool has ended nor a worker been held for a patience
+    /// (while workers are still being held, the slot holders' tasks run on
+    /// shared cores and end late). `ended` is the pool's total of ended
+    /// tasks. True while workers are held (the next look should come at
+    /// the interval).
     fn look_at_held(&mut self, shared: &Shared, ended: u64, now: Duration) -> bool {
-        use crate::control::hold::{let_all_go, PATIENCE};
+        use crate::control::hold::{let_go, PATIENCE};
         let held = shared.threads.counters.held.load(Ordering::Relaxed);
         let then = self.held_progress;
-        let moved = HeldProgress {
+        let mut moved = HeldProgress {
             ended,
             held,
             since: now,
+            let_go_since_end: then.let_go_since_end,
         };
+        if !shared.holds.any() || ended != then.ended {
+            moved.let_go_since_end = 0;
+        }
         if !shared.holds.any() || ended != then.ended || held != then.held {
             self.held_progress = moved;
         }
@@ -700,10 +708,18 @@ impl Monitor {
             return false;
         }
         let still_for = now.saturating_sub(self.held_progress.since);
-        let go = let_all_go(shared.holds.len(), still_for, PATIENCE);
+        let go = let_go(
+            shared.holds.len(),
+            still_for,
+            PATIENCE,
+            self.held_progress.let_go_since_end,
+        );
         shared.look_at_held(go);
-        if go {
-            self.held_progress = moved;
+        if go > 0 {
+            self.held_progress = HeldProgress {
+                let_go_since_end: self.held_progress.let_go_since_end + go,
+                ..moved
+            };
         }
         shared.holds.any()
     }

@@ -600,17 +600,22 @@ impl Holds {
         counted
     }
 
-    /// Lets every held worker go, each counted beyond the slots
+    /// Lets the `n` oldest held workers go, each counted beyond the slots
     /// (`count_worker_again`: the caller raises the pool's `shrink` flag):
-    /// nothing ended for a patience. Returns how many went.
-    pub(crate) fn let_all_go<'a>(
+    /// nothing ended for a patience (`control::hold::let_go`). Returns how
+    /// many were counted.
+    pub(crate) fn let_oldest_go<'a>(
         &self,
+        n: usize,
         slots: &Slots,
         status: impl Fn(usize) -> &'a TaskStatus,
         mut let_go: impl FnMut(usize),
     ) -> usize {
         let mut went = 0;
-        while let Some((index, seen)) = self.pop() {
+        for _ in 0..n {
+            let Some((index, seen)) = self.pop() else {
+                break;
+            };
             if count_worker_again(slots, status(index), seen) {
                 went += 1;
             }

@@ -349,14 +349,15 @@ impl Shared {
         true
     }
 
-    /// The monitor's look at the held workers: counts them on free slots,
-    /// and lets them all go (counted beyond the slots) if `let_all_go`.
-    pub(crate) fn look_at_held(&self, let_all_go: bool) {
+    /// A look at the held workers (the monitor's, or a parking worker's
+    /// with `let_go` 0): counts them on free slots, or lets the `let_go`
+    /// oldest go, counted beyond the slots (`control::hold::let_go`).
+    pub(crate) fn look_at_held(&self, let_go: usize) {
         let status = |index: usize| &self.threads.entry(index).status;
-        if let_all_go {
+        if let_go > 0 {
             let went = self
                 .holds
-                .let_all_go(&self.slots, status, |index| self.let_held_go(index));
+                .let_oldest_go(let_go, &self.slots, status, |index| self.let_held_go(index));
             if went > 0 && self.slots.over_target() {
                 self.shrink.store(true, Ordering::Release);
             }

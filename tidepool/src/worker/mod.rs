@@ -470,7 +470,7 @@ impl RunLoop<'_> {
                     // worker now, not at the monitor's next look (which,
                     // on cores crowded by workers back from their blocks,
                     // came tens of milliseconds late).
-                    shared.look_at_held(false);
+                    shared.look_at_held(0);
                 }
                 self.park(&shared)
             }
