@@ -87,17 +87,23 @@ fn items_back_from_their_waits_compute_about_concurrency_at_a_time() {
         fetch_then_process(&Pool::builder().concurrency(2).build().unwrap())
     });
     assert!(m.holds_workers, "{m:?}");
-    assert!(m.workers_held >= 1, "nobody was held: {m:?}");
     // Held, most had done less than half of theirs when the first was
     // done; sharing the cores, all would have been past half.
+    assert_held_behind(&progress, &m, ITEMS / 2);
+}
+
+/// Asserts that workers were held, and that at least `at_least` items
+/// were under half of their computation when the first finished.
+fn assert_held_behind(progress: &[f64], m: &tidepool::Metrics, at_least: usize) {
+    assert!(m.workers_held >= 1, "nobody was held: {m:?}");
     let behind = progress.iter().filter(|&&share| share < 0.5).count();
     assert!(
-        behind >= ITEMS / 2,
+        behind >= at_least,
         "{behind} of {} items under half-way when the first finished \
          ({progress:?}): {m:?}",
         progress.len()
     );
-    common::assert_counters_add_up(&m);
+    common::assert_counters_add_up(m);
 }
 
 /// `Builder::hold_signal(false)`: nothing is held (no signal is sent), and
@@ -131,15 +137,7 @@ fn a_crowd_back_from_their_waits_is_held_without_waiting_for_the_monitor() {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         fetch_then_process_n(&pool, CROWD)
     });
-    assert!(m.workers_held >= 1, "nobody was held: {m:?}");
-    let behind = progress.iter().filter(|&&share| share < 0.5).count();
-    assert!(
-        behind >= CROWD * 9 / 10,
-        "{behind} of {} items under half-way when the first finished \
-         ({progress:?}): {m:?}",
-        progress.len()
-    );
-    common::assert_counters_add_up(&m);
+    assert_held_behind(&progress, &m, CROWD * 9 / 10);
 }
 
 /// The patience (`control::hold::let_go`): a slot holder that spins on
