@@ -528,6 +528,10 @@ impl Holds {
             return HeldSelf::Busy;
         }
         fence(Ordering::SeqCst);
+        // `count_free` takes the queue's lock and may wait for it: another
+        // thread holds it for a moment, never the interrupted one, which
+        // runs the task its timer was armed for (`wait_in_handler` checks
+        // the tick), not the pool's code around it.
         self.count_free(slots, status, let_go);
         HeldSelf::Held
     }
