@@ -528,10 +528,10 @@ impl Holds {
             return HeldSelf::Busy;
         }
         fence(Ordering::SeqCst);
-        // `count_free` takes the queue's lock and may wait for it: another
-        // thread holds it for a moment, never the interrupted one, which
-        // runs the task its timer was armed for (`wait_in_handler` checks
-        // the tick), not the pool's code around it.
+        // `count_free` takes the queue's lock and may wait for it, which a
+        // handler may do here: `try_push` just took and released it, so
+        // the interrupted code does not hold it (and cannot take it while
+        // its handler runs); another thread holds it only for a moment.
         self.count_free(slots, status, let_go);
         HeldSelf::Held
     }
