@@ -789,6 +789,9 @@ fn a_kind_that_truly_blocks_gets_a_thread_per_item_within_a_few_looks() {
     println!("first burst {first:?}, second {second:?}");
     assert_eq!(second.failed, 0, "{second:?}");
     // Once learned, the cap doubles at each look while they all wait:
-    // most of the second burst is presumed, not found blocked one by one.
-    assert!(second.presumed >= ITEMS as u64 / 2, "{first:?} {second:?}");
+    // much of the second burst is presumed, not found blocked one by one
+    // (which presumes none). How much depends on how soon the monitor's
+    // looks come on 2 busy cores: 69-181 of 200 in runs alone, 67 and 94
+    // while the rest of the suite ran beside it, so the bar is a quarter.
+    assert!(second.presumed >= ITEMS as u64 / 4, "{first:?} {second:?}");
 }
