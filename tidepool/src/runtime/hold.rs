@@ -186,12 +186,15 @@ impl HoldWord {
     /// and the worker no longer counts among those computing without a
     /// slot (`holds`).
     pub(crate) fn disarm(&self, holds: &Holds) {
+        // Every task end passes here: one load when no block armed the
+        // timer (a fire needs an armed timer, so nothing counts either).
+        if self.armed_for.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         self.stop_computing(holds);
-        if self.armed_for.load(Ordering::Relaxed) != 0 {
-            self.armed_for.store(0, Ordering::Relaxed);
-            if let Some(timer) = lock(&self.timer).as_ref() {
-                timer.disarm();
-            }
+        self.armed_for.store(0, Ordering::Relaxed);
+        if let Some(timer) = lock(&self.timer).as_ref() {
+            timer.disarm();
         }
     }
 
