@@ -184,6 +184,16 @@ pub const PLAN: &[Probe] = &[
         ],
     },
     Probe {
+        mechanism: "wake-here",
+        purpose: "a held worker handed a slot wakes on the giver's core",
+        figures: &[
+            fig("fetch-process", "tidepool-64-declared", "mean_vs_ideal"),
+            fig("fetch-process", "tidepool-256-one-type", "mean_vs_ideal"),
+            SERVICE_RPS,
+            SERVICE_P99,
+        ],
+    },
+    Probe {
         mechanism: "convoy-hold",
         purpose: "while all work is a held convoy, few threads and no spares",
         figures: &[TAUGHT_THREADS, CONVOY_THREADS],

@@ -719,9 +719,12 @@ impl std::error::Error for Elapsed {}
 /// one monitor interval (1 ms by default; the monitor looks at it twice)
 /// gives its worker's slot to another worker, so the pool keeps
 /// `concurrency` workers running meanwhile, without asking the kernel
-/// first and on every platform. When the task ends, the worker takes a
-/// slot back or, if they are all taken, gives way. Called outside a pool
-/// it just runs `f`.
+/// first and on every platform. When `f` returns without its slot (handed
+/// over, or in a task that started without one, presumed blocking), the
+/// worker takes a slot back before the task runs on, waiting for one if
+/// they are all taken (as a goroutine reacquires a P after a system
+/// call): what follows the call never computes beside the `concurrency`
+/// workers that hold the slots. Called outside a pool it just runs `f`.
 ///
 /// Without it, the monitor detects blocking by itself on Linux within
 /// about the same time; calling `f` inline is just as good there. A

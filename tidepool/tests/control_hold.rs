@@ -183,3 +183,72 @@ fn a_holder_spinning_on_a_held_worker_is_not_stuck() {
     assert!(m.workers_held >= 1, "nobody was held: {m:?}");
     common::assert_counters_add_up(&m);
 }
+
+/// The CPUs the calling thread may run on (`sched_getaffinity`).
+fn own_cpus() -> Vec<usize> {
+    // SAFETY: a `cpu_set_t` is plain bits; all zeroes is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into
+    // the live `set`.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    assert_eq!(rc, 0, "sched_getaffinity failed");
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below `CPU_SETSIZE`, within `set`'s bits.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// Fetch, then process, with the fetch declared (`tidepool::blocking`):
+/// as the call returns, its worker takes a slot back before the task runs
+/// on, as a goroutine reacquires a P after a system call, also in a task
+/// started presumed blocking (once the kind has handed its slots over, the
+/// rest of the batch starts presumed, without slots). So at most
+/// `concurrency` items process at once; before, every presumed item
+/// processed beside the slots' holders (16 at once on 2 slots) until its
+/// CPU timer held it. And a held worker woken on the core of the worker
+/// that handed it its slot (`runtime::hold::let_go_here`) has its own CPUs
+/// back before its task runs on.
+#[test]
+fn a_declared_wait_takes_a_slot_back_before_the_task_runs_on() {
+    const CONCURRENCY: usize = 2;
+    let (peak, cpus_seen, m) = within(HANG, || {
+        let _alone = ONE_BATCH_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pool = Pool::builder().concurrency(CONCURRENCY).build().unwrap();
+        let peak = Arc::new(common::Peak::default());
+        let cpus_seen = Arc::new(Mutex::new(Vec::new()));
+        let ended = Arc::new(AtomicUsize::new(0));
+        for _ in 0..ITEMS {
+            let (peak, cpus_seen, ended) = (peak.clone(), cpus_seen.clone(), ended.clone());
+            pool.execute(move || {
+                tidepool::blocking(|| std::thread::sleep(WAIT));
+                cpus_seen.lock().unwrap().push(own_cpus());
+                peak.inside(|| {
+                    let start = thread_cpu();
+                    while thread_cpu() - start < COMPUTE {}
+                });
+                ended.fetch_add(1, Ordering::Release);
+            })
+            .unwrap();
+        }
+        assert!(common::eventually(HANG, || ended.load(Ordering::Acquire) == ITEMS));
+        let cpus_seen = cpus_seen.lock().unwrap().clone();
+        (peak.most(), cpus_seen, pool.metrics())
+    });
+    assert!(m.holds_workers, "{m:?}");
+    assert!(m.workers_held >= 1, "nobody was held: {m:?}");
+    // The pool's patience may let one go beyond the slots if a slot
+    // holder, preempted on a loaded machine, ends nothing for 100 ms.
+    assert!(
+        peak <= CONCURRENCY + 1,
+        "{peak} items processed at once on {CONCURRENCY} slots: {m:?}"
+    );
+    let mine = own_cpus();
+    assert!(
+        cpus_seen.iter().all(|cpus| *cpus == mine),
+        "a task ran on with CPUs other than its thread's ({mine:?}): {cpus_seen:?}"
+    );
+    common::assert_counters_add_up(&m);
+}

@@ -72,6 +72,10 @@ pub(crate) enum Mechanism {
     /// taken is held until a slot is its own (`control::hold`); off, it is
     /// counted beyond the slots and runs on.
     Hold,
+    /// A held worker given its slot by a worker about to park or block
+    /// wakes on that worker's CPU (`runtime::hold::let_go_here`); off,
+    /// wherever the kernel places it.
+    WakeHere,
     /// While every task at work is of a kind its growth climb holds (a
     /// lock convoy), the policy works within a few threads, declines
     /// spares, and does not mark a sibling's waiter blocked (`monitor`).
@@ -83,7 +87,7 @@ pub(crate) enum Mechanism {
 
 impl Mechanism {
     /// Every mechanism, in the order the table shows them.
-    pub(crate) const ALL: [Mechanism; 16] = [
+    pub(crate) const ALL: [Mechanism; 17] = [
         Mechanism::Presumption,
         Mechanism::GrowthClimb,
         Mechanism::WaitClasses,
@@ -98,6 +102,7 @@ impl Mechanism {
         Mechanism::QuickPace,
         Mechanism::CountAgain,
         Mechanism::Hold,
+        Mechanism::WakeHere,
         Mechanism::ConvoyHold,
         Mechanism::ReactorPacing,
     ];
@@ -119,6 +124,7 @@ impl Mechanism {
             Mechanism::QuickPace => "quick-pace",
             Mechanism::CountAgain => "count-again",
             Mechanism::Hold => "hold",
+            Mechanism::WakeHere => "wake-here",
             Mechanism::ConvoyHold => "convoy-hold",
             Mechanism::ReactorPacing => "reactor-pacing",
         }

@@ -102,7 +102,21 @@ fn a_held_worker_that_stops_waiting_and_ends_leaves_the_slot_counted_once() {
 
 #[test]
 fn a_worker_that_holds_itself_is_never_left_waiting_beside_a_free_slot() {
-    loom::model(|| {
+    holds_itself_beside_a_worker_that_parks(false);
+}
+
+/// The same, with A back from a declared section
+/// (`Holds::hold_after_section`, outside any handler: the queue's lock
+/// is waited for, so it is never busy).
+#[test]
+fn a_worker_back_from_a_declared_section_is_never_left_waiting_beside_a_free_slot() {
+    holds_itself_beside_a_worker_that_parks(true);
+}
+
+/// A, blocked, holds itself (its timer fired, or `section`: its declared
+/// section returned) while B ends its task and parks.
+fn holds_itself_beside_a_worker_that_parks(section: bool) {
+    loom::model(move || {
         let (slots, a, holds, blocked) = a_blocked_while_b_holds_the_slot();
         let b = {
             let (slots, a, holds) = (slots.clone(), a.clone(), holds.clone());
@@ -126,15 +140,14 @@ fn a_worker_that_holds_itself_is_never_left_waiting_beside_a_free_slot() {
         // A's timer fired: it takes the slot if free, or holds itself and
         // waits until let go (a wait nobody ends would not finish).
         let did = loop {
-            let did = holds.hold_self(
-                &slots,
-                |_| &a.0,
-                &a.1,
-                (0, blocked),
-                |_| {
-                    a.1.let_go();
-                },
-            );
+            let let_go = |_| {
+                a.1.let_go();
+            };
+            let did = if section {
+                holds.hold_after_section(&slots, |_| &a.0, &a.1, (0, blocked), let_go)
+            } else {
+                holds.hold_self(&slots, |_| &a.0, &a.1, (0, blocked), let_go)
+            };
             if did != HeldSelf::Busy {
                 break did;
             }

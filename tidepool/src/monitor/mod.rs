@@ -714,7 +714,7 @@ impl Monitor {
             PATIENCE,
             self.held_progress.let_go_since_end,
         );
-        shared.look_at_held(go);
+        shared.look_at_held(go, false);
         if go > 0 {
             self.held_progress = HeldProgress {
                 let_go_since_end: self.held_progress.let_go_since_end + go,

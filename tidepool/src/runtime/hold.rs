@@ -89,6 +89,10 @@ pub(crate) struct HoldWord {
     clock: AtomicU32,
     /// The thread's CPU time when the timer was armed, in nanoseconds.
     cpu_at_arm: AtomicU64,
+    /// The CPUs the thread may run on (a bitmap, `sys::thread_cpus`) while
+    /// a worker that let it go has kept it to its own CPU
+    /// ([`move_to_this_cpu`](Self::move_to_this_cpu)); 0 otherwise.
+    moved_from: AtomicU64,
 }
 
 impl HoldWord {
@@ -195,6 +199,51 @@ impl HoldWord {
         self.armed_for.store(0, Ordering::Relaxed);
         if let Some(timer) = lock(&self.timer).as_ref() {
             timer.disarm();
+        }
+    }
+
+    /// On a worker about to give its slot to this held thread and park:
+    /// keeps the thread to the caller's CPU until it runs again
+    /// ([`move_back`](Self::move_back)), so the kernel wakes it where a
+    /// core is about to be free. Woken by a futex, the thread was placed
+    /// on the other, busy core while this one idled: two threads shared
+    /// one core, the other idle, until the kernel's balancing moved one,
+    /// often 5-11 ms later (`perf sched` in fetch-process). Only a thread
+    /// allowed on this CPU and on others. True if it was kept here.
+    #[cfg(not(tidepool_loom))]
+    fn move_to_this_cpu(&self) -> bool {
+        let tid = self.tid.load(Ordering::Relaxed) as i32;
+        if tid == 0 {
+            return false;
+        }
+        let Some(cpu) = crate::sys::current_cpu().filter(|&cpu| cpu < 64) else {
+            return false;
+        };
+        let here = 1u64 << cpu;
+        let Some(cpus) = crate::sys::thread_cpus(tid) else {
+            return false;
+        };
+        if cpus & here == 0 || cpus == here {
+            return false;
+        }
+        self.moved_from.store(cpus, Ordering::Relaxed);
+        if crate::sys::set_thread_cpus(tid, here) {
+            true
+        } else {
+            self.moved_from.store(0, Ordering::Relaxed);
+            false
+        }
+    }
+
+    /// Gives the thread back the CPUs it had before
+    /// [`move_to_this_cpu`](Self::move_to_this_cpu), if it was moved and
+    /// nobody gave them back yet: the thread itself once it runs (`tid`
+    /// 0), or the mover if it could not let the thread go after all.
+    #[cfg(not(tidepool_loom))]
+    fn move_back(&self, tid: i32) {
+        let cpus = self.moved_from.swap(0, Ordering::Relaxed);
+        if cpus != 0 {
+            crate::sys::set_thread_cpus(tid, cpus);
         }
     }
 
@@ -318,7 +367,7 @@ fn wait_in_handler(site: *const ()) {
                     look_for_the_crowd(shared, site.index);
                 }
                 match shared.hold_self(site.index, seen) {
-                    HeldSelf::Held => wait_while_the_pool_runs(&hold.word, shared),
+                    HeldSelf::Held => wait_while_the_pool_runs(hold, shared),
                     HeldSelf::Busy => hold.rearm(FIRST_LOOK),
                     HeldSelf::Counted | HeldSelf::Not => {}
                 }
@@ -332,7 +381,7 @@ fn wait_in_handler(site: *const ()) {
         hold.withdraw();
         return;
     }
-    wait_while_the_pool_runs(&hold.word, site.shared);
+    wait_while_the_pool_runs(hold, site.shared);
 }
 
 /// In the handler of a worker that found more workers computing without a
@@ -389,15 +438,24 @@ const CROWD_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(1
 /// (`control::hold::PATIENCE`) that lets a held thread go when nothing
 /// ends, not the length of its wait.
 #[cfg(not(tidepool_loom))]
-fn wait_while_the_pool_runs(word: &AtomicU32, shared: &super::Shared) {
+fn wait_while_the_pool_runs(hold: &HoldWord, shared: &super::Shared) {
     let mut deadline = crate::sys::hold_signal::wait_deadline();
-    wait_on(word, |word, expected| {
+    wait_on(&hold.word, |word, expected| {
         if crate::sys::hold_signal::wait_until(word, expected, deadline) {
             return true;
         }
         deadline = crate::sys::hold_signal::wait_deadline();
         !shared.is_stopped()
     });
+    hold.move_back(0);
+}
+
+/// On a worker's thread outside any handler, held after its declared
+/// section returned (`Holds::hold_after_section`): waits until let go, as
+/// a handler does.
+#[cfg(not(tidepool_loom))]
+pub(crate) fn wait_after_section(word: &HoldWord, shared: &super::Shared) {
+    wait_while_the_pool_runs(word, shared);
 }
 
 /// Installs the process's hold signal (`sys::hold_signal`), once, for a
@@ -415,6 +473,26 @@ pub(crate) fn install_signal(pool: &str) -> bool {
         crate::trace::hold_signal_unavailable(pool);
     }
     installed
+}
+
+/// Lets the held thread of `word` go, if it waits, from a worker that
+/// gives it its slot and is about to park or search: the thread is woken
+/// on this CPU ([`HoldWord::move_to_this_cpu`]). True if it was let go.
+#[cfg(not(tidepool_loom))]
+pub(crate) fn let_go_here(word: &HoldWord) -> bool {
+    if !word.is_asked() {
+        return false;
+    }
+    let moved = word.move_to_this_cpu();
+    if word.let_go() {
+        wake(word);
+        true
+    } else {
+        if moved {
+            word.move_back(word.tid.load(Ordering::Relaxed) as i32);
+        }
+        false
+    }
 }
 
 /// Wakes the held thread waiting on `word` (after a let-go).
@@ -512,10 +590,57 @@ impl Holds {
         held: Held,
         let_go: impl FnMut(usize),
     ) -> HeldSelf {
-        let (index, seen) = held;
-        if word.held_in(seen.tick()) {
+        if word.held_in(held.1.tick()) {
             return HeldSelf::Not;
         }
+        self.queue_self(
+            slots,
+            status,
+            word,
+            held,
+            |held| self.try_push(held),
+            let_go,
+        )
+    }
+
+    /// A worker whose declared section (`tidepool::blocking`) returned
+    /// after its slot was given away in the task seen as `held.1` takes a
+    /// slot back, on its own thread outside any handler (as a goroutine
+    /// reacquires a P when its system call returns): a free slot
+    /// (`Counted`), or it asks its `word` and queues itself (`Held`: the
+    /// caller waits), or `Not` (asked by the monitor already: its signal's
+    /// handler waits). Unlike [`hold_self`](Self::hold_self), at every
+    /// section's end, not once a task: a task that fetches and processes
+    /// in a loop takes a slot back after each fetch.
+    pub(crate) fn hold_after_section<'a>(
+        &self,
+        slots: &Slots,
+        status: impl Fn(usize) -> &'a TaskStatus,
+        word: &HoldWord,
+        held: Held,
+        let_go: impl FnMut(usize),
+    ) -> HeldSelf {
+        let push = |held| {
+            self.push(held);
+            true
+        };
+        self.queue_self(slots, status, word, held, push, let_go)
+    }
+
+    /// [`hold_self`](Self::hold_self) and
+    /// [`hold_after_section`](Self::hold_after_section) past their first
+    /// check: a free slot, or ask, queue (`push`; false: `Busy`) and look
+    /// again.
+    fn queue_self<'a>(
+        &self,
+        slots: &Slots,
+        status: impl Fn(usize) -> &'a TaskStatus,
+        word: &HoldWord,
+        held: Held,
+        push: impl FnOnce(Held) -> bool,
+        let_go: impl FnMut(usize),
+    ) -> HeldSelf {
+        let (index, seen) = held;
         if slots.try_acquire(false) {
             if status(index).try_count_again(seen) {
                 return HeldSelf::Counted;
@@ -526,7 +651,7 @@ impl Holds {
         if !word.ask(seen.tick()) {
             return HeldSelf::Not;
         }
-        if !self.try_push(held) {
+        if !push(held) {
             word.take_back();
             return HeldSelf::Busy;
         }

@@ -296,6 +296,52 @@ impl Shared {
         did
     }
 
+    /// On the worker's own thread: its declared section returned after its
+    /// slot was given away in the task seen as `seen` (found or declared
+    /// blocked, or started presumed). It takes a slot back before it runs
+    /// on, as a goroutine reacquires a P when its system call returns: a
+    /// free one, or it waits, held, for one (`hold::Holds::hold_after_section`,
+    /// handed by the next worker to end a task). Where the pool cannot hold,
+    /// it is counted beyond the slots and gives way at its next task
+    /// boundary (`count_again`).
+    pub(crate) fn take_slot_back(&self, index: usize, seen: crate::control::slots::StatusWord) {
+        #[cfg(not(tidepool_loom))]
+        if self.holds.can_hold {
+            use hold::HeldSelf;
+            let entry = self.threads.entry(index);
+            let status = |index: usize| &self.threads.entry(index).status;
+            let did = self.holds.hold_after_section(
+                &self.slots,
+                status,
+                &entry.hold,
+                (index, seen),
+                |index| self.let_held_go(index),
+            );
+            match did {
+                HeldSelf::Counted => {
+                    ThreadCounters::bump(&self.threads.counters.counted_again);
+                    return;
+                }
+                HeldSelf::Held => {
+                    ThreadCounters::bump(&self.threads.counters.held);
+                    hold::wait_after_section(&entry.hold, self);
+                    // Handed a slot, or let go beyond the slots
+                    // (`Holds::let_oldest_go`): counted either way, unless
+                    // the pool stopped meanwhile.
+                    let now = entry.status.load();
+                    if now.phase() == crate::control::slots::Phase::Blocked {
+                        self.count_again(index, now);
+                    }
+                    return;
+                }
+                // Asked by the monitor: its signal's handler waits.
+                HeldSelf::Not => return,
+                HeldSelf::Busy => {}
+            }
+        }
+        self.count_again(index, seen);
+    }
+
     /// Holds the worker at `index` (seen as `seen`) until a slot is its own:
     /// asks, signals its thread, queues it. False if its thread could not
     /// be signalled (then nothing is asked of it).
@@ -325,13 +371,29 @@ impl Shared {
         }
     }
 
+    /// Ends the wait of the held worker at `index`, if it waits, from a
+    /// worker that gives it a slot and then parks or blocks: its thread
+    /// wakes on this worker's CPU (`hold::let_go_here`).
+    fn let_held_go_here(&self, index: usize) {
+        #[cfg(not(tidepool_loom))]
+        if self
+            .config
+            .switches
+            .on(crate::control::ablation::Mechanism::WakeHere)
+        {
+            hold::let_go_here(&self.threads.entry(index).hold);
+            return;
+        }
+        self.let_held_go(index);
+    }
+
     /// At a task boundary of a worker that holds a slot: gives the slot to
     /// the oldest held worker (`hold::Holds::hand_slot`). True if it went;
-    /// the caller then holds no slot.
+    /// the caller then holds no slot (it gives way, or blocks).
     pub(crate) fn hand_slot_to_held(&self) -> bool {
         self.holds.hand_slot(
             |index| &self.threads.entry(index).status,
-            |index| self.let_held_go(index),
+            |index| self.let_held_go_here(index),
         )
     }
 
@@ -350,9 +412,11 @@ impl Shared {
     }
 
     /// A look at the held workers (the monitor's, or a parking worker's
-    /// with `let_go` 0): counts them on free slots, or lets the `let_go`
-    /// oldest go, counted beyond the slots (`control::hold::let_go`).
-    pub(crate) fn look_at_held(&self, let_go: usize) {
+    /// with `let_go` 0 and `parking`): counts them on free slots, or lets
+    /// the `let_go` oldest go, counted beyond the slots
+    /// (`control::hold::let_go`). A parking worker's leaves a core free: a
+    /// thread counted on a free slot wakes on it (`let_held_go_here`).
+    pub(crate) fn look_at_held(&self, let_go: usize, parking: bool) {
         let status = |index: usize| &self.threads.entry(index).status;
         if let_go > 0 {
             let went = self
@@ -365,8 +429,13 @@ impl Shared {
             counted.fetch_add(went as u64, std::sync::atomic::Ordering::Relaxed);
             return;
         }
-        self.holds
-            .count_free(&self.slots, status, |index| self.let_held_go(index));
+        self.holds.count_free(&self.slots, status, |index| {
+            if parking {
+                self.let_held_go_here(index);
+            } else {
+                self.let_held_go(index);
+            }
+        });
     }
 
     /// The pool is idle: its monitor found no task running or queued.

@@ -823,6 +823,80 @@ struct SchedAttr {
     period: u64,
 }
 
+/// The CPU the calling thread runs on now, if the platform says (Linux:
+/// `sched_getcpu`, read from the vDSO, a few nanoseconds).
+pub(crate) fn current_cpu() -> Option<usize> {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        // SAFETY: `sched_getcpu` takes no arguments and touches no memory
+        // of ours; it returns -1 on failure.
+        let cpu = unsafe { libc::sched_getcpu() };
+        usize::try_from(cpu).ok()
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    None
+}
+
+/// The CPUs thread `tid` (0: the calling thread) may run on, as a bitmap
+/// of CPUs 0-63; `None` if it may also run on a CPU beyond those (a
+/// bitmap would not say so), if the call fails, or off Linux.
+pub(crate) fn thread_cpus(tid: i32) -> Option<u64> {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        // SAFETY: a `cpu_set_t` is plain bits; all zeroes is an empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes
+        // into `set`, a live, aligned `cpu_set_t` of that size.
+        let rc = unsafe {
+            libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
+        };
+        if rc != 0 {
+            return None;
+        }
+        let mut bits = 0u64;
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            // SAFETY: `cpu` is below `CPU_SETSIZE`, within `set`'s bits.
+            if unsafe { libc::CPU_ISSET(cpu, &set) } {
+                if cpu >= 64 {
+                    return None;
+                }
+                bits |= 1 << cpu;
+            }
+        }
+        Some(bits)
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    {
+        let _ = tid;
+        None
+    }
+}
+
+/// Lets thread `tid` (0: the calling thread) run on the CPUs of `cpus`
+/// only (a bitmap of CPUs 0-63, as [`thread_cpus`] reads it). False if
+/// the call failed, or off Linux.
+pub(crate) fn set_thread_cpus(tid: i32, cpus: u64) -> bool {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        // SAFETY: a `cpu_set_t` is plain bits; all zeroes is an empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for cpu in 0..64 {
+            if cpus & (1 << cpu) != 0 {
+                // SAFETY: `cpu` is below 64, within `set`'s 1,024 bits.
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+            }
+        }
+        // SAFETY: the kernel reads `size_of::<cpu_set_t>()` bytes of `set`,
+        // a live, aligned `cpu_set_t` of that size.
+        unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 }
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    {
+        let _ = (tid, cpus);
+        false
+    }
+}
+
 /// The scheduling attributes of thread `tid`, or `None` if they cannot be
 /// read (no such thread).
 #[cfg(target_os = "linux")]

@@ -3,7 +3,7 @@
 //! once.
 
 use super::notify;
-use crate::control::slots::StatusWord;
+use crate::control::slots::{Phase, StatusWord};
 use crate::metrics::ThreadCounters;
 use crate::runtime::context;
 use crate::runtime::kinds::{Kind, KindTable};
@@ -21,10 +21,13 @@ use crate::sync::{Arc, Ordering};
 /// tick likewise), and nudges itself awake if it sleeps longer than an
 /// interval, so a long call hands over within one or two intervals. The
 /// kind learns that it blocks at the hand-over, not before. A call that
-/// returns after its slot was handed over counts its worker against the
-/// slots again at once (`Shared::count_again`), as a goroutine reacquires
-/// a P when its system call returns: over the target, a worker gives a
-/// slot back at its next task boundary.
+/// returns after its slot was handed over (or in a task that started
+/// presumed blocking, without one) takes a slot back before the task runs
+/// on (`Shared::take_slot_back`), as a goroutine reacquires a P when its
+/// system call returns: a free one, or it waits for the next task's end
+/// to hand it one. So what follows the call (the response built from a
+/// query, the processing of what was fetched) never computes beside the
+/// slots' holders.
 #[derive(Debug)]
 pub(crate) struct DeclaredSection {
     /// The pool and worker index whose section this is; `None` off a
@@ -33,8 +36,10 @@ pub(crate) struct DeclaredSection {
 }
 
 impl DeclaredSection {
-    /// Enters a section if the current thread is a worker running a task
-    /// with a slot, and not in a section already.
+    /// Enters a section if the current thread is a worker running a task,
+    /// and not in a section already. A task without a slot (started
+    /// presumed, or found blocked earlier) enters one too: it takes a slot
+    /// back as the call returns.
     pub(crate) fn enter() -> DeclaredSection {
         let Some(ctx) = context::current() else {
             return DeclaredSection { entered: None };
@@ -42,13 +47,15 @@ impl DeclaredSection {
         let shared = &ctx.shared;
         let entry = shared.threads.entry(ctx.index);
         let sections = &entry.declared_sections;
-        if sections.load(Ordering::Relaxed) % 2 == 1
-            || entry.status.load().phase() != crate::control::slots::Phase::InTask
-        {
+        let phase = entry.status.load().phase();
+        if sections.load(Ordering::Relaxed) % 2 == 1 || phase == Phase::Idle {
             return DeclaredSection { entered: None };
         }
         sections.fetch_add(1, Ordering::Relaxed);
-        shared.monitor.nudge();
+        if phase == Phase::InTask {
+            // The monitor hands the slot over after the grace.
+            shared.monitor.nudge();
+        }
         DeclaredSection {
             entered: Some((shared.clone(), ctx.index)),
         }
@@ -60,15 +67,22 @@ impl Drop for DeclaredSection {
         if let Some((shared, index)) = &self.entered {
             let entry = shared.threads.entry(*index);
             entry.declared_sections.fetch_add(1, Ordering::Relaxed);
-            // The call returned after the monitor handed the slot over:
-            // the worker is counted against the slots again now, not at
-            // the monitor's next look, so what follows the call (the
-            // response built from a query) does not compute beside the
-            // worker that took the slot.
             let seen = entry.status.load();
-            if seen.phase() == crate::control::slots::Phase::Blocked {
-                shared.count_again(*index, seen);
+            if seen.phase() != Phase::Blocked {
+                return;
             }
+            // A task started presumed blocking is judged by its time until
+            // now: it waited, as presumed (or computed inside the call);
+            // what it does with the slot it takes back is not presumed.
+            if let Some(ctx) = context::current() {
+                ctx.end_presumed_run();
+            }
+            // The call returned without a slot: the worker takes one back
+            // now, not at the monitor's next look, so what follows the call
+            // does not compute beside the workers that hold the slots.
+            shared.take_slot_back(*index, seen);
+            // Holding a slot, it has nothing to be held for.
+            entry.hold.disarm(&shared.holds);
         }
     }
 }

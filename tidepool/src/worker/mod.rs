@@ -248,6 +248,12 @@ impl RunLoop<'_> {
                 if shared.shrink.load(Ordering::Relaxed) && self.give_slot_back() {
                     return self.give_way();
                 }
+                if shared.holds.any() && shared.hand_slot_to_held() {
+                    // As at any task's end with a slot: a held worker
+                    // (started, back from its block) runs on with it
+                    // before any new task.
+                    return self.give_way();
+                }
                 return None;
             }
         } else {
@@ -470,7 +476,7 @@ impl RunLoop<'_> {
                     // worker now, not at the monitor's next look (which,
                     // on cores crowded by workers back from their blocks,
                     // came tens of milliseconds late).
-                    shared.look_at_held(0);
+                    shared.look_at_held(0, true);
                 }
                 self.park(&shared)
             }
