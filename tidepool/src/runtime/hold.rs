@@ -39,12 +39,20 @@
 //!   missed by both (the parking worker passes a fence between giving its
 //!   slot back and looking at the queue, `Shared::look_at_held`; the
 //!   thread one between queueing itself and looking again).
+//! - **The thread back from a declared section**
+//!   ([`Holds::hold_after_section`], `tidepool::blocking` returned without
+//!   a slot): the same steps on its own thread outside any handler (the
+//!   queue's lock is waited for), at every section's end; it then waits
+//!   the same way ([`wait_after_section`]).
 //! - **The monitor** ([`HoldWord::ask`]: `FREE` to `ASKED`), for a thread
 //!   whose timer could not be armed: it asks before it queues the worker
 //!   and signals its thread.
 //!
-//! Either way the thread, in the signal's handler, waits while the word
-//! says `ASKED` ([`wait_in_handler`]) and leaves it `FREE`. A let-go that
+//! Asked by itself or by the monitor, the thread, in the signal's handler,
+//! waits while the word says `ASKED` ([`wait_in_handler`]) and leaves it
+//! `FREE`. A worker that lets it go and then parks or blocks first keeps
+//! it to its own CPU ([`let_go_here`]), and the thread gives itself its
+//! CPUs back as its wait ends. A let-go that
 //! comes before the signal is handled leaves `LET_GO`, and the handler
 //! returns at once. The loom model
 //! `loom_models::hold` checks that a handed slot is counted exactly once,
@@ -657,7 +665,7 @@ impl Holds {
         }
         fence(Ordering::SeqCst);
         // `count_free` takes the queue's lock and may wait for it, which a
-        // handler may do here: `try_push` just took and released it, so
+        // handler may do here: `push` just took and released it, so
         // the interrupted code does not hold it (and cannot take it while
         // its handler runs); another thread holds it only for a moment.
         self.count_free(slots, status, let_go);
