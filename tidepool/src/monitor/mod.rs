@@ -836,7 +836,7 @@ impl Monitor {
         for &(index, seen) in &decision.mark_blocked {
             let entry = shared.threads.entry(index);
             if entry.status.try_mark_blocked(seen) {
-                shared.give_up_slot();
+                shared.give_up_slot(false);
                 if shared.holds.can_hold {
                     // Back from its block and computing on without a slot,
                     // its thread holds itself (`Shared::hold_self`).

@@ -388,12 +388,27 @@ impl Shared {
     }
 
     /// At a task boundary of a worker that holds a slot: gives the slot to
-    /// the oldest held worker (`hold::Holds::hand_slot`). True if it went;
-    /// the caller then holds no slot (it gives way, or blocks).
+    /// the oldest held worker (`hold::Holds::hand_slot`), woken on this
+    /// worker's CPU. True if it went; the caller then holds no slot (it
+    /// gives way, or blocks).
     pub(crate) fn hand_slot_to_held(&self) -> bool {
+        self.hand_slot_to_held_from(true)
+    }
+
+    /// [`hand_slot_to_held`](Self::hand_slot_to_held), the held worker
+    /// woken on the caller's CPU only if `leaving_core` (the caller is
+    /// about to park or block: its core is the one to be free; the
+    /// monitor's is some worker's).
+    fn hand_slot_to_held_from(&self, leaving_core: bool) -> bool {
         self.holds.hand_slot(
             |index| &self.threads.entry(index).status,
-            |index| self.let_held_go_here(index),
+            |index| {
+                if leaving_core {
+                    self.let_held_go_here(index);
+                } else {
+                    self.let_held_go(index);
+                }
+            },
         )
     }
 
@@ -402,9 +417,11 @@ impl Shared {
     /// any (it has started its task; queued work has not, and a held
     /// thread may hold what others wait for), else back to the pool.
     /// True if it went back to the pool (the caller wakes a worker for
-    /// queued work).
-    pub(crate) fn give_up_slot(&self) -> bool {
-        if self.holds.any() && self.hand_slot_to_held() {
+    /// queued work). `leaving_core`: the caller is the worker itself, about
+    /// to block (not the monitor), so a held worker handed the slot wakes
+    /// on its CPU.
+    pub(crate) fn give_up_slot(&self, leaving_core: bool) -> bool {
+        if self.holds.any() && self.hand_slot_to_held_from(leaving_core) {
             return false;
         }
         self.slots.release();

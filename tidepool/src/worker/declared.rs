@@ -97,17 +97,19 @@ pub(crate) fn hand_over_declared(shared: &Arc<Shared>, index: usize, seen: Statu
     // microseconds was presumed blocking, and its items were handed
     // threads of their own (688 presumptions and 7 threads for 2,000 such
     // items on 2 slots).
-    give_slot_away(shared, index, seen, KindTable::declared_blocking)
+    give_slot_away(shared, index, seen, KindTable::declared_blocking, false)
 }
 
 /// Gives the slot of the worker at `index`, in the task seen as `seen`, to
 /// another worker, as declared, and tells its kind (`teach`). False if the
-/// task had moved on.
+/// task had moved on. `by_itself`: the worker gives it, about to wait (not
+/// the monitor).
 fn give_slot_away(
     shared: &Arc<Shared>,
     index: usize,
     seen: StatusWord,
     teach: fn(&KindTable, Kind),
+    by_itself: bool,
 ) -> bool {
     let entry = shared.threads.entry(index);
     if !entry.status.try_mark_blocked(seen) {
@@ -117,7 +119,7 @@ fn give_slot_away(
     teach(&shared.kinds, kind);
     ThreadCounters::bump(&shared.threads.counters.declared_blocking);
     shared.worker_blocked(index, kind, crate::runtime::Blocked::Declared);
-    if shared.give_up_slot() && shared.has_work() {
+    if shared.give_up_slot(by_itself) && shared.has_work() {
         notify(shared);
     }
     true
@@ -138,5 +140,5 @@ pub(crate) fn declare_pool_wait() {
         return;
     };
     let seen = ctx.shared.threads.entry(ctx.index).status.load();
-    give_slot_away(&ctx.shared, ctx.index, seen, KindTable::saw_pool_wait);
+    give_slot_away(&ctx.shared, ctx.index, seen, KindTable::saw_pool_wait, true);
 }

@@ -284,7 +284,7 @@ pub(super) fn run_presumed_blocking(
     entry.status.begin_task_blocked();
     ThreadCounters::bump(&shared.threads.counters.presumed_blocking);
     shared.worker_blocked(ctx.index, kind, crate::runtime::Blocked::Presumed);
-    if held_slot && shared.give_up_slot() {
+    if held_slot && shared.give_up_slot(true) {
         notify_for(shared, StartReason::Presumed);
     }
     // Where fan-out looks first, cheaply: `Shared::has_work` would also
