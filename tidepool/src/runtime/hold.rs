@@ -43,7 +43,7 @@
 //!   ([`Holds::hold_after_section`], `tidepool::blocking` returned without
 //!   a slot): the same steps on its own thread outside any handler (the
 //!   queue's lock is waited for), at every section's end; it then waits
-//!   the same way ([`wait_after_section`]).
+//!   the same way ([`wait_while_the_pool_runs`]).
 //! - **The monitor** ([`HoldWord::ask`]: `FREE` to `ASKED`), for a thread
 //!   whose timer could not be armed: it asks before it queues the worker
 //!   and signals its thread.
@@ -439,14 +439,15 @@ fn look_for_the_crowd(shared: &super::Shared, me: usize) {
 #[cfg(not(tidepool_loom))]
 const CROWD_LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// The held thread's wait in the handler: until let go, or its pool
-/// stops. Each sleep is bounded (`sys::hold_signal`'s longest wait), and
+/// The held thread's wait, in the handler or after a declared section
+/// (`Shared::take_slot_back`): until let go, or its pool stops; then it
+/// gives itself its CPUs back (`HoldWord::move_back`). Each sleep is bounded (`sys::hold_signal`'s longest wait), and
 /// a wait that outlasts it goes on while the pool runs: a batch held two
 /// at a time may take seconds, and it is the monitor's patience
 /// (`control::hold::PATIENCE`) that lets a held thread go when nothing
 /// ends, not the length of its wait.
 #[cfg(not(tidepool_loom))]
-fn wait_while_the_pool_runs(hold: &HoldWord, shared: &super::Shared) {
+pub(crate) fn wait_while_the_pool_runs(hold: &HoldWord, shared: &super::Shared) {
     let mut deadline = crate::sys::hold_signal::wait_deadline();
     wait_on(&hold.word, |word, expected| {
         if crate::sys::hold_signal::wait_until(word, expected, deadline) {
@@ -456,14 +457,6 @@ fn wait_while_the_pool_runs(hold: &HoldWord, shared: &super::Shared) {
         !shared.is_stopped()
     });
     hold.move_back(0);
-}
-
-/// On a worker's thread outside any handler, held after its declared
-/// section returned (`Holds::hold_after_section`): waits until let go, as
-/// a handler does.
-#[cfg(not(tidepool_loom))]
-pub(crate) fn wait_after_section(word: &HoldWord, shared: &super::Shared) {
-    wait_while_the_pool_runs(word, shared);
 }
 
 /// Installs the process's hold signal (`sys::hold_signal`), once, for a

@@ -324,7 +324,7 @@ impl Shared {
                 }
                 HeldSelf::Held => {
                     ThreadCounters::bump(&self.threads.counters.held);
-                    hold::wait_after_section(&entry.hold, self);
+                    hold::wait_while_the_pool_runs(&entry.hold, self);
                     // Handed a slot, or let go beyond the slots
                     // (`Holds::let_oldest_go`): counted either way, unless
                     // the pool stopped meanwhile.
