@@ -617,12 +617,13 @@ pub struct Metrics {
     /// (`control::hold`). Those let go after the pool's patience count in
     /// [`workers_counted_again`](Self::workers_counted_again).
     pub workers_held: u64,
-    /// Whether this pool holds workers back from their blocks
-    /// ([`workers_held`](Self::workers_held)): false when
+    /// Whether this pool holds workers back from their blocks with its
+    /// signal ([`workers_held`](Self::workers_held)): false when
     /// [`Builder::hold_signal`](crate::Builder::hold_signal) turned it
     /// off, with a controller other than the adaptive ones, off Linux, or
     /// when no real-time signal was free (the `tracing` event `hold signal
-    /// unavailable` says so).
+    /// unavailable` says so). A [`blocking`](crate::blocking) section's
+    /// end waits for a slot whatever this says (no signal is needed there).
     pub holds_workers: bool,
     /// Running slots now.
     pub concurrency_target: usize,

@@ -211,12 +211,32 @@ fn own_cpus() -> Vec<usize> {
 /// back before its task runs on.
 #[test]
 fn a_declared_wait_takes_a_slot_back_before_the_task_runs_on() {
+    let m = declared_waits_then_compute(Pool::builder());
+    assert!(m.holds_workers, "{m:?}");
+}
+
+/// The wait after a declared section is in the worker's own code, not in
+/// the hold signal's handler: a pool built with `hold_signal(false)` still
+/// takes the slot back before the task computes on (before, it counted the
+/// worker beyond the slots and let it compute beside them).
+#[test]
+fn a_declared_wait_takes_a_slot_back_without_the_hold_signal() {
+    let m = declared_waits_then_compute(Pool::builder().hold_signal(false));
+    assert!(!m.holds_workers, "{m:?}");
+}
+
+/// `ITEMS` items on `builder` at concurrency 2 that each wait in
+/// `tidepool::blocking`, then compute `COMPUTE` of their own CPU time:
+/// asserts that no more than the slots (and one let go by the pool's
+/// patience) computed at once, that somebody was held, and that every
+/// task ran on with its thread's own CPUs; returns the pool's metrics.
+fn declared_waits_then_compute(builder: tidepool::Builder) -> tidepool::Metrics {
     const CONCURRENCY: usize = 2;
-    let (peak, cpus_seen, m) = within(HANG, || {
+    let (peak, cpus_seen, m) = within(HANG, move || {
         let _alone = ONE_BATCH_AT_A_TIME
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let pool = Pool::builder().concurrency(CONCURRENCY).build().unwrap();
+        let pool = builder.concurrency(CONCURRENCY).build().unwrap();
         let peak = Arc::new(common::Peak::default());
         let cpus_seen = Arc::new(Mutex::new(Vec::new()));
         let ended = Arc::new(AtomicUsize::new(0));
@@ -237,7 +257,6 @@ fn a_declared_wait_takes_a_slot_back_before_the_task_runs_on() {
         let cpus_seen = cpus_seen.lock().unwrap().clone();
         (peak.most(), cpus_seen, pool.metrics())
     });
-    assert!(m.holds_workers, "{m:?}");
     assert!(m.workers_held >= 1, "nobody was held: {m:?}");
     // The pool's patience may let one go beyond the slots if a slot
     // holder, preempted on a loaded machine, ends nothing for 100 ms.
@@ -251,4 +270,5 @@ fn a_declared_wait_takes_a_slot_back_before_the_task_runs_on() {
         "a task ran on with CPUs other than its thread's ({mine:?}): {cpus_seen:?}"
     );
     common::assert_counters_add_up(&m);
+    m
 }

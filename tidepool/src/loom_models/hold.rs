@@ -28,7 +28,7 @@ fn a_blocked_while_b_holds_the_slot() -> (
     // B takes the slot.
     assert!(slots.try_acquire(false));
     let blocked: StatusWord = a.0.load();
-    let holds = Arc::new(Holds::new(true, 4));
+    let holds = Arc::new(Holds::new(true, true, 4));
     (slots, a, holds, blocked)
 }
 

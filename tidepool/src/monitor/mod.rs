@@ -837,7 +837,7 @@ impl Monitor {
             let entry = shared.threads.entry(index);
             if entry.status.try_mark_blocked(seen) {
                 shared.give_up_slot(false);
-                if shared.holds.can_hold {
+                if shared.holds.in_handler {
                     // Back from its block and computing on without a slot,
                     // its thread holds itself (`Shared::hold_self`).
                     entry

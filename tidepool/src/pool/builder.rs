@@ -354,6 +354,10 @@ impl Builder {
     /// until the running workers are back at `concurrency`), but runs on
     /// until its task ends. With no free signal the pool does not hold,
     /// and says so once (the `tracing` event `hold signal unavailable`).
+    /// Either way a [`blocking`](crate::blocking) section that returns
+    /// after its slot was handed over still waits for a slot before its
+    /// task runs on: that wait is in the worker's own code and needs no
+    /// signal.
     ///
     /// Default: `true` with the adaptive controllers
     /// ([`Controller::Adaptive`], [`Controller::HillClimbing`]); the
@@ -526,6 +530,12 @@ impl Builder {
         // The lab's ablation switches (`control::ablation`).
         let switches =
             Switches::from_env().map_err(|unknown| BuildError::Ablation { name: unknown.0 })?;
+        // Only the adaptive controllers count a worker back from its
+        // block again, which is what holding carries out.
+        let holds_at_all = matches!(
+            self.controller,
+            Controller::Adaptive | Controller::HillClimbing
+        ) && switches.on(Mechanism::Hold);
         // How long queued work may wait behind computing tasks: see
         // `Builder::quantum`.
         let quantum = self.quantum.unwrap_or(Some(DEFAULT_QUANTUM));
@@ -557,14 +567,8 @@ impl Builder {
             on_thread_start: self.on_thread_start,
             on_thread_stop: self.on_thread_stop,
             thread_name_fn: self.thread_name_fn,
-            // Only the adaptive controllers count a worker back from its
-            // block again, which is what holding carries out.
-            hold: self.hold_signal.unwrap_or(true)
-                && matches!(
-                    self.controller,
-                    Controller::Adaptive | Controller::HillClimbing
-                )
-                && switches.on(Mechanism::Hold),
+            hold: self.hold_signal.unwrap_or(true) && holds_at_all,
+            hold_after_sections: holds_at_all,
             tokio,
             switches,
         })

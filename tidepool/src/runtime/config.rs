@@ -64,10 +64,14 @@ pub(crate) struct Config {
     pub(crate) on_thread_stop: Option<Hook>,
     /// Names worker threads instead of `{thread_name}-{index}`.
     pub(crate) thread_name_fn: Option<NameFn>,
-    /// Whether workers back from a block may be held (`Builder::hold_signal`,
-    /// an adaptive controller, the lab's switch on); the signal may still
-    /// be missing (`runtime::hold::install_signal`).
+    /// Whether workers back from a block may be held by the hold signal
+    /// (`Builder::hold_signal`, an adaptive controller, the lab's switch
+    /// on); the signal may still be missing (`runtime::hold::install_signal`).
     pub(crate) hold: bool,
+    /// Whether a declared section that returns without a slot waits for
+    /// one (an adaptive controller, the lab's `hold` switch on). No signal
+    /// is involved, so `Builder::hold_signal(false)` leaves it on.
+    pub(crate) hold_after_sections: bool,
     /// The tokio runtime worker threads enter (feature `tokio`; empty
     /// without it).
     pub(crate) tokio: TokioContext,

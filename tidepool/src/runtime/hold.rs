@@ -528,9 +528,14 @@ pub(crate) struct Holds {
     /// The queue's length, for the cheap check at every task end: on a
     /// line of its own, written only when workers are held or let go.
     len: CachePadded<AtomicUsize>,
-    /// Whether this pool holds at all (`control::hold`: the signal is
-    /// installed, blocked workers are replaced, the switch is on).
-    pub(crate) can_hold: bool,
+    /// Whether this pool's workers hold themselves in the hold signal's
+    /// handler (`control::hold`: the signal is installed, blocked workers
+    /// are replaced, the switch is on).
+    pub(crate) in_handler: bool,
+    /// Whether a declared section that returns without a slot waits, held,
+    /// for one ([`hold_after_section`](Self::hold_after_section)): blocked
+    /// workers are replaced and the switch is on. It needs no signal.
+    pub(crate) after_sections: bool,
     /// Workers computing without a slot whose CPU timer fired in their
     /// task (`control::hold::on_timer`), until held or their task ends.
     computing: AtomicUsize,
@@ -540,13 +545,19 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    /// The held workers of a pool that `can_hold`, with room for
-    /// `threads` of them (a thread's handler queues itself without
-    /// allocating: [`try_push`](Self::try_push)).
-    pub(crate) fn new(can_hold: bool, threads: usize) -> Holds {
+    /// The held workers of a pool that holds them `in_handler` and/or
+    /// `after_sections`, with room for `threads` of them when in the
+    /// handler (a thread's handler queues itself without allocating:
+    /// [`try_push`](Self::try_push)).
+    pub(crate) fn new(in_handler: bool, after_sections: bool, threads: usize) -> Holds {
         Holds {
-            can_hold,
-            queue: Mutex::new(VecDeque::with_capacity(if can_hold { threads } else { 0 })),
+            in_handler,
+            after_sections,
+            queue: Mutex::new(VecDeque::with_capacity(if in_handler {
+                threads
+            } else {
+                0
+            })),
             ..Holds::default()
         }
     }

@@ -227,7 +227,7 @@ impl Shared {
         let entry = self.threads.entry(index);
         let took = self.slots.try_acquire(false);
         let held_before = entry.hold.held_in(seen.tick());
-        match back_from_block(took, self.holds.can_hold, held_before, computing_for) {
+        match back_from_block(took, self.holds.in_handler, held_before, computing_for) {
             BackFromBlock::Counted => {
                 if entry.status.try_count_again(seen) {
                     ThreadCounters::bump(&self.threads.counters.counted_again);
@@ -301,12 +301,14 @@ impl Shared {
     /// blocked, or started presumed). It takes a slot back before it runs
     /// on, as a goroutine reacquires a P when its system call returns: a
     /// free one, or it waits, held, for one (`hold::Holds::hold_after_section`,
-    /// handed by the next worker to end a task). Where the pool cannot hold,
-    /// it is counted beyond the slots and gives way at its next task
-    /// boundary (`count_again`).
+    /// handed by the next worker to end a task); this wait needs no hold
+    /// signal. Where the pool does not hold at all (a controller other than
+    /// the adaptive ones, or the lab's `hold` switch off), it is counted
+    /// beyond the slots and gives way at its next task boundary
+    /// (`count_again`).
     pub(crate) fn take_slot_back(&self, index: usize, seen: crate::control::slots::StatusWord) {
         #[cfg(not(tidepool_loom))]
-        if self.holds.can_hold {
+        if self.holds.after_sections {
             use hold::HeldSelf;
             let entry = self.threads.entry(index);
             let status = |index: usize| &self.threads.entry(index).status;
@@ -488,6 +490,7 @@ impl Shared {
             kinds: kinds::KindTable::default(),
             holds: hold::Holds::new(
                 config.hold && hold::install_signal(&config.thread_name),
+                config.hold_after_sections,
                 config.max_threads,
             ),
             config,
@@ -832,7 +835,7 @@ impl Shared {
         } else {
             crate::metrics::Detection::Off
         };
-        m.holds_workers = self.holds.can_hold;
+        m.holds_workers = self.holds.in_handler;
         m.concurrency_target = self.slots.target();
         m.concurrency = self.config.concurrency;
         m.concurrency_from = self.config.concurrency_from;

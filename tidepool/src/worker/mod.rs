@@ -89,7 +89,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     crate::sys::hold_signal::enter(
         (&hold_site as *const crate::runtime::hold::HoldSite<'_>).cast(),
     );
-    if shared.holds.can_hold {
+    if shared.holds.in_handler {
         entry.hold.set_timer(
             crate::sys::hold_signal::CpuTimer::for_current_thread(),
             probe.tid(),

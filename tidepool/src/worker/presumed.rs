@@ -304,7 +304,7 @@ pub(super) fn run_presumed_blocking(
         &ctx.probe,
         run_delay_before,
     )));
-    if shared.holds.can_hold {
+    if shared.holds.in_handler {
         // Computing for a while without a slot, its thread holds itself
         // (`Shared::hold_self`), judged computing, whether or not the
         // monitor gets a core to look.
