@@ -194,6 +194,15 @@ pub const PLAN: &[Probe] = &[
         ],
     },
     Probe {
+        mechanism: "pull-here",
+        purpose: "a thread about to leave its CPU idle pulls a worker waiting behind another",
+        figures: &[
+            SERVICE_RPS,
+            SERVICE_P99,
+            fig("fetch-process", "tidepool-64-one-type", "mean_vs_ideal"),
+        ],
+    },
+    Probe {
         mechanism: "convoy-hold",
         purpose: "while all work is a held convoy, few threads and no spares",
         figures: &[TAUGHT_THREADS, CONVOY_THREADS],

@@ -76,6 +76,10 @@ pub(crate) enum Mechanism {
     /// wakes on that worker's CPU (`runtime::hold::let_go_here`); off,
     /// wherever the kernel places it.
     WakeHere,
+    /// A pool thread about to leave its CPU idle pulls a runnable worker
+    /// waiting behind another on a second CPU (`control::placement`); off,
+    /// the kernel's placement alone.
+    PullHere,
     /// While every task at work is of a kind its growth climb holds (a
     /// lock convoy), the policy works within a few threads, declines
     /// spares, and does not mark a sibling's waiter blocked (`monitor`).
@@ -87,7 +91,7 @@ pub(crate) enum Mechanism {
 
 impl Mechanism {
     /// Every mechanism, in the order the table shows them.
-    pub(crate) const ALL: [Mechanism; 17] = [
+    pub(crate) const ALL: [Mechanism; 18] = [
         Mechanism::Presumption,
         Mechanism::GrowthClimb,
         Mechanism::WaitClasses,
@@ -103,6 +107,7 @@ impl Mechanism {
         Mechanism::CountAgain,
         Mechanism::Hold,
         Mechanism::WakeHere,
+        Mechanism::PullHere,
         Mechanism::ConvoyHold,
         Mechanism::ReactorPacing,
     ];
@@ -125,6 +130,7 @@ impl Mechanism {
             Mechanism::CountAgain => "count-again",
             Mechanism::Hold => "hold",
             Mechanism::WakeHere => "wake-here",
+            Mechanism::PullHere => "pull-here",
             Mechanism::ConvoyHold => "convoy-hold",
             Mechanism::ReactorPacing => "reactor-pacing",
         }

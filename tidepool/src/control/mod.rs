@@ -21,6 +21,8 @@
 //!   parked worker is kept for the next presumed task.
 //! * `spawn_order`: whether a task spawned or woken on a worker goes on
 //!   its deque (closures; a future only onto an empty one) or the lane.
+//! * `placement`: which runnable worker a thread about to leave its CPU
+//!   idle pulls onto it.
 //! * `ablation`: the switches that turn one mechanism off, for the lab's
 //!   table of what each one buys.
 
@@ -72,6 +74,7 @@ pub(crate) mod fairness;
 pub(crate) mod growth;
 pub(crate) mod hold;
 pub(crate) mod pace;
+pub(crate) mod placement;
 pub(crate) mod policy;
 pub(crate) mod presumption;
 pub(crate) mod signal;

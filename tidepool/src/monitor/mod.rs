@@ -287,6 +287,10 @@ impl Monitor {
             }
             let started = Instant::now();
             let tick = self.tick(&shared);
+            if tick != Tick::Idle {
+                // Its CPU may idle while it sleeps (`control::placement`).
+                shared.pull_a_worker_here(None);
+            }
             #[cfg(feature = "metrics")]
             self.publish(&shared, tick);
             let timeout = self.next_sleep(&shared, tick);

@@ -31,6 +31,7 @@ pub(crate) mod kinds;
 mod lifecycle;
 mod observed;
 pub(crate) mod park;
+mod placement;
 pub(crate) mod presumed;
 mod queues;
 mod start_sampler;

@@ -311,6 +311,18 @@ fn parse_stat_state(line: &[u8]) -> ThreadState {
     }
 }
 
+/// Parses the CPU out of a `/proc/.../stat` line: field 39 (`processor`),
+/// the 37th after the last `)` (the state is the 3rd field, the first
+/// after it). `None` if the line is cut short or the field is no number.
+fn parse_stat_cpu(line: &[u8]) -> Option<usize> {
+    let close = line.iter().rposition(|&b| b == b')')?;
+    let field = line[close + 1..]
+        .split(u8::is_ascii_whitespace)
+        .filter(|field| !field.is_empty())
+        .nth(36)?;
+    std::str::from_utf8(field).ok()?.parse().ok()
+}
+
 /// Parses the run delay (the second field, in nanoseconds) out of a
 /// `/proc/.../schedstat` line: `<on-cpu ns> <run-delay ns> <timeslices>`.
 ///
@@ -449,6 +461,28 @@ impl ThreadProbe {
         #[cfg(not(target_os = "linux"))]
         {
             ThreadState::Unknown
+        }
+    }
+
+    /// What the observed thread is doing now, and the CPU it runs on or
+    /// waits for (the `processor` field, the 39th of its `stat` line):
+    /// one read, as [`state`](Self::state). The CPU is `None` where the
+    /// state is unknown or the field is missing.
+    pub(crate) fn state_and_cpu(&self) -> (ThreadState, Option<usize>) {
+        #[cfg(target_os = "linux")]
+        {
+            let Some(stat) = &self.stat else {
+                return (ThreadState::Unknown, None);
+            };
+            let mut buf = [0u8; STAT_BUF];
+            match stat.read_at(&mut buf, 0) {
+                Ok(n) => (parse_stat_state(&buf[..n]), parse_stat_cpu(&buf[..n])),
+                Err(_) => (ThreadState::Unknown, None),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            (ThreadState::Unknown, None)
         }
     }
 
@@ -897,6 +931,29 @@ pub(crate) fn set_thread_cpus(tid: i32, cpus: u64) -> bool {
     }
 }
 
+/// Moves thread `tid`, runnable on another CPU, onto the calling thread's
+/// CPU `here` now, and gives it back the CPUs it had: the kernel moves a
+/// thread at once (queued or running) when its allowed CPUs leave out the
+/// one it is on, and does not move it again when they are widened. False
+/// (nothing changed) if `here` is not among its CPUs or is the only one,
+/// or a call failed (the thread exited); off Linux, always false.
+pub(crate) fn pull_to_this_cpu(tid: i32, here: usize) -> bool {
+    if here >= 64 {
+        return false;
+    }
+    let Some(cpus) = thread_cpus(tid) else {
+        return false;
+    };
+    let only_here = 1u64 << here;
+    if cpus & only_here == 0 || cpus == only_here {
+        return false;
+    }
+    let moved = set_thread_cpus(tid, only_here);
+    // Its own CPUs back whether or not the move took: a failed first call
+    // changed nothing, and this one then fails the same way.
+    set_thread_cpus(tid, cpus) && moved
+}
+
 /// The scheduling attributes of thread `tid`, or `None` if they cannot be
 /// read (no such thread).
 #[cfg(target_os = "linux")]
@@ -993,6 +1050,99 @@ mod tests {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
         let line = status.lines().find(|l| l.starts_with("FDSize:"))?;
         line["FDSize:".len()..].trim().parse().ok()
+    }
+
+    #[test]
+    fn the_cpu_is_the_39th_field_of_a_stat_line() {
+        // A real line's shape, the comm with a space and a parenthesis.
+        let line = b"4242 (a (b) c) R 1 2 3 0 -1 4194368 10 0 0 0 5 6 0 0 20 0 1 0 \
+            100 200 300 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0";
+        assert_eq!(parse_stat_cpu(line), Some(3));
+        assert_eq!(parse_stat_cpu(b"1 (x) R 0 0"), None, "cut short");
+        // This thread's own line says the CPU it runs on (it may move
+        // between the two reads, so only that one is read).
+        #[cfg(all(target_os = "linux", not(miri)))]
+        {
+            let line = std::fs::read(format!("/proc/self/task/{}/stat", current_tid())).unwrap();
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            assert!(
+                parse_stat_cpu(&line).is_some_and(|cpu| cpu < cpus.max(64)),
+                "{line:?}"
+            );
+        }
+    }
+
+    /// A thread computing on one CPU is pulled onto the caller's and keeps
+    /// its own CPUs. Needs two CPUs this process may use.
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn a_thread_is_pulled_onto_this_cpu_and_keeps_its_cpus() {
+        use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize};
+        use std::sync::Arc;
+        let Some(mine) = thread_cpus(0) else { return };
+        if mine.count_ones() < 2 {
+            return;
+        }
+        let (a, b) = (
+            mine.trailing_zeros() as usize,
+            63 - mine.leading_zeros() as usize,
+        );
+        let tid = Arc::new(AtomicI32::new(0));
+        let on = Arc::new(AtomicUsize::new(usize::MAX));
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let (tid, on, stop) = (tid.clone(), on.clone(), stop.clone());
+            std::thread::spawn(move || {
+                // Starts on CPU `a`, free to run on either.
+                assert!(set_thread_cpus(0, 1 << a));
+                while current_cpu() != Some(a) {}
+                assert!(set_thread_cpus(0, mine));
+                on.store(a, Ordering::Release);
+                tid.store(current_tid(), Ordering::Release);
+                while !stop.load(Ordering::Acquire) {
+                    on.store(current_cpu().unwrap_or(usize::MAX), Ordering::Release);
+                }
+            })
+        };
+        // This thread on CPU `b`, the spinner seen on `a`.
+        assert!(set_thread_cpus(0, 1 << b));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tid.load(Ordering::Acquire) == 0 || on.load(Ordering::Acquire) != a {
+            assert!(
+                Instant::now() < deadline,
+                "the spinner never ran on CPU {a}"
+            );
+            std::thread::yield_now();
+        }
+        let spinner_tid = tid.load(Ordering::Acquire);
+        assert!(!pull_to_this_cpu(spinner_tid, 64), "no CPU 64 in a bitmap");
+        assert!(pull_to_this_cpu(spinner_tid, b));
+        assert_eq!(thread_cpus(spinner_tid), Some(mine), "its own CPUs back");
+        // Moved at once; it runs on `b` when this thread lets it.
+        while on.load(Ordering::Acquire) != b {
+            assert!(
+                Instant::now() < deadline,
+                "the spinner never ran on CPU {b}"
+            );
+            std::thread::yield_now();
+        }
+        stop.store(true, Ordering::Release);
+        spinner.join().unwrap();
+        assert!(set_thread_cpus(0, mine));
+        // Not among its CPUs: nothing changes.
+        let pinned = std::thread::spawn(move || {
+            assert!(set_thread_cpus(0, 1 << a));
+            let me = current_tid();
+            (me, pull_to_this_cpu(me, b), thread_cpus(me))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            (pinned.1, pinned.2),
+            (false, Some(1 << a)),
+            "tid {}",
+            pinned.0
+        );
     }
 
     #[test]

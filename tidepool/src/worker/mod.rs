@@ -540,6 +540,8 @@ impl RunLoop<'_> {
         // Idle: the finished items its free ring keeps go (memory
         // follows live work; `runtime::free_rings`).
         crate::runtime::free_rings::let_go_here();
+        // Its CPU may idle now (`control::placement`).
+        shared.pull_a_worker_here(Some(self.ctx.probe.tid()));
         let timeout = Some(shared.config.idle_timeout);
         match shared.sleepers.park(index, timeout, || try_retire(shared)) {
             Wake::Woken => {
