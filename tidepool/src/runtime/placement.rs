@@ -32,23 +32,29 @@ impl Shared {
         {
             return false;
         }
-        let entries = self.threads.used();
-        let at_work = |phase: Phase| {
-            entries
-                .iter()
-                .filter(move |entry| entry.status.load().phase() == phase && !entry.hold.is_asked())
-        };
+        // One pass over the status words: the workers in a task, then
+        // those whose slot was given away (read in that order).
+        let mut in_task = [0usize; MOST_READ];
+        let mut given_away = [0usize; MOST_READ];
+        let (mut tasks, mut away) = (0, 0);
+        for (index, entry) in self.threads.used().iter().enumerate() {
+            if entry.hold.is_asked() {
+                continue;
+            }
+            let (list, len) = match entry.status.load().phase() {
+                Phase::InTask => (&mut in_task, &mut tasks),
+                Phase::Blocked => (&mut given_away, &mut away),
+                Phase::Idle => continue,
+            };
+            if *len < MOST_READ {
+                list[*len] = index;
+                *len += 1;
+            }
+        }
         // More runnable workers than cores come only from workers whose
         // slot was given away (back from a block, or presumed): none, and
         // the slots' holders are one per core at most.
-        let callers = usize::from(own.is_some());
-        if at_work(Phase::Blocked).next().is_none()
-            || at_work(Phase::InTask)
-                .chain(at_work(Phase::Blocked))
-                .take(2 + callers)
-                .count()
-                < 2 + callers
-        {
+        if away == 0 || tasks + away < 2 + usize::from(own.is_some()) {
             return false;
         }
         let Some(here) = crate::sys::current_cpu() else {
@@ -56,9 +62,9 @@ impl Shared {
         };
         let mut runnable = [Runnable { tid: 0, cpu: 0 }; MOST_READ];
         let mut found = 0;
-        let candidates = at_work(Phase::InTask).chain(at_work(Phase::Blocked));
-        for entry in candidates.take(MOST_READ + callers) {
-            let Some(probe) = lock(&entry.probe).clone() else {
+        let candidates = in_task[..tasks].iter().chain(&given_away[..away]);
+        for &index in candidates.take(MOST_READ) {
+            let Some(probe) = lock(&self.threads.entry(index).probe).clone() else {
                 continue;
             };
             let tid = probe.tid();
@@ -71,9 +77,6 @@ impl Shared {
                 }
                 runnable[found] = Runnable { tid, cpu };
                 found += 1;
-                if found == MOST_READ {
-                    break;
-                }
             }
         }
         to_pull(here, &runnable[..found]).is_some_and(|tid| crate::sys::pull_to_this_cpu(tid, here))

@@ -447,21 +447,8 @@ impl ThreadProbe {
     /// has exited (its descriptor then fails with `ESRCH` for good, even if
     /// the tid is reused).
     pub(crate) fn state(&self) -> ThreadState {
-        #[cfg(target_os = "linux")]
-        {
-            let Some(stat) = &self.stat else {
-                return ThreadState::Unknown;
-            };
-            let mut buf = [0u8; STAT_BUF];
-            match stat.read_at(&mut buf, 0) {
-                Ok(n) => parse_stat_state(&buf[..n]),
-                Err(_) => ThreadState::Unknown,
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            ThreadState::Unknown
-        }
+        self.read_stat(parse_stat_state)
+            .unwrap_or(ThreadState::Unknown)
     }
 
     /// What the observed thread is doing now, and the CPU it runs on or
@@ -469,20 +456,25 @@ impl ThreadProbe {
     /// one read, as [`state`](Self::state). The CPU is `None` where the
     /// state is unknown or the field is missing.
     pub(crate) fn state_and_cpu(&self) -> (ThreadState, Option<usize>) {
+        self.read_stat(|line| (parse_stat_state(line), parse_stat_cpu(line)))
+            .unwrap_or((ThreadState::Unknown, None))
+    }
+
+    /// One `pread` at offset 0 of the thread's `stat` file into a stack
+    /// buffer, handed to `parse`; `None` if there is no file or the read
+    /// failed.
+    fn read_stat<R>(&self, parse: impl FnOnce(&[u8]) -> R) -> Option<R> {
         #[cfg(target_os = "linux")]
         {
-            let Some(stat) = &self.stat else {
-                return (ThreadState::Unknown, None);
-            };
+            let stat = self.stat.as_ref()?;
             let mut buf = [0u8; STAT_BUF];
-            match stat.read_at(&mut buf, 0) {
-                Ok(n) => (parse_stat_state(&buf[..n]), parse_stat_cpu(&buf[..n])),
-                Err(_) => (ThreadState::Unknown, None),
-            }
+            let n = stat.read_at(&mut buf, 0).ok()?;
+            Some(parse(&buf[..n]))
         }
         #[cfg(not(target_os = "linux"))]
         {
-            (ThreadState::Unknown, None)
+            let _ = parse;
+            None
         }
     }
 
