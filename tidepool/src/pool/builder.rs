@@ -171,7 +171,11 @@ impl Builder {
     /// Names worker threads with `name(index)` instead of
     /// `{thread_name}-{index}`. The index is the worker's entry, reused by a
     /// thread that replaces one that exited, so names stay few. The monitor
-    /// thread is still named `{thread_name}-monitor`, and
+    /// thread is still named `{thread_name}-monitor` (and on Linux, in a
+    /// pool with a slot per CPU, the CPU sentinels `{thread_name}-sentinel-{cpu}`:
+    /// threads under `SCHED_IDLE` that run only when a CPU would idle while
+    /// every slot is taken, and then have the monitor look for a blocked
+    /// worker at once; they run no code of yours), and
     /// [`thread_name`](Builder::thread_name) still labels the pool (in
     /// metrics and tracing).
     ///
@@ -200,7 +204,9 @@ impl Builder {
     /// Runs `hook` first on every thread the pool starts: each worker,
     /// including those started later to replace blocked or retired ones,
     /// and the monitor thread (whose stack is 256 KiB: keep the hook
-    /// small). Like tokio's `on_thread_start` and rayon's `start_handler`:
+    /// small); not the CPU sentinels (see
+    /// [`thread_name_fn`](Builder::thread_name_fn)), each pinned to its CPU
+    /// and running no code of yours. Like tokio's `on_thread_start` and rayon's `start_handler`:
     /// set up thread-locals, pin a thread, register with a profiler.
     ///
     /// A panic in the hook is caught: the panic hook reports it (stderr by
@@ -554,6 +560,7 @@ impl Builder {
         let tokio = TokioContext;
         Ok(Config {
             concurrency,
+            cpus: crate::sys::thread_cpus(0),
             concurrency_from,
             min_threads,
             max_threads,

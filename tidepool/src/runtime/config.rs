@@ -35,6 +35,12 @@ impl fmt::Debug for NameFn {
 pub(crate) struct Config {
     /// Running slots (`Builder::concurrency`).
     pub(crate) concurrency: usize,
+    /// The CPUs the thread that built the pool could run on (a bitmap,
+    /// `sys::thread_cpus`), which every pool thread starts with: a thread
+    /// inherits its creator's CPUs, and a pool thread may create one while
+    /// a placement move keeps it to a single CPU for a moment
+    /// (`control::placement`, `control::sentinel`). `None` if unknown.
+    pub(crate) cpus: Option<u64>,
     /// Where `concurrency` came from: the code, `TIDEPOOL_CONCURRENCY`, or
     /// the default (`Metrics::concurrency_from`, the thread events).
     pub(crate) concurrency_from: SettingSource,
