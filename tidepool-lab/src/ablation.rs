@@ -203,6 +203,17 @@ pub const PLAN: &[Probe] = &[
         ],
     },
     Probe {
+        mechanism: "cpu-sentinel",
+        purpose: "a thread per CPU that runs when the CPU would idle has the monitor look at once",
+        figures: &[
+            fig("overload", "tidepool-execute", "max_start_ms"),
+            fig("overload", "tidepool-spawn", "max_start_ms"),
+            SERVICE_RPS,
+            SERVICE_P99,
+            CONVOY_THREADS,
+        ],
+    },
+    Probe {
         mechanism: "convoy-hold",
         purpose: "while all work is a held convoy, few threads and no spares",
         figures: &[TAUGHT_THREADS, CONVOY_THREADS],

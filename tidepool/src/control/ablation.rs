@@ -80,6 +80,11 @@ pub(crate) enum Mechanism {
     /// waiting behind another on a second CPU (`control::placement`); off,
     /// the kernel's placement alone.
     PullHere,
+    /// A `SCHED_IDLE` thread per CPU that runs when its CPU would idle
+    /// while every slot is taken and work waits, and has the monitor look
+    /// at once (`control::sentinel`); off, blocks are found at the
+    /// monitor's ticks alone.
+    CpuSentinel,
     /// While every task at work is of a kind its growth climb holds (a
     /// lock convoy), the policy works within a few threads, declines
     /// spares, and does not mark a sibling's waiter blocked (`monitor`).
@@ -91,7 +96,7 @@ pub(crate) enum Mechanism {
 
 impl Mechanism {
     /// Every mechanism, in the order the table shows them.
-    pub(crate) const ALL: [Mechanism; 18] = [
+    pub(crate) const ALL: [Mechanism; 19] = [
         Mechanism::Presumption,
         Mechanism::GrowthClimb,
         Mechanism::WaitClasses,
@@ -108,6 +113,7 @@ impl Mechanism {
         Mechanism::Hold,
         Mechanism::WakeHere,
         Mechanism::PullHere,
+        Mechanism::CpuSentinel,
         Mechanism::ConvoyHold,
         Mechanism::ReactorPacing,
     ];
@@ -131,6 +137,7 @@ impl Mechanism {
             Mechanism::Hold => "hold",
             Mechanism::WakeHere => "wake-here",
             Mechanism::PullHere => "pull-here",
+            Mechanism::CpuSentinel => "cpu-sentinel",
             Mechanism::ConvoyHold => "convoy-hold",
             Mechanism::ReactorPacing => "reactor-pacing",
         }

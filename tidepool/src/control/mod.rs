@@ -23,6 +23,7 @@
 //!   its deque (closures; a future only onto an empty one) or the lane.
 //! * `placement`: which runnable worker a thread about to leave its CPU
 //!   idle pulls onto it.
+//! * `sentinel`: which pools have CPU sentinels, and how often one looks.
 //! * `ablation`: the switches that turn one mechanism off, for the lab's
 //!   table of what each one buys.
 
@@ -77,6 +78,7 @@ pub(crate) mod pace;
 pub(crate) mod placement;
 pub(crate) mod policy;
 pub(crate) mod presumption;
+pub(crate) mod sentinel;
 pub(crate) mod signal;
 pub(crate) mod slots;
 pub(crate) mod spare;

@@ -18,7 +18,16 @@
 //! All of these must hold:
 //!
 //! 1. it holds a slot and has been in the same task for at least the monitor
-//!    interval (no progress);
+//!    interval (no progress) — or, on a tick a CPU sentinel asked for
+//!    ([`Sample::core_idle`]: a core idles while every slot is taken and
+//!    work waits), for at least [`IDLE_CORE_GRACE`] if the kernel finds it
+//!    asleep outside the process ([`KernelView::waits_outside`]: a sleep, a
+//!    socket, a disk). Its slot then does nothing while the queue waits and
+//!    a core is free, and such a wait does not end sooner for anything the
+//!    pool does. A wait on a futex (a lock, a channel) keeps the interval:
+//!    the waiters of a lock convoy sleep on the lock whenever its holder is
+//!    preempted, and handing their slots over at once started a thread per
+//!    waiter (512 threads for 10,000 items holding a mutex for 100 µs);
 //! 2. the kernel says it waits on something other than a CPU (state `S` or
 //!    `D`);
 //! 3. its CPU clock advanced by less than [`BUSY_CPU_SHARE`] of the wall time
@@ -109,6 +118,13 @@ use std::time::Duration;
 /// it was watched is computing, not blocked. A sleeping thread scores ~0, a
 /// CPU-bound one ~1 (or less when preempted, hence a low bar).
 pub(crate) const BUSY_CPU_SHARE: f64 = 0.25;
+
+/// How long a slot holder must have been in its task to be marked blocked
+/// at a tick a CPU sentinel asked for, if it sleeps outside the process
+/// (rule 1 of the module docs). Long enough that the look itself (a
+/// sentinel's poll, the monitor's wake-up, its reads) is not most of it;
+/// short against the waits it is for (a database's round trip, 1-5 ms).
+pub(crate) const IDLE_CORE_GRACE: Duration = Duration::from_micros(100);
 
 /// A suspect judged by its CPU clock alone (no state letter) must have been
 /// watched for this many thresholds before its share counts.
@@ -216,6 +232,9 @@ pub(crate) struct Sample {
     /// A worker refused a lent slot since the last sample (the queued work
     /// is of a kind known to compute).
     pub(crate) lend_refused: bool,
+    /// A CPU sentinel asked for this tick: a core idled while every slot
+    /// was taken, work waited and a slot holder slept (`monitor::sentinel`).
+    pub(crate) core_idle: bool,
 }
 
 /// The limits a policy works within.
@@ -376,9 +395,16 @@ impl Policy {
     }
 
     /// Workers the monitor should ask the kernel about: in the same task for
-    /// at least the threshold. Empty for policies that do not detect blocking.
-    pub(crate) fn is_suspect(&self, limits: &Limits, worker: &WorkerView) -> bool {
-        self.detects_blocking() && worker.in_task_for >= limits.threshold
+    /// at least the threshold, or [`IDLE_CORE_GRACE`] on a tick a CPU
+    /// sentinel asked for (`core_idle`). Empty for policies that do not
+    /// detect blocking.
+    pub(crate) fn is_suspect(&self, limits: &Limits, worker: &WorkerView, core_idle: bool) -> bool {
+        let after = if core_idle {
+            IDLE_CORE_GRACE.min(limits.threshold)
+        } else {
+            limits.threshold
+        };
+        self.detects_blocking() && worker.in_task_for >= after
     }
 
     /// Decides what to do about `sample`.
@@ -640,7 +666,7 @@ fn blocked_workers(limits: &Limits, sample: &Sample) -> Vec<(usize, StatusWord)>
     sample
         .in_task
         .iter()
-        .filter(|w| w.in_task_for >= limits.threshold && !waits_for_sibling(w))
+        .filter(|w| watched_long_enough(limits, sample, w) && !waits_for_sibling(w))
         .filter(|w| match verdict(limits, sample, w) {
             Verdict::Blocked => true,
             Verdict::Guess if guesses > 0 => {
@@ -651,6 +677,15 @@ fn blocked_workers(limits: &Limits, sample: &Sample) -> Vec<(usize, StatusWord)>
         })
         .map(|w| (w.index, w.seen))
         .collect()
+}
+
+/// Rule 1 of the module docs: in its task for the threshold, or for
+/// [`IDLE_CORE_GRACE`] while a core idles if it sleeps outside the process.
+fn watched_long_enough(limits: &Limits, sample: &Sample, worker: &WorkerView) -> bool {
+    worker.in_task_for >= limits.threshold
+        || (sample.core_idle
+            && worker.in_task_for >= IDLE_CORE_GRACE
+            && worker.kernel.is_some_and(|k| k.waiting && k.waits_outside))
 }
 
 /// What a suspect's readings say.
@@ -876,9 +911,45 @@ mod tests {
             in_task_for: MS / 2,
             ..worker(0, 0, SLEEPING)
         };
-        assert!(!policy.is_suspect(&limits(), &young));
+        assert!(!policy.is_suspect(&limits(), &young, false));
         let d = policy.decide(&limits(), &sample(vec![young, worker(1, 5, None)], 5));
         assert!(d.mark_blocked.is_empty());
+    }
+
+    /// Rule 1's idle-core grace: a sleep outside the process is marked
+    /// after `IDLE_CORE_GRACE` on a tick a sentinel asked for, and only
+    /// then; a futex wait (a lock's waiter) keeps the threshold.
+    #[test]
+    fn an_idle_core_shortens_the_wait_for_sleeps_outside_the_process_only() {
+        let micros = |us| Duration::from_micros(us);
+        let asleep = |outside: bool, for_us: u64| WorkerView {
+            in_task_for: micros(for_us),
+            kernel: Some(KernelView {
+                waiting: true,
+                cpu_share: Some(0.0),
+                waits_outside: outside,
+            }),
+            ..worker(0, 0, None)
+        };
+        let decide = |w: WorkerView, core_idle: bool| {
+            let mut s = sample(vec![w], 5);
+            s.core_idle = core_idle;
+            Policy::new(Controller::Adaptive)
+                .decide(&limits(), &s)
+                .mark_blocked
+                .len()
+        };
+        let grace = IDLE_CORE_GRACE.as_micros() as u64;
+        assert!(grace * 2 < limits().threshold.as_micros() as u64);
+        assert_eq!(decide(asleep(true, grace), true), 1, "outside, idle core");
+        assert_eq!(decide(asleep(true, grace), false), 0, "no idle core");
+        assert_eq!(decide(asleep(false, grace), true), 0, "a futex wait");
+        assert_eq!(decide(asleep(true, grace - 1), true), 0, "too young");
+        // Past the threshold, a futex wait is marked either way.
+        assert_eq!(decide(asleep(false, 2 * 1000), false), 1);
+        let policy = Policy::new(Controller::Adaptive);
+        assert!(policy.is_suspect(&limits(), &asleep(true, grace), true));
+        assert!(!policy.is_suspect(&limits(), &asleep(true, grace), false));
     }
 
     /// What the monitor builds from a probe off Linux: no state letter and
@@ -895,7 +966,7 @@ mod tests {
         let stuck = || sample(vec![unknown(0), unknown(1)], 50);
         for controller in [Controller::Adaptive, Controller::HillClimbing] {
             let mut policy = Policy::new(controller);
-            assert!(policy.is_suspect(&limits(), &unknown(0)));
+            assert!(policy.is_suspect(&limits(), &unknown(0), false));
             let d = policy.decide(&limits(), &stuck());
             assert_eq!(d.mark_blocked.len(), 2, "{controller:?}: {d:?}");
             assert_eq!(d.wake, 2, "{controller:?}: {d:?}");
@@ -917,7 +988,8 @@ mod tests {
     fn fixed_never_marks_or_grows() {
         let mut policy = Policy::new(Controller::Fixed);
         let w = worker(0, 100, SLEEPING);
-        assert!(!policy.is_suspect(&limits(), &w));
+        assert!(!policy.is_suspect(&limits(), &w, false));
+        assert!(!policy.is_suspect(&limits(), &w, true));
         for t in 0..100 {
             let mut s = sample(vec![w, worker(1, 100, SLEEPING)], 1000);
             s.now = MS * t * 100;

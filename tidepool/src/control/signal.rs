@@ -22,6 +22,19 @@
 //! read on every turn of the sleep's loop, so a wake that lands during the
 //! start still ends a sleep until woken (the same loom model checks both:
 //! no request lost, no wake missed).
+//!
+//! # The CPU sentinels' arming
+//!
+//! CPU sentinels (`control::sentinel`) watch only while the pool is
+//! saturated. One that finds it is not takes the `sentinels_armed` flag
+//! down and waits ([`MonitorSignal::sentinel_wait`]); whoever saturates
+//! it (a spawn that found no free slot, the monitor's tick) puts the flag
+//! up and wakes them ([`MonitorSignal::arm_sentinels`]). The same Dekker
+//! pair as the idle sleep: the sentinel stores the flag, then reads the
+//! slots and queues again; the armer changed those, then reads the flag;
+//! all SeqCst, so either the sentinel sees the pool saturated and stays
+//! up, or the armer sees the flag down and wakes it. The loom model
+//! `loom_models/sentinel.rs` runs both with a stop.
 
 use crate::metrics::{Metrics, ThreadSample};
 use crate::sync::{fence, lock, wait, wait_timeout, AtomicBool, Condvar, Mutex, Ordering};
@@ -43,6 +56,18 @@ pub(crate) struct MonitorSignal {
     /// interval: a declared blocking section nudges it awake
     /// ([`MonitorSignal::nudge`]).
     long_sleep: AtomicBool,
+    /// The CPU sentinels are to watch (`monitor::sentinel`): set by the
+    /// monitor while the pool is saturated, cleared by a sentinel that
+    /// finds it is not.
+    sentinels_armed: AtomicBool,
+    /// Where disarmed sentinels wait.
+    sentinel_cv: Condvar,
+    /// The CPU of the last sentinel that poked, plus one (0: none).
+    poked_cpu: std::sync::atomic::AtomicUsize,
+    /// The monitor thread's id, once it runs (0 before).
+    monitor_tid: std::sync::atomic::AtomicI32,
+    /// The CPUs the monitor thread may run on (a bitmap; 0 if unknown).
+    monitor_cpus: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -52,6 +77,8 @@ struct SignalState {
     nudged: bool,
     /// A spare worker is wanted ([`MonitorSignal::want_spare`]).
     spare: bool,
+    /// A CPU sentinel saw its CPU idle: end any timed sleep.
+    poked: bool,
     stopped: bool,
     busy: Duration,
     series: VecDeque<ThreadSample>,
@@ -84,6 +111,66 @@ impl MonitorSignal {
         }
     }
 
+    /// A CPU sentinel found its CPU idle while the pool is saturated: ends
+    /// the monitor's timed sleep, whatever its length, so it looks now.
+    pub(crate) fn poke(&self, cpu: usize) {
+        self.poked_cpu.store(cpu + 1, Ordering::Relaxed);
+        let mut state = lock(&self.state);
+        state.poked = true;
+        self.cv.notify_one();
+    }
+
+    /// The monitor thread says who it is (its thread id) and which CPUs
+    /// are its own, for a sentinel to move it onto an idle CPU and back.
+    pub(crate) fn set_monitor_thread(&self, tid: i32, cpus: u64) {
+        self.monitor_cpus.store(cpus, Ordering::Relaxed);
+        self.monitor_tid.store(tid, Ordering::Relaxed);
+    }
+
+    /// The monitor thread's id and own CPUs, once it has started.
+    pub(crate) fn monitor_thread(&self) -> Option<(i32, u64)> {
+        let tid = self.monitor_tid.load(Ordering::Relaxed);
+        (tid != 0).then(|| (tid, self.monitor_cpus.load(Ordering::Relaxed)))
+    }
+
+    /// The CPU of the sentinel that poked since the last call, if any.
+    pub(crate) fn take_poked_cpu(&self) -> Option<usize> {
+        self.poked_cpu.swap(0, Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// The pool is saturated (every slot taken, work queued: the caller
+    /// saw it after making it so, or at a tick): wakes the CPU sentinels
+    /// if they wait. One load while they watch already. The other side of
+    /// [`MonitorSignal::sentinel_wait`]'s pair (module docs).
+    pub(crate) fn arm_sentinels(&self) {
+        crate::sync::seqcst_pair();
+        if !self.sentinels_armed.load(Ordering::SeqCst) {
+            let _state = lock(&self.state);
+            self.sentinels_armed.store(true, Ordering::SeqCst);
+            self.sentinel_cv.notify_all();
+        }
+    }
+
+    /// A sentinel found the pool not saturated: takes the flag down, asks
+    /// `still_calm` again, and waits until the sentinels are armed again,
+    /// unless the pool saturated meanwhile (then it returns at once to
+    /// watch). False if the pool stopped.
+    pub(crate) fn sentinel_wait(&self, still_calm: impl FnOnce() -> bool) -> bool {
+        let mut state = lock(&self.state);
+        self.sentinels_armed.store(false, Ordering::SeqCst);
+        // The fence because `still_calm` reads the queues with weaker loads.
+        fence(Ordering::SeqCst);
+        if !still_calm() {
+            // An arm that read the flag before it came down was a no-op.
+            self.sentinels_armed.store(true, Ordering::SeqCst);
+            return !state.stopped;
+        }
+        while !state.stopped && !self.sentinels_armed.load(Ordering::SeqCst) {
+            state = wait(&self.sentinel_cv, state);
+        }
+        !state.stopped
+    }
+
     /// Asks the monitor to start a spare parked worker now (see
     /// `worker::start_spare`), whatever its sleep: the thread that asks has
     /// just woken a worker, and a start there would compete with it for the
@@ -109,6 +196,7 @@ impl MonitorSignal {
         let mut state = lock(&self.state);
         state.stopped = true;
         self.cv.notify_one();
+        self.sentinel_cv.notify_all();
     }
 
     /// Copies the monitor's own figures into a metrics snapshot.
@@ -177,6 +265,9 @@ impl MonitorSignal {
             if long && state.nudged {
                 break;
             }
+            if deadline.is_some() && state.poked {
+                break;
+            }
             if state.spare {
                 state.spare = false;
                 drop(state);
@@ -197,6 +288,7 @@ impl MonitorSignal {
         }
         state.woken = false;
         state.nudged = false;
+        state.poked = false;
         let keep_going = !state.stopped;
         drop(state);
         self.long_sleep.store(false, Ordering::Relaxed);

@@ -23,6 +23,8 @@
 //!   again.
 //! * `hold`: a worker held for a slot between the worker that hands it one
 //!   and its own patience.
+//! * `sentinel`: the CPU sentinels' arming against a spawn that saturates
+//!   the pool, and a stop.
 
 mod admission;
 mod claim;
@@ -32,6 +34,7 @@ mod monitor_idle;
 mod park;
 #[cfg(unix)]
 mod reactor;
+mod sentinel;
 mod shutdown;
 mod slots;
 #[cfg(unix)]

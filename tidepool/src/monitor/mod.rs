@@ -44,6 +44,7 @@
 
 mod kernel;
 mod presumed_looks;
+pub(crate) mod sentinel;
 
 use crate::control::ablation::Mechanism;
 use crate::control::back_from_block::Look;
@@ -99,6 +100,12 @@ pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
                 }
             };
             run_hook(hooks.0, "on_thread_start");
+            if let Some(shared) = weak.upgrade() {
+                let cpus = crate::sys::thread_cpus(0).unwrap_or(0);
+                shared
+                    .monitor
+                    .set_monitor_thread(crate::sys::current_tid(), cpus);
+            }
             Monitor::new(weak.clone(), pace).run();
             run_hook(hooks.1, "on_thread_stop");
         })
@@ -191,6 +198,8 @@ struct Monitor {
     /// Workers whose slot was given away seen computing again: counted
     /// against the slots again (`control::back_from_block`).
     counted_again: Vec<(usize, StatusWord, Duration)>,
+    /// The CPU whose sentinel asked for this tick (`control::sentinel`).
+    poked: Option<usize>,
     /// The pool's progress while workers are held (`control::hold`'s
     /// patience).
     held_progress: HeldProgress,
@@ -246,6 +255,7 @@ impl Monitor {
             pace,
             declared_overdue: Vec::new(),
             counted_again: Vec::new(),
+            poked: None,
             held_progress: HeldProgress::default(),
             presumed_computing: Vec::new(),
             presumed_looks: PresumedLooks::default(),
@@ -286,10 +296,14 @@ impl Monitor {
                 return;
             }
             let started = Instant::now();
+            self.poked = shared.monitor.take_poked_cpu();
             let tick = self.tick(&shared);
             if tick != Tick::Idle {
                 // Its CPU may idle while it sleeps (`control::placement`).
                 shared.pull_a_worker_here(None);
+                if sentinel::saturated(&shared) {
+                    shared.monitor.arm_sentinels();
+                }
             }
             #[cfg(feature = "metrics")]
             self.publish(&shared, tick);
@@ -584,7 +598,12 @@ impl Monitor {
                 if fresh {
                     t.cpu_at_since = probe.cpu_time();
                     t.last_look = t.cpu_at_since.map(|cpu| (now, cpu));
-                } else if policy.is_suspect(limits, &view) {
+                } else if policy.is_suspect(limits, &view, self.poked.is_some()) {
+                    if self.poked.is_some() {
+                        // A core idles: every suspect is read now, not at
+                        // its backed-off turn.
+                        t.probe_wait = 0;
+                    }
                     (view.kernel, view.fallback) =
                         ask_kernel(shared, probe, t, view.in_task_for, limits.threshold);
                 }
@@ -626,6 +645,7 @@ impl Monitor {
             .load(Ordering::Relaxed);
         sample.lent = shared.quantum_lent();
         sample.lend_refused = shared.take_quantum_refusal();
+        sample.core_idle = self.poked.is_some();
         (sample, any_suspect)
     }
 
@@ -884,7 +904,22 @@ impl Monitor {
             } else {
                 grown
             };
-            crate::worker::wake_or_start(shared, reason);
+            // At a tick a CPU sentinel asked for, the first worker woken
+            // is kept to the sentinel's idle CPU for its wake-up: woken by
+            // the monitor, whose CPU is busy meanwhile, the kernel placed
+            // it by its last CPU, often behind a worker on the busy core
+            // while the idle one stayed idle. It takes its own CPUs back
+            // as it wakes.
+            let mut idle_cpu = if n == 0 { self.poked } else { None };
+            crate::worker::wake_or_start_with(shared, reason, |index| {
+                if let Some(cpu) = idle_cpu.take() {
+                    let entry = shared.threads.entry(index);
+                    let tid = lock(&entry.probe).as_ref().map(|probe| probe.tid());
+                    if let Some(tid) = tid {
+                        entry.hold.keep_to_cpu_for_wake(tid, cpu);
+                    }
+                }
+            });
         }
     }
 }

@@ -68,6 +68,7 @@ impl Pool {
         crate::sys::reserve_descriptors(2 * config.max_threads + 256);
         let handle = OpenHandle::new(config);
         monitor::start(handle.shared())?;
+        monitor::sentinel::start(handle.shared());
         worker::start_floor(handle.shared());
         Ok(Pool { handle })
     }

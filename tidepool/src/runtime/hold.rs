@@ -61,7 +61,7 @@
 
 use crate::control::hold::{on_timer, OnTimer, FIRST_LOOK};
 use crate::control::slots::{count_worker_again, Phase, Slots, StatusWord, TaskStatus};
-use crate::sync::{fence, lock, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{fence, lock, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::sys::hold_signal::CpuTimer;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
@@ -97,10 +97,15 @@ pub(crate) struct HoldWord {
     clock: AtomicU32,
     /// The thread's CPU time when the timer was armed, in nanoseconds.
     cpu_at_arm: AtomicU64,
-    /// The CPUs the thread may run on (a bitmap, `sys::thread_cpus`) while
-    /// a worker that let it go has kept it to its own CPU
-    /// ([`move_to_this_cpu`](Self::move_to_this_cpu)); 0 otherwise.
-    moved_from: AtomicU64,
+    /// The CPUs the thread may run on as it set itself up (a bitmap,
+    /// `sys::thread_cpus`, read after the start hook); 0 if unknown. What
+    /// every temporary move gives back: read from the thread instead, a
+    /// move could take another's temporary CPU for the thread's own.
+    own_cpus: AtomicU64,
+    /// A worker that let it go kept it to its own CPU
+    /// ([`move_to_this_cpu`](Self::move_to_this_cpu)) and nobody gave it
+    /// its CPUs back yet.
+    moved: AtomicBool,
 }
 
 impl HoldWord {
@@ -228,31 +233,69 @@ impl HoldWord {
             return false;
         };
         let here = 1u64 << cpu;
-        let Some(cpus) = crate::sys::thread_cpus(tid) else {
-            return false;
-        };
+        let cpus = self.own_cpus.load(Ordering::Relaxed);
         if cpus & here == 0 || cpus == here {
             return false;
         }
-        self.moved_from.store(cpus, Ordering::Relaxed);
+        self.moved.store(true, Ordering::Relaxed);
         if crate::sys::set_thread_cpus(tid, here) {
             true
         } else {
-            self.moved_from.store(0, Ordering::Relaxed);
+            self.moved.store(false, Ordering::Relaxed);
             false
         }
     }
 
-    /// Gives the thread back the CPUs it had before
+    /// Gives the thread back its own CPUs after
     /// [`move_to_this_cpu`](Self::move_to_this_cpu), if it was moved and
     /// nobody gave them back yet: the thread itself once it runs (`tid`
     /// 0), or the mover if it could not let the thread go after all.
     #[cfg(not(tidepool_loom))]
     fn move_back(&self, tid: i32) {
-        let cpus = self.moved_from.swap(0, Ordering::Relaxed);
-        if cpus != 0 {
-            crate::sys::set_thread_cpus(tid, cpus);
+        if self.moved.swap(false, Ordering::Relaxed) {
+            crate::sys::set_thread_cpus(tid, self.own_cpus.load(Ordering::Relaxed));
         }
+    }
+
+    /// Keeps the parked thread `tid` to CPU `cpu` for its wake-up, from
+    /// the monitor at a tick a CPU sentinel of that idle CPU asked for
+    /// (`monitor::sentinel`): the kernel then wakes it there. The thread
+    /// gives itself its own CPUs back as its park returns
+    /// ([`give_cpus_back`](Self::give_cpus_back)), before it runs any
+    /// task. True if it was kept.
+    pub(crate) fn keep_to_cpu_for_wake(&self, tid: i32, cpu: usize) -> bool {
+        let cpus = self.own_cpus.load(Ordering::Relaxed);
+        let there = 1u64.checked_shl(cpu as u32).unwrap_or(0);
+        if cpus & there == 0 || cpus == there {
+            return false;
+        }
+        self.moved.store(true, Ordering::Relaxed);
+        if crate::sys::set_thread_cpus(tid, there) {
+            true
+        } else {
+            self.moved.store(false, Ordering::Relaxed);
+            false
+        }
+    }
+
+    /// The thread's own CPUs back if a waker kept it to one
+    /// ([`keep_to_cpu_for_wake`](Self::keep_to_cpu_for_wake)); called by
+    /// the thread itself as its park returns.
+    pub(crate) fn give_cpus_back(&self) {
+        #[cfg(not(tidepool_loom))]
+        self.move_back(0);
+    }
+
+    /// The worker's thread, as it starts (after the start hook, which may
+    /// pin it), says which CPUs are its own (`sys::thread_cpus`; 0 if
+    /// unknown: then nobody moves it).
+    pub(crate) fn set_own_cpus(&self, cpus: u64) {
+        self.own_cpus.store(cpus, Ordering::Relaxed);
+    }
+
+    /// The CPUs the thread set itself up with; 0 if unknown.
+    pub(crate) fn own_cpus(&self) -> u64 {
+        self.own_cpus.load(Ordering::Relaxed)
     }
 
     /// Whether the timer was armed by a block in the task of tick `tick`.

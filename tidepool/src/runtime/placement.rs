@@ -61,6 +61,7 @@ impl Shared {
             return false;
         };
         let mut runnable = [Runnable { tid: 0, cpu: 0 }; MOST_READ];
+        let mut own_cpus = [0u64; MOST_READ];
         let mut found = 0;
         let candidates = in_task[..tasks].iter().chain(&given_away[..away]);
         for &index in candidates.take(MOST_READ) {
@@ -76,9 +77,18 @@ impl Shared {
                     return false;
                 }
                 runnable[found] = Runnable { tid, cpu };
+                own_cpus[found] = self.threads.entry(index).hold.own_cpus();
                 found += 1;
             }
         }
-        to_pull(here, &runnable[..found]).is_some_and(|tid| crate::sys::pull_to_this_cpu(tid, here))
+        let Some(tid) = to_pull(here, &runnable[..found]) else {
+            return false;
+        };
+        let own = runnable[..found]
+            .iter()
+            .zip(own_cpus)
+            .find_map(|(r, own)| (r.tid == tid).then_some(own))
+            .unwrap_or(0);
+        crate::sys::pull_to_this_cpu(tid, here, own)
     }
 }

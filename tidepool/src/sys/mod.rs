@@ -923,27 +923,27 @@ pub(crate) fn set_thread_cpus(tid: i32, cpus: u64) -> bool {
     }
 }
 
-/// Moves thread `tid`, runnable on another CPU, onto the calling thread's
-/// CPU `here` now, and gives it back the CPUs it had: the kernel moves a
-/// thread at once (queued or running) when its allowed CPUs leave out the
-/// one it is on, and does not move it again when they are widened. False
-/// (nothing changed) if `here` is not among its CPUs or is the only one,
-/// or a call failed (the thread exited); off Linux, always false.
-pub(crate) fn pull_to_this_cpu(tid: i32, here: usize) -> bool {
+/// Moves thread `tid`, runnable on another CPU, onto CPU `here` now, and
+/// gives it back its own CPUs (`own`, a bitmap as [`thread_cpus`] reads
+/// it, what the thread set itself up with): the kernel moves a thread at
+/// once (queued or running) when its allowed CPUs leave out the one it is
+/// on, and does not move it again when they are widened. `own` is passed
+/// in, not read: read, it could be another mover's temporary CPU. False
+/// (nothing changed) if `own` is unknown (0), leaves out `here` or is
+/// `here` alone, or a call failed (the thread exited); off Linux, always
+/// false.
+pub(crate) fn pull_to_this_cpu(tid: i32, here: usize, own: u64) -> bool {
     if here >= 64 {
         return false;
     }
-    let Some(cpus) = thread_cpus(tid) else {
-        return false;
-    };
     let only_here = 1u64 << here;
-    if cpus & only_here == 0 || cpus == only_here {
+    if own & only_here == 0 || own == only_here {
         return false;
     }
     let moved = set_thread_cpus(tid, only_here);
     // Its own CPUs back whether or not the move took: a failed first call
     // changed nothing, and this one then fails the same way.
-    set_thread_cpus(tid, cpus) && moved
+    set_thread_cpus(tid, own) && moved
 }
 
 /// The scheduling attributes of thread `tid`, or `None` if they cannot be
@@ -1016,6 +1016,33 @@ pub(crate) fn set_urgent_slice(tid: i32, urgent: bool) -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (tid, urgent);
+        false
+    }
+}
+
+/// Makes the calling thread a sentinel of CPU `cpu`: allowed on that CPU
+/// only, under `SCHED_IDLE`, so that it runs only when the CPU has nothing
+/// else to run (a normal thread's wake preempts it at once, and it gets a
+/// tiny share of a busy CPU). Any thread may lower itself to `SCHED_IDLE`;
+/// it cannot go back without `CAP_SYS_NICE` or `RLIMIT_NICE`, so only
+/// threads that stay sentinels call this. False if either call failed, or
+/// off Linux.
+pub(crate) fn become_cpu_sentinel(cpu: usize) -> bool {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        if cpu >= 64 || !set_thread_cpus(0, 1 << cpu) {
+            return false;
+        }
+        // SAFETY: `prctl(PR_SET_TIMERSLACK, ns)` takes integers only.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64 as libc::c_ulong) };
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `sched_setscheduler(0, policy, param)` reads one live,
+        // aligned `sched_param`; 0 names the calling thread.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    {
+        let _ = cpu;
         false
     }
 }
@@ -1107,8 +1134,12 @@ mod tests {
             std::thread::yield_now();
         }
         let spinner_tid = tid.load(Ordering::Acquire);
-        assert!(!pull_to_this_cpu(spinner_tid, 64), "no CPU 64 in a bitmap");
-        assert!(pull_to_this_cpu(spinner_tid, b));
+        assert!(
+            !pull_to_this_cpu(spinner_tid, 64, mine),
+            "no CPU 64 in a bitmap"
+        );
+        assert!(!pull_to_this_cpu(spinner_tid, b, 0), "its own CPUs unknown");
+        assert!(pull_to_this_cpu(spinner_tid, b, mine));
         assert_eq!(thread_cpus(spinner_tid), Some(mine), "its own CPUs back");
         // Moved at once; it runs on `b` when this thread lets it.
         while on.load(Ordering::Acquire) != b {
@@ -1125,7 +1156,7 @@ mod tests {
         let pinned = std::thread::spawn(move || {
             assert!(set_thread_cpus(0, 1 << a));
             let me = current_tid();
-            (me, pull_to_this_cpu(me, b), thread_cpus(me))
+            (me, pull_to_this_cpu(me, b, 1 << a), thread_cpus(me))
         })
         .join()
         .unwrap();

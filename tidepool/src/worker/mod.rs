@@ -31,7 +31,8 @@ pub(crate) use declared::{declare_pool_wait, hand_over_declared, DeclaredSection
 pub(crate) use help::{help_until, poll_helping};
 pub(crate) use presumed::{presume_queued, start_spare};
 pub(crate) use schedule::{
-    notify, push_admitted, spawn, spawn_closure, spawn_detached_item, spawn_item, wake_or_start,
+    notify, push_admitted, spawn, spawn_closure, spawn_detached_item, spawn_item,
+    wake_or_start_with,
 };
 pub(crate) use start::{can_run, start_floor};
 
@@ -66,6 +67,13 @@ pub(crate) enum Begin {
 /// The body of a worker thread, begun as `begin` says.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
     help::mark_stack_base();
+    // The pool's CPUs, not those of the thread that started this one: a
+    // mover may have kept that one to a single CPU for a moment.
+    if let Some(cpus) = shared.config.cpus {
+        if crate::sys::thread_cpus(0) != Some(cpus) {
+            crate::sys::set_thread_cpus(0, cpus);
+        }
+    }
     shared.run_hook(shared.config.on_thread_start.as_ref(), "on_thread_start");
     let entry = shared.threads.entry(index);
     let probe = ThreadProbe::for_current_thread();
@@ -78,6 +86,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         );
     }
     let probe = Arc::new(probe);
+    // Before the probe is published: whoever moves this thread by its
+    // probe's id gives it back these CPUs.
+    entry
+        .hold
+        .set_own_cpus(crate::sys::thread_cpus(0).unwrap_or(0));
     *lock(&entry.probe) = Some(Arc::clone(&probe));
     *lock(&entry.thread) = Some(std::thread::current());
     // What the monitor asked of the entry's last thread is not this one's.
@@ -543,7 +556,11 @@ impl RunLoop<'_> {
         // Its CPU may idle now (`control::placement`).
         shared.pull_a_worker_here(Some(self.ctx.probe.tid()));
         let timeout = Some(shared.config.idle_timeout);
-        match shared.sleepers.park(index, timeout, || try_retire(shared)) {
+        let wake = shared.sleepers.park(index, timeout, || try_retire(shared));
+        // Kept to an idle CPU for the wake-up by the monitor: its own
+        // CPUs back before any task runs.
+        shared.threads.entry(index).hold.give_cpus_back();
+        match wake {
             Wake::Woken => {
                 self.searching = true;
                 None

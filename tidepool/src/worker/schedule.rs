@@ -366,9 +366,15 @@ pub(super) fn notify_for(shared: &Arc<Shared>, reason: StartReason) -> bool {
         }
         false
     };
-    park::notify(&shared.sleepers, &shared.slots, stopped, || {
+    let handed = park::notify(&shared.sleepers, &shared.slots, stopped, || {
         start_thread(shared, reason)
-    })
+    });
+    if !handed {
+        // No free slot and nobody searching: saturated, the CPU sentinels
+        // watch (`control::sentinel`; one load while they do).
+        shared.monitor.arm_sentinels();
+    }
+    handed
 }
 
 /// Hands a searching slot the caller reserved to a parked worker, or to a new
@@ -379,8 +385,15 @@ pub(super) fn notify_for(shared: &Arc<Shared>, reason: StartReason) -> bool {
 /// thread, it took the idle core and the worker waited for it, and a spawn
 /// onto an idle pool started after 50-94 µs (median) instead of 12-21 µs
 /// (`benches/tools/wake_latency.rs`).
-pub(crate) fn wake_or_start(shared: &Arc<Shared>, reason: StartReason) {
-    park::hand_over(&shared.sleepers, &shared.slots, || {
+///
+/// `woken` is called with the index of the parked worker it wakes, if it
+/// wakes one.
+pub(crate) fn wake_or_start_with(
+    shared: &Arc<Shared>,
+    reason: StartReason,
+    woken: impl FnOnce(usize),
+) {
+    park::hand_over_with(&shared.sleepers, &shared.slots, woken, || {
         start_thread(shared, reason)
     });
 }

@@ -7,7 +7,7 @@ use crate::runtime::park;
 use crate::runtime::Shared;
 use crate::sync::{Arc, Ordering};
 
-/// [`wake_or_start`](super::wake_or_start) for the urgent reserve slot. Every slot is busy, so
+/// [`wake_or_start_with`](super::wake_or_start_with) for the urgent reserve slot. Every slot is busy, so
 /// the woken worker must take a core from a running one: the kernel does
 /// that at once only for a thread whose deadline comes first, and a
 /// thread's deadline is its slice away. So the parked worker popped is
