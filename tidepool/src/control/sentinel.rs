@@ -22,15 +22,19 @@
 //!   disarmed, they wait on a condition variable, so an idle pool, or a
 //!   busy one with free slots, never wakes them.
 //! - **What a look does**: a sentinel that runs reads the state of the
-//!   workers holding a slot in a task. One asleep: its core is idle
-//!   because of it, and the sentinel pokes the monitor, whose tick then
+//!   workers holding a slot in a task. One asleep outside the process (a
+//!   socket, a timer, a disk; not a futex, whose waiter the monitor
+//!   leaves for its interval however soon it looks: in a lock convoy the
+//!   waiters take turns asleep, and a poke for each took convoys to 512
+//!   threads): its core is idle because of it, and the sentinel pokes the
+//!   monitor, whose tick then
 //!   marks it after [`IDLE_CORE_GRACE`](super::policy::IDLE_CORE_GRACE)
 //!   rather than the interval (`control::policy`, rule 1), and moves the
 //!   worker it wakes onto the idle core. None asleep: the kernel gave the
 //!   sentinel its share of a busy core, or the core idles for a reason the
 //!   monitor cannot mend; the sentinel looks less often ([`next_poll`]),
-//!   and so it does while the same holder sleeps on after a poke (the
-//!   monitor leaves a lock's waiter alone for the interval).
+//!   and so it does while the same holder sleeps on after a poke (its
+//!   grace may not have passed yet).
 
 use std::time::Duration;
 
@@ -49,21 +53,21 @@ pub(crate) fn wanted(detects_blocking: bool, concurrency: usize, cpus: Option<us
 /// task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Look {
-    /// One asleep that the last look did not find (another worker, or
-    /// another task): the monitor is poked.
+    /// One asleep outside the process that the last look did not find
+    /// (another worker, or another task): the monitor is poked.
     New,
     /// The one the last look found, still asleep in the same task: poked
     /// again, since its grace may have passed, but the monitor left it
-    /// (a futex wait keeps the interval: `control::policy`, rule 1).
+    /// (it had not been in its task for the grace yet).
     Same,
-    /// None asleep.
+    /// None asleep outside the process.
     Nobody,
 }
 
 /// The sleep after a look: [`POLL`] after one that found a new sleeper,
 /// else twice the last, up to the monitor's `interval` (never less than
-/// `POLL`). A lock's waiter the monitor leaves alone thus costs a few
-/// pokes, not one every poll.
+/// `POLL`). A sleeper the monitor leaves alone thus costs a few pokes,
+/// not one every poll.
 pub(crate) fn next_poll(last: Duration, look: Look, interval: Duration) -> Duration {
     match look {
         Look::New => POLL,

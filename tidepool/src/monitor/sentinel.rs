@@ -5,7 +5,8 @@
 //!
 //! A sentinel's loop: while the pool is not saturated (a free slot, or
 //! nothing queued), wait to be armed (`MonitorSignal::sentinel_wait`).
-//! Armed, look: if a worker holding a slot in a task is asleep, poke the
+//! Armed, look: if a worker holding a slot in a task is asleep outside the
+//! process (not in a futex), poke the
 //! monitor with this CPU (`MonitorSignal::poke`) and move the monitor
 //! here; its tick marks the sleeper and wakes a worker onto this CPU (then
 //! the monitor, about to sleep, pulls a queued worker here if two share
@@ -22,6 +23,7 @@ use crate::control::sentinel::{next_poll, wanted, Look, POLL};
 use crate::control::slots::{Phase, StatusWord};
 use crate::runtime::Shared;
 use crate::sync::{lock, Arc};
+use crate::sys::WaitsFor;
 use std::sync::Weak;
 
 /// Starts a sentinel on each CPU this process may run on, if the pool
@@ -61,9 +63,18 @@ pub(crate) fn saturated(shared: &Shared) -> bool {
     shared.slots.counts().active >= shared.slots.target() && shared.has_work()
 }
 
-/// The first worker holding a slot in a task that is asleep now, as its
-/// index and status word (one `stat` read per such worker, 2-3 µs each).
+/// The first worker holding a slot in a task that is asleep outside the
+/// process now (a socket, a timer, a disk), as its index and status word:
+/// one `stat` read per such worker, 2-3 µs each, and a `syscall` read for
+/// a sleeper. A futex waiter is not one: the monitor leaves a lock's
+/// waiter for its interval however soon it looks (`control::policy`, rule
+/// 1), so a poke would only add ticks, and in a lock convoy, whose waiters
+/// take turns asleep, a tick every poll; that took convoys to 512 threads.
 fn a_sleeping_slot_holder(shared: &Shared) -> Option<(usize, StatusWord)> {
+    if !shared.config.switches.on(Mechanism::WaitClasses) {
+        // Without the wait classes no sleep gets the idle core's grace.
+        return None;
+    }
     shared
         .threads
         .used()
@@ -73,9 +84,9 @@ fn a_sleeping_slot_holder(shared: &Shared) -> Option<(usize, StatusWord)> {
             let seen = entry.status.load();
             let asleep = seen.phase() == Phase::InTask
                 && !entry.hold.is_asked()
-                && lock(&entry.probe)
-                    .as_ref()
-                    .is_some_and(|probe| probe.state().is_waiting());
+                && lock(&entry.probe).as_ref().is_some_and(|probe| {
+                    probe.state().is_waiting() && probe.waits_for() == WaitsFor::Outside
+                });
             asleep.then_some((index, seen))
         })
 }
