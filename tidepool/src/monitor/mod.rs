@@ -916,7 +916,7 @@ impl Monitor {
                     let entry = shared.threads.entry(index);
                     let tid = lock(&entry.probe).as_ref().map(|probe| probe.tid());
                     if let Some(tid) = tid {
-                        entry.hold.keep_to_cpu_for_wake(tid, cpu);
+                        entry.hold.keep_to_cpu(tid, cpu);
                     }
                 }
             });

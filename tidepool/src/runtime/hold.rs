@@ -229,21 +229,10 @@ impl HoldWord {
         if tid == 0 {
             return false;
         }
-        let Some(cpu) = crate::sys::current_cpu().filter(|&cpu| cpu < 64) else {
+        let Some(cpu) = crate::sys::current_cpu() else {
             return false;
         };
-        let here = 1u64 << cpu;
-        let cpus = self.own_cpus.load(Ordering::Relaxed);
-        if cpus & here == 0 || cpus == here {
-            return false;
-        }
-        self.moved.store(true, Ordering::Relaxed);
-        if crate::sys::set_thread_cpus(tid, here) {
-            true
-        } else {
-            self.moved.store(false, Ordering::Relaxed);
-            false
-        }
+        self.keep_to_cpu(tid, cpu)
     }
 
     /// Gives the thread back its own CPUs after
@@ -257,13 +246,17 @@ impl HoldWord {
         }
     }
 
-    /// Keeps the parked thread `tid` to CPU `cpu` for its wake-up, from
-    /// the monitor at a tick a CPU sentinel of that idle CPU asked for
-    /// (`monitor::sentinel`): the kernel then wakes it there. The thread
-    /// gives itself its own CPUs back as its park returns
-    /// ([`give_cpus_back`](Self::give_cpus_back)), before it runs any
-    /// task. True if it was kept.
-    pub(crate) fn keep_to_cpu_for_wake(&self, tid: i32, cpu: usize) -> bool {
+    /// Keeps thread `tid` to CPU `cpu` alone, marked as moved so that
+    /// [`move_back`](Self::move_back) or
+    /// [`give_cpus_back`](Self::give_cpus_back) restores its own CPUs.
+    /// For [`move_to_this_cpu`](Self::move_to_this_cpu), and for the
+    /// monitor at a tick a CPU sentinel of that idle CPU asked for
+    /// (`monitor::sentinel`): the parked worker it wakes is kept there for
+    /// the wake-up, so the kernel wakes it there, and gives itself its own
+    /// CPUs back as its park returns, before it runs any task. True if it
+    /// was kept; false, and nothing changed, if `cpu` is not one of its
+    /// own or is its only one.
+    pub(crate) fn keep_to_cpu(&self, tid: i32, cpu: usize) -> bool {
         let cpus = self.own_cpus.load(Ordering::Relaxed);
         let there = 1u64.checked_shl(cpu as u32).unwrap_or(0);
         if cpus & there == 0 || cpus == there {
@@ -279,7 +272,7 @@ impl HoldWord {
     }
 
     /// The thread's own CPUs back if a waker kept it to one
-    /// ([`keep_to_cpu_for_wake`](Self::keep_to_cpu_for_wake)); called by
+    /// ([`keep_to_cpu`](Self::keep_to_cpu)); called by
     /// the thread itself as its park returns.
     pub(crate) fn give_cpus_back(&self) {
         #[cfg(not(tidepool_loom))]
