@@ -26,14 +26,15 @@
 //! # The CPU sentinels' arming
 //!
 //! CPU sentinels (`control::sentinel`) watch only while the pool is
-//! saturated. One that finds it is not takes the `sentinels_armed` flag
-//! down and waits ([`MonitorSignal::sentinel_wait`]); whoever saturates
-//! it (a spawn that found no free slot, the monitor's tick) puts the flag
-//! up and wakes them ([`MonitorSignal::arm_sentinels`]). The same Dekker
+//! saturated. One that finds it is not puts the `sentinels_resting` flag
+//! up and waits ([`MonitorSignal::sentinel_wait`]); whoever saturates it
+//! (a spawn that found no free slot, the monitor's tick) takes the flag
+//! down and wakes them ([`MonitorSignal::arm_sentinels`]). The same Dekker
 //! pair as the idle sleep: the sentinel stores the flag, then reads the
 //! slots and queues again; the armer changed those, then reads the flag;
 //! all SeqCst, so either the sentinel sees the pool saturated and stays
-//! up, or the armer sees the flag down and wakes it. The loom model
+//! up, or the armer sees the flag up and wakes it. The flag starts down,
+//! so a pool without sentinels pays one load per arm, never the lock. The loom model
 //! `loom_models/sentinel.rs` runs both with a stop.
 
 use crate::metrics::{Metrics, ThreadSample};
@@ -56,10 +57,10 @@ pub(crate) struct MonitorSignal {
     /// interval: a declared blocking section nudges it awake
     /// ([`MonitorSignal::nudge`]).
     long_sleep: AtomicBool,
-    /// The CPU sentinels are to watch (`monitor::sentinel`): set by the
-    /// monitor while the pool is saturated, cleared by a sentinel that
-    /// finds it is not.
-    sentinels_armed: AtomicBool,
+    /// A CPU sentinel (`monitor::sentinel`) found the pool not saturated
+    /// and waits to be armed: set by it, cleared by whoever saturates the
+    /// pool. Never set in a pool without sentinels.
+    sentinels_resting: AtomicBool,
     /// Where disarmed sentinels wait.
     sentinel_cv: Condvar,
     /// The CPU of the last sentinel that poked, plus one (0: none).
@@ -140,32 +141,32 @@ impl MonitorSignal {
 
     /// The pool is saturated (every slot taken, work queued: the caller
     /// saw it after making it so, or at a tick): wakes the CPU sentinels
-    /// if they wait. One load while they watch already. The other side of
+    /// if they wait. One load while they watch, or if there are none. The other side of
     /// [`MonitorSignal::sentinel_wait`]'s pair (module docs).
     pub(crate) fn arm_sentinels(&self) {
         crate::sync::seqcst_pair();
-        if !self.sentinels_armed.load(Ordering::SeqCst) {
+        if self.sentinels_resting.load(Ordering::SeqCst) {
             let _state = lock(&self.state);
-            self.sentinels_armed.store(true, Ordering::SeqCst);
+            self.sentinels_resting.store(false, Ordering::SeqCst);
             self.sentinel_cv.notify_all();
         }
     }
 
-    /// A sentinel found the pool not saturated: takes the flag down, asks
+    /// A sentinel found the pool not saturated: puts the flag up, asks
     /// `still_calm` again, and waits until the sentinels are armed again,
     /// unless the pool saturated meanwhile (then it returns at once to
     /// watch). False if the pool stopped.
     pub(crate) fn sentinel_wait(&self, still_calm: impl FnOnce() -> bool) -> bool {
         let mut state = lock(&self.state);
-        self.sentinels_armed.store(false, Ordering::SeqCst);
+        self.sentinels_resting.store(true, Ordering::SeqCst);
         // The fence because `still_calm` reads the queues with weaker loads.
         fence(Ordering::SeqCst);
         if !still_calm() {
-            // An arm that read the flag before it came down was a no-op.
-            self.sentinels_armed.store(true, Ordering::SeqCst);
+            // An arm that read the flag before it went up was a no-op.
+            self.sentinels_resting.store(false, Ordering::SeqCst);
             return !state.stopped;
         }
-        while !state.stopped && !self.sentinels_armed.load(Ordering::SeqCst) {
+        while !state.stopped && self.sentinels_resting.load(Ordering::SeqCst) {
             state = wait(&self.sentinel_cv, state);
         }
         !state.stopped
