@@ -3,7 +3,8 @@
 //! decision, a pure function of what was seen. Two users carry it out: the
 //! watcher of the shared tokio runtime's workers (`interop::watch`: both
 //! verdicts) and the pool's monitor (`monitor/kernel.rs`: a worker back from its
-//! block is counted again).
+//! block is counted again, where no CPU timer of its own judges it:
+//! `control::hold`).
 //!
 //! # Design note
 //!

@@ -14,7 +14,14 @@
 //!   it found blocking or a worker back from its block: blocks come in
 //!   batches (a burst of requests that all call the database), and the
 //!   rest of the batch is found in a quarter of the time (the `quick-pace`
-//!   switch turns this off, for the lab's ablation);
+//!   switch turns this off, for the lab's ablation). Only while no CPU
+//!   sentinel watches (`control::sentinel`): a sentinel has the monitor
+//!   look the moment a core would idle beside a sleeping slot holder,
+//!   which is what the quick ticks were for, and each quick tick costs
+//!   reads of every suspect's `/proc` files. With sentinels, the quick
+//!   pace cost the lab's overloaded `service` 7% of its throughput (the
+//!   ablation at 1101e0b: off better in 6 of 7 rounds,
+//!   docs/measurements.md, "What each mechanism buys");
 //! - **twice as long as the last sleep**, from the interval up to
 //!   [`MAX_SLEEP`] (or the interval, if longer), while the pool is busy and
 //!   nobody is due for a look: a pool of long computations costs the
@@ -56,6 +63,9 @@ pub(crate) struct Pace {
     interval: Duration,
     /// Whether the quick pace is on (the `quick-pace` switch).
     quick_pace: bool,
+    /// Whether a CPU sentinel watches the pool's cores, which makes the
+    /// quick pace needless ([`Pace::sentinels_watch`]).
+    sentinels_watch: bool,
     /// The last sleep, which a busy tick doubles.
     sleep: Duration,
     /// Ticks left at the quick pace.
@@ -68,15 +78,29 @@ impl Pace {
         Pace {
             interval,
             quick_pace,
+            sentinels_watch: false,
             // The first busy tick sleeps the interval, then the back-off.
             sleep: Duration::ZERO,
             quick_ticks: 0,
         }
     }
 
+    /// Whether a CPU sentinel watches the pool's cores now: while one
+    /// does, finds do not quicken the pace (module docs).
+    pub(crate) fn sentinels_watch(&mut self, watch: bool) {
+        self.sentinels_watch = watch;
+        if watch {
+            self.quick_ticks = 0;
+        }
+    }
+
     /// Blocking (or a worker back from its block) was found: the next
-    /// [`QUICK_PACE_TICKS`] ticks with suspects come quickly.
+    /// [`QUICK_PACE_TICKS`] ticks with suspects come quickly, unless a
+    /// CPU sentinel watches.
     pub(crate) fn found_blocking(&mut self) {
+        if self.sentinels_watch {
+            return;
+        }
         self.quick_ticks = QUICK_PACE_TICKS;
     }
 
@@ -159,6 +183,23 @@ mod tests {
         let mut pace = Pace::new(INTERVAL, false);
         pace.found_blocking();
         assert_eq!(pace.next_sleep(Tick::Suspects, false), Some(INTERVAL));
+    }
+
+    #[test]
+    fn while_sentinels_watch_finds_change_nothing() {
+        let mut pace = Pace::new(INTERVAL, true);
+        pace.found_blocking();
+        // A sentinel starts watching: the quick ticks left are dropped.
+        pace.sentinels_watch(true);
+        assert_eq!(pace.next_sleep(Tick::Suspects, false), Some(INTERVAL));
+        pace.found_blocking();
+        assert_eq!(pace.next_sleep(Tick::Suspects, false), Some(INTERVAL));
+        // No sentinel any more (the system refused them, or they exited):
+        // finds quicken the pace again.
+        pace.sentinels_watch(false);
+        pace.found_blocking();
+        let quick = INTERVAL / QUICK_PACE_DIVISOR;
+        assert_eq!(pace.next_sleep(Tick::Suspects, false), Some(quick));
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub(crate) struct MonitorSignal {
     sentinel_cv: Condvar,
     /// The CPU of the last sentinel that poked, plus one (0: none).
     poked_cpu: std::sync::atomic::AtomicUsize,
+    /// How many CPU sentinels watch (started on their CPU under
+    /// `SCHED_IDLE`, and not yet gone).
+    sentinels: std::sync::atomic::AtomicUsize,
     /// The monitor thread's id, once it runs (0 before).
     monitor_tid: std::sync::atomic::AtomicI32,
     /// The CPUs the monitor thread may run on (a bitmap; 0 if unknown).
@@ -132,6 +135,20 @@ impl MonitorSignal {
     pub(crate) fn monitor_thread(&self) -> Option<(i32, u64)> {
         let tid = self.monitor_tid.load(Ordering::Relaxed);
         (tid != 0).then(|| (tid, self.monitor_cpus.load(Ordering::Relaxed)))
+    }
+
+    /// A CPU sentinel starts watching (`watching`) or stops.
+    pub(crate) fn sentinel_watches(&self, watching: bool) {
+        if watching {
+            self.sentinels.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.sentinels.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether any CPU sentinel watches the pool's cores.
+    pub(crate) fn sentinels_watch(&self) -> bool {
+        self.sentinels.load(Ordering::Relaxed) > 0
     }
 
     /// The CPU of the sentinel that poked since the last call, if any.

@@ -373,6 +373,9 @@ impl Monitor {
     /// One tick: observe, probe, decide, apply, record.
     fn tick(&mut self, shared: &Arc<Shared>) -> Tick {
         let config = &shared.config;
+        // Sentinels see an idle core at once; the quick pace is for pools
+        // without them (`control::pace`).
+        self.pace.sentinels_watch(shared.monitor.sentinels_watch());
         let limits = Limits {
             concurrency: config.concurrency,
             max_threads: config.max_threads,
@@ -544,7 +547,16 @@ impl Monitor {
                         // Runnable: judged within the next looks, at the
                         // interval's pace.
                         any_suspect |= !look.asleep;
-                    } else if shared.config.switches.on(Mechanism::CountAgain) {
+                    } else if shared.config.switches.on(Mechanism::CountAgain)
+                        && !entry.hold.timer_judges(seen.tick())
+                    {
+                        // Looked at only where no CPU timer of its own
+                        // judges it (`control::hold`: the timer fires on
+                        // the thread once it computes, and takes a slot,
+                        // holds it or counts it): these looks are 3 reads
+                        // of `/proc` and its clock each, and with the
+                        // timers they bought nothing the lab could see
+                        // (the ablation at 1101e0b, docs/measurements.md).
                         if let Some(computing_for) = back_from_block(entry, t, now) {
                             self.counted_again.push((index, seen, computing_for));
                         }

@@ -52,7 +52,15 @@ pub(crate) fn start(shared: &Arc<Shared>) {
             .stack_size(64 * 1024)
             .spawn(move || {
                 if crate::sys::become_cpu_sentinel(cpu) {
+                    let Some(shared) = pool.upgrade() else {
+                        return;
+                    };
+                    shared.monitor.sentinel_watches(true);
+                    drop(shared);
                     watch(&pool, cpu);
+                    if let Some(shared) = pool.upgrade() {
+                        shared.monitor.sentinel_watches(false);
+                    }
                 }
             });
     }
