@@ -22,6 +22,18 @@
 //! (`runtime::placement`) gives it its CPUs back straight after, so the
 //! kernel stays free to place it from then on.
 //!
+//! **Not where CPU sentinels watch** (`control::sentinel`). Each look
+//! reads the `stat` of up to eight workers, and it runs at every park
+//! while the pool is saturated: 4,900 reads in 2 s of the overloaded
+//! service, the largest of the pool's reads of `/proc`. Measured before
+//! the sentinels it bought that service 12% of its throughput; with them
+//! (3d09178) it bought nothing: the ablation found the service better off
+//! without it in 6 of 7 rounds (424 against 412 requests/s), and 4 ABBA
+//! rounds after it 416 against 419, p99 669 against 683 ms
+//! (docs/measurements.md, "What each mechanism buys"). So it stands in
+//! for the sentinels where a pool has none (fewer slots than CPUs, or
+//! `SCHED_IDLE` refused).
+//!
 //! [`to_pull`] decides from the readings alone, so its tests need no
 //! threads.
 

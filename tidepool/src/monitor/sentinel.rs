@@ -8,9 +8,9 @@
 //! Armed, look: if a worker holding a slot in a task is asleep outside the
 //! process (not in a futex), poke the
 //! monitor with this CPU (`MonitorSignal::poke`) and move the monitor
-//! here; its tick marks the sleeper and wakes a worker onto this CPU (then
-//! the monitor, about to sleep, pulls a queued worker here if two share
-//! the other CPU: `Shared::pull_a_worker_here`). A sentinel moves no
+//! here; its tick marks the sleeper and wakes a worker onto this CPU
+//! (pull-here, `Shared::pull_a_worker_here`, stands aside while sentinels
+//! watch: `control::placement`). A sentinel moves no
 //! worker itself: under `SCHED_IDLE`, preempted by the worker it moved, it
 //! would give that worker its CPUs back only once its CPU idles again.
 //! Then sleep for what `control::sentinel::next_poll` says. The sentinel holds the pool only

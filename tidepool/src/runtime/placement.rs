@@ -21,13 +21,15 @@ impl Shared {
     /// more share another (`control::placement::to_pull`). True if one
     /// was moved.
     ///
-    /// Only while every slot is taken, two or more workers are at work
+    /// Not while CPU sentinels watch (`control::placement`'s design
+    /// note). Only while every slot is taken, two or more workers are at work
     /// besides the caller, and one of them has had its slot given away:
     /// otherwise a CPU idles because there is less work than cores, or
     /// the workers at work are no more than the cores, and nothing is
     /// read (the check is a few loads).
     pub(crate) fn pull_a_worker_here(&self, own: Option<i32>) -> bool {
         if !self.config.switches.on(Mechanism::PullHere)
+            || self.monitor.sentinels_watch()
             || self.slots.counts().active < self.slots.target()
         {
             return false;
