@@ -548,7 +548,7 @@ impl Monitor {
                         // interval's pace.
                         any_suspect |= !look.asleep;
                     } else if shared.config.switches.on(Mechanism::CountAgain)
-                        && !entry.hold.timer_judges(seen.tick())
+                        && !entry.hold.armed_for(seen.tick())
                     {
                         // Looked at only where no CPU timer of its own
                         // judges it (`control::hold`: the timer fires on

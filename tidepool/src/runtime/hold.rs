@@ -291,15 +291,10 @@ impl HoldWord {
         self.own_cpus.load(Ordering::Relaxed)
     }
 
-    /// Whether the thread's own CPU timer judges it in the task of tick
-    /// `tick` (armed by a block in that task): the monitor need not look
-    /// at it for a worker back from its block.
-    pub(crate) fn timer_judges(&self, tick: u64) -> bool {
-        self.armed_for(tick)
-    }
-
-    /// Whether the timer was armed by a block in the task of tick `tick`.
-    fn armed_for(&self, tick: u64) -> bool {
+    /// Whether the timer was armed by a block in the task of tick `tick`
+    /// (then the timer judges the worker back from its block, and the
+    /// monitor need not look).
+    pub(crate) fn armed_for(&self, tick: u64) -> bool {
         self.armed_for.load(Ordering::Relaxed) == tick
     }
 
