@@ -219,6 +219,14 @@ pub const PLAN: &[Probe] = &[
         figures: &[TAUGHT_THREADS, CONVOY_THREADS],
     },
     Probe {
+        mechanism: "sibling-runs",
+        purpose: "no climb with nothing ended while a task of the kind is runnable (a stalled lock holder)",
+        figures: &[
+            TAUGHT_THREADS,
+            fig("lock-convoy", "taught-100k-20us", "convoy_peak_busy_threads"),
+        ],
+    },
+    Probe {
         mechanism: "reactor-pacing",
         purpose: "a reactor thread pauses while the workers are saturated",
         figures: &[

@@ -253,11 +253,12 @@ fn a_lock_convoy_keeps_its_threads_few() {
 
 /// Teaches a fresh pool of two slots that kind `K` blocks (its items
 /// sleep first), then runs `convoys` of its items, each (items, hold in
-/// µs), one after the other; checks that the threads at work during them
+/// µs), one after the other, beside `busy` [`BusyThreads`]; checks that the threads at work during them
 /// stay within [`convoy_bound`], that the convoy's items were presumed
 /// blocking, and that the counters add up.
-fn taught_convoy<const K: usize>(label: &str, convoys: &'static [(usize, u64)]) {
+fn taught_convoy<const K: usize>(label: &str, convoys: &'static [(usize, u64)], busy: usize) {
     let (bound, taught, m) = alone(move || {
+        let _busy = BusyThreads::start(busy);
         let pool = two_slots();
         teach_blocking::<K>(&pool);
         let taught = pool.metrics();
@@ -284,6 +285,7 @@ fn a_convoy_of_a_kind_presumed_blocking_keeps_its_threads_few() {
     taught_convoy::<2>(
         "taught 3 x 3,000 x 5/20/100 µs",
         &[(3_000, 5), (3_000, 20), (3_000, 100)],
+        0,
     );
 }
 
@@ -294,7 +296,7 @@ fn a_taught_convoy_of_100_us_holds_keeps_its_threads_few() {
     // c895626 it reached 512 threads (max_threads): the items asleep on
     // the lock doubled presumption's cap at every look, and the policy's
     // burst replaced the slot holders found asleep on it.
-    taught_convoy::<4>("taught 10,000 x 100 µs", &[(10_000, 100)]);
+    taught_convoy::<4>("taught 10,000 x 100 µs", &[(10_000, 100)], 0);
 }
 
 #[test]
@@ -323,4 +325,53 @@ fn a_second_burst_of_a_kind_known_to_sleep_gets_its_threads() {
     );
     assert!(m.presumed_blocking > 0, "the kind was not presumed: {m:?}");
     common::assert_counters_add_up(&m);
+}
+
+/// Threads that keep `n` cores' worth of CPU busy until dropped: load from
+/// outside the pool, as a service's other threads (a second pool, a
+/// compressor) would be.
+struct BusyThreads {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyThreads {
+    fn start(n: usize) -> BusyThreads {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        BusyThreads { stop, threads }
+    }
+}
+
+impl Drop for BusyThreads {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn a_taught_convoy_beside_busy_threads_keeps_its_threads_few() {
+    // The lock's holder is kept off the cores for milliseconds at a time
+    // by threads outside the pool (three per core): nothing ends meanwhile,
+    // and the kind's asleep waiters must not read as long waits
+    // (`control::growth`, "A sibling runs"). Before that rule: 512
+    // threads in 3 runs of 8.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    taught_convoy::<6>(
+        "beside busy threads, taught 10,000 x 100 µs",
+        &[(10_000, 100)],
+        3 * cores,
+    );
 }

@@ -89,6 +89,11 @@ pub(crate) enum Mechanism {
     /// lock convoy), the policy works within a few threads, declines
     /// spares, and does not mark a sibling's waiter blocked (`monitor`).
     ConvoyHold,
+    /// A kind one of whose tasks was found runnable an interval into its
+    /// run (a lock's holder kept off the cores) does not climb with
+    /// nothing ended, nor lose its hold (`control::growth`, "A sibling
+    /// runs").
+    SiblingRuns,
     /// A reactor thread pauses while the workers are saturated, so events
     /// reach them in fewer wake-ups (`reactor_pacing`).
     ReactorPacing,
@@ -96,7 +101,7 @@ pub(crate) enum Mechanism {
 
 impl Mechanism {
     /// Every mechanism, in the order the table shows them.
-    pub(crate) const ALL: [Mechanism; 19] = [
+    pub(crate) const ALL: [Mechanism; 20] = [
         Mechanism::Presumption,
         Mechanism::GrowthClimb,
         Mechanism::WaitClasses,
@@ -115,6 +120,7 @@ impl Mechanism {
         Mechanism::PullHere,
         Mechanism::CpuSentinel,
         Mechanism::ConvoyHold,
+        Mechanism::SiblingRuns,
         Mechanism::ReactorPacing,
     ];
 
@@ -139,6 +145,7 @@ impl Mechanism {
             Mechanism::PullHere => "pull-here",
             Mechanism::CpuSentinel => "cpu-sentinel",
             Mechanism::ConvoyHold => "convoy-hold",
+            Mechanism::SiblingRuns => "sibling-runs",
             Mechanism::ReactorPacing => "reactor-pacing",
         }
     }

@@ -122,6 +122,24 @@
 //!   held at 4 would never end) starts climbing as if nothing had ended
 //!   yet. A convoy's lock holder kept off the cores for 64 ms by other
 //!   load is rare.
+//! * **A sibling runs: no step up unmeasured.** Neither of the two rules
+//!   above steps up while a task of the kind was found runnable (state
+//!   `R`) an interval or more into its run, at this look: a presumed task
+//!   the monitor looked at, or a slot holder whose last probe found it so
+//!   ([`Step::SiblingRuns`]); nor does a stale climb lose its hold then.
+//!   Nothing ending while a task of the kind can run is a stall, not a
+//!   wait: a convoy whose lock holder other load keeps off the cores, its
+//!   waiters asleep on the lock behind it; a thread added joins them.
+//!   Without this rule, beside six busy threads on 2 cores a taught
+//!   convoy of 10,000 x 100 µs reached 512 threads in 3 runs of 8 and
+//!   70-400 in others (its holder preempted for tens of milliseconds:
+//!   once an interval, a stall of k intervals doubled the level k times);
+//!   with it, at most 15 at work in 40. A rendezvous's tasks or a
+//!   blocking client's all sleep, none runnable, and climb as before; a
+//!   kind one of whose tasks computes for long while the others wait in
+//!   futexes waits for it to end or sleep before its cap grows
+//!   unmeasured (a kind that computes for an interval is not presumed
+//!   long anyway: `presumption`'s judged-while-it-runs rule).
 //! * **The policy's burst climbs too.** `control::policy`'s burst (more
 //!   replacements per blocked worker while every worker blocks) raises
 //!   the slot target only as its own climb allows, on the pool's
@@ -150,6 +168,15 @@
 //!   about 300 detections a run, and a taught convoy of 10,000 x 100 µs
 //!   peaked at 12-21 threads; not marked, 6 in 8 runs (the teaching's
 //!   own 6), with about 10 detections.
+//! * **Alive while its kind ends on slots.** A climb is dropped after
+//!   [`FORGET_INTERVALS`] with neither a look nor a task of its kind seen
+//!   ending on a slot ([`Climb::slot_look`]), not after that many without
+//!   a look: a taught convoy's presumed items end within microseconds,
+//!   presumption pauses on them (`presumption::SHORTS_TO_PAUSE`), and the
+//!   convoy runs on slots, where the climb's hold is what keeps its slot
+//!   holders asleep on the lock from being replaced. Dropped, a convoy
+//!   went from 6-10 threads at work to 18-44 in 3 runs of 20 (and failed
+//!   a CI run): one replacement a tick, each joining the lock's queue.
 //! * **The crowd left: start over.** When the kind's cap has fallen below
 //!   half the level (its presumed tasks ended, so presumption's own rule
 //!   brought the cap down to twice those still in flight) and it has not
@@ -334,6 +361,11 @@ pub(crate) enum Step {
     /// Back down to the level that earned the base rate: the probe above
     /// it did not raise the rate (a convoy, or work that arrives no faster).
     Down,
+    /// Held where a step up would have no rate to go by (nothing of the
+    /// kind ended yet, or nothing for long), because a task of the kind
+    /// was found runnable an interval or more into its run: its asleep
+    /// siblings may wait for it (see "A sibling runs" in the module docs).
+    SiblingRuns,
 }
 
 /// One kind's growth climb (see the module docs), kept by the monitor.
@@ -460,18 +492,22 @@ impl Climb {
         wants: u32,
         interval: Duration,
     ) -> Step {
-        self.look_in_pool(now, ends, None, cap, wants, interval)
+        self.look_in_pool(now, ends, None, false, cap, wants, interval)
     }
 
     /// [`Climb::look`], given the pool's total of ended tasks (of every
     /// kind) `pool_total` while every task at work is of a kind a climb
-    /// holds: a probe is kept only if the pool's rate rose with it too
-    /// ([`Rate::rose_over`]).
+    /// holds (a probe is kept only if the pool's rate rose with it too:
+    /// [`Rate::rose_over`]), and whether a task of the kind was found
+    /// runnable an interval or more into its run (`sibling_runs`: no step
+    /// up unmeasured meanwhile, [`Step::SiblingRuns`]).
+    #[allow(clippy::too_many_arguments)] // Each is one piece of the look's evidence.
     pub(crate) fn look_in_pool(
         &mut self,
         now: Duration,
         (ends, on_slots): (u32, Option<Duration>),
         pool_total: Option<u64>,
+        sibling_runs: bool,
         cap: u32,
         wants: u32,
         interval: Duration,
@@ -521,7 +557,9 @@ impl Climb {
         }
         self.pressed = now;
         if !self.ended {
-            return if waited(self.began) >= interval * FREE_AFTER_INTERVALS {
+            return if sibling_runs {
+                Step::SiblingRuns
+            } else if waited(self.began) >= interval * FREE_AFTER_INTERVALS {
                 self.up_unmeasured(now, wants, interval)
             } else {
                 Step::Gathering
@@ -533,6 +571,11 @@ impl Climb {
             Step::Measuring
         };
         if waited(self.last_end.max(self.window)) >= interval * STALE_INTERVALS {
+            if sibling_runs {
+                // A stall, not a change: the kind's tasks wait for the
+                // one that runs, as they did while they ended.
+                return Step::SiblingRuns;
+            }
             // Tasks that wait long now: climb as if nothing had ended.
             self.ended = false;
             self.base = None;
@@ -585,6 +628,42 @@ impl Climb {
                 self.opens = now + rate.turnover().min(interval * STALE_INTERVALS / 4);
                 step
             }
+        }
+    }
+
+    /// A tick, `now`, at which the kind had no presumed task to look at
+    /// (its presumption paused, or every task of it on a slot), and tasks
+    /// of it that ran on slots ended, the latest first seen at `on_slots`
+    /// (as in [`Climb::look`]): the climb lives on, and holds, while its
+    /// tasks end on slots. Nothing ended for [`STALE_INTERVALS`] lifts the
+    /// hold, as at a look, unless a task of the kind runs (`sibling_runs`,
+    /// as in [`Climb::look_in_pool`]); nothing looked at or ended for
+    /// [`FORGET_INTERVALS`] forgets the climb. A climb looked at this tick
+    /// took its evidence there: nothing to do.
+    ///
+    /// Why: a taught convoy's presumed items end within a few
+    /// microseconds, so presumption pauses (`presumption::SHORTS_TO_PAUSE`)
+    /// and the convoy runs on slots. Forgotten once no presumed task was
+    /// looked at for 64 intervals, the climb's hold lifted while the convoy
+    /// went on, and its slot holders found asleep on the lock were marked
+    /// blocked and replaced one a tick: 18-44 threads in 3 runs of 20 of
+    /// `tests/control_convoy.rs` (and a CI failure), against 6-10.
+    pub(crate) fn slot_look(
+        &mut self,
+        now: Duration,
+        on_slots: Option<Duration>,
+        sibling_runs: bool,
+        interval: Duration,
+    ) {
+        if self.looked == now {
+            return;
+        }
+        if on_slots.is_some_and(|first| first >= self.began) {
+            self.ended = true;
+            self.last_end = now;
+            self.looked = now;
+        } else if now.saturating_sub(self.last_end) >= interval * STALE_INTERVALS && !sibling_runs {
+            self.ended = false;
         }
     }
 
@@ -877,6 +956,70 @@ mod tests {
             c.look(now + LOOK, (4, None), 2, 4, INTERVAL),
             Step::Measuring
         );
+    }
+
+    /// A look at the kind with `sibling_runs` as given, nothing ended.
+    fn look_running(c: &mut Climb, now: Duration, level: u32, sibling_runs: bool) -> Step {
+        c.look_in_pool(
+            now,
+            (0, None),
+            None,
+            sibling_runs,
+            level,
+            2 * level,
+            INTERVAL,
+        )
+    }
+
+    #[test]
+    fn nothing_ended_while_a_sibling_runs_is_a_stall_not_a_wait() {
+        // A taught convoy whose lock holder other load keeps off the
+        // cores: its waiters asleep, nothing ends, and the holder is
+        // runnable. Long past the free phase, the level stays.
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = Duration::ZERO;
+        while now < INTERVAL * (FREE_AFTER_INTERVALS + 40) {
+            assert_eq!(look_running(&mut c, now, 2, true), Step::SiblingRuns);
+            assert_eq!(c.level(), FRESH_CAP);
+            now += LOOK;
+        }
+        assert!(!c.holds(), "nothing ended: not the climb's to hold yet");
+        // The holder falls asleep too (a rendezvous, a blocking client's
+        // reply): nothing can run, so the waits are long ones, and the
+        // level follows the look up once an interval as before.
+        assert_eq!(look_running(&mut c, now, 2, false), Step::Up);
+        assert_eq!(c.level(), 4);
+        now += LOOK;
+        assert_eq!(look_running(&mut c, now, 4, false), Step::Gathering);
+        now += INTERVAL;
+        assert_eq!(look_running(&mut c, now, 4, true), Step::SiblingRuns);
+        assert_eq!(c.level(), 4, "a runner again: held again");
+        assert_eq!(look_running(&mut c, now + LOOK, 4, false), Step::Up);
+        assert_eq!(c.level(), 8);
+    }
+
+    #[test]
+    fn a_stale_climb_with_a_sibling_that_runs_keeps_its_hold() {
+        let mut c = Climb::new(Duration::ZERO, FRESH_CAP);
+        let mut now = LOOK;
+        assert_eq!(c.look(now, (4, None), 2, 4, INTERVAL), Step::Measuring);
+        assert!(c.holds());
+        // No end for longer than STALE_INTERVALS while a task of the kind
+        // is runnable: a stall; the hold on the policy stays, the level too.
+        let stale = now + INTERVAL * (STALE_INTERVALS + 8);
+        while now < stale {
+            now += LOOK;
+            let step = look_running(&mut c, now, 2, true);
+            assert!(
+                matches!(step, Step::Measuring | Step::SiblingRuns),
+                "{step:?}"
+            );
+            assert!(c.holds());
+            assert_eq!(c.level(), FRESH_CAP);
+        }
+        // Nothing runnable either: tasks that wait long now.
+        assert_eq!(look_running(&mut c, now + LOOK, 2, false), Step::Up);
+        assert!(!c.holds());
     }
 
     #[test]

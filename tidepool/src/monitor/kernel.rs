@@ -218,6 +218,7 @@ pub(super) fn ask_kernel(
         return (None, Some(fallback));
     }
     let waiting = state.is_waiting();
+    track.runnable_at_last_probe = state == ThreadState::Running;
     let waits_outside =
         waiting && shared.config.switches.on(Mechanism::WaitClasses) && track.waits_outside(probe);
     if !waiting {

@@ -158,6 +158,8 @@ struct Track {
     running_again_since: Option<Instant>,
     /// A probe found the thread runnable in this task.
     seen_runnable: bool,
+    /// The last probe in this task found it runnable.
+    runnable_at_last_probe: bool,
     /// Ticks to wait before the next kernel probe, and the current backoff.
     probe_wait: u32,
     backoff: u32,
@@ -180,6 +182,7 @@ impl Track {
             back_look: None,
             running_again_since: None,
             seen_runnable: false,
+            runnable_at_last_probe: false,
             probe_wait: 0,
             backoff: 1,
             waits_for: None,
@@ -229,6 +232,11 @@ struct Monitor {
     /// Every task at work at the last look was of a kind its growth climb
     /// holds (`control::growth::policy_max_threads`).
     all_held: bool,
+    /// The workers found runnable at this tick an interval or more into
+    /// their task (a presumed task looked at, or a slot holder whose last
+    /// probe found it so), with their task's kind: a sibling that runs,
+    /// for the kind's growth climb (`control::growth`, "A sibling runs").
+    runnable: Vec<(Kind, usize)>,
     /// Kinds whose queued tasks were handed threads at the last look:
     /// looked for again at the next while the kind has room
     /// (`Monitor::judge_presumed`).
@@ -264,6 +272,7 @@ impl Monitor {
             last_tasks: Vec::new(),
             slot_ends: Vec::new(),
             all_held: false,
+            runnable: Vec::new(),
             presume_again: Vec::new(),
             short_slice_ticks: 0,
             #[cfg(feature = "metrics")]
@@ -494,13 +503,13 @@ impl Monitor {
         };
         // Whether every task at work is of a kind its climb holds.
         let mut all_held = None;
+        let mut runnable = Vec::new();
         for (index, entry) in entries.iter().enumerate() {
             let seen = entry.status.load();
             self.saw_task_end(entry, index, seen, sample.now);
-            let kind_held = seen.phase() != Phase::Idle && {
-                let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
-                self.climbs.iter().any(|(k, c)| *k == kind && c.holds())
-            };
+            let kind = Kind::from_bits(entry.kind.load(Ordering::Relaxed));
+            let kind_held = seen.phase() != Phase::Idle
+                && self.climbs.iter().any(|(k, c)| *k == kind && c.holds());
             if seen.phase() != Phase::Idle && all_held != Some(false) {
                 all_held = Some(kind_held);
             }
@@ -541,6 +550,9 @@ impl Monitor {
                         let look = look_at_presumed(entry, t, now, limits.threshold, &mut classify);
                         self.asks.0 = classify;
                         self.presumed_looks.tally(entry, look);
+                        if look.runs {
+                            runnable.push((kind, index));
+                        }
                         if look.computes {
                             self.presumed_computing.push((index, seen));
                         }
@@ -619,6 +631,9 @@ impl Monitor {
                     (view.kernel, view.fallback) =
                         ask_kernel(shared, probe, t, view.in_task_for, limits.threshold);
                 }
+                if t.runnable_at_last_probe && view.in_task_for >= limits.threshold {
+                    runnable.push((kind, index));
+                }
                 // Tick at the interval while some task is, or will be within
                 // an interval, a suspect due for a look: a block of 2-5 ms is
                 // then seen after 1-2 ms, not after the backed-off sleep (up
@@ -644,6 +659,7 @@ impl Monitor {
             sample.in_task.push(view);
         }
         self.all_held = all_held == Some(true);
+        self.runnable = runnable;
         sample.queued = shared.queued();
         sample.slots = shared.slots.counts();
         sample.target = shared.slots.target();
@@ -798,6 +814,10 @@ impl Monitor {
             let KindLook {
                 kind, seen, asleep, ..
             } = look;
+            // A task of the kind can run: nothing ending is a stall, not
+            // a wait (`control::growth`, "A sibling runs").
+            let sibling_runs = shared.config.switches.on(Mechanism::SiblingRuns)
+                && self.runnable.iter().any(|&(k, _)| k == kind);
             // The ends since the last look, and what the look would set:
             // the climb says how far it may.
             let record = shared.kinds.take_ends(kind);
@@ -824,7 +844,15 @@ impl Monitor {
             {
                 climb.waits_outside(now, wants)
             } else {
-                climb.look_in_pool(now, (ends, on_slots), pool, cap, wants, interval)
+                climb.look_in_pool(
+                    now,
+                    (ends, on_slots),
+                    pool,
+                    sibling_runs,
+                    cap,
+                    wants,
+                    interval,
+                )
             };
             grew |= step == Step::Gathering;
             let more_room = shared.kinds.looked(kind, seen, asleep, climb.level());
@@ -838,6 +866,17 @@ impl Monitor {
             if (more_room || more_queued()) && crate::worker::presume_queued(shared) {
                 self.presume_again.push(kind);
             }
+        }
+        // Kinds with no presumed task this tick: their ends on slots keep
+        // their climbs (and holds) alive (`Climb::slot_look`).
+        let switches = shared.config.switches;
+        let runs = |kind: Kind, runnable: &[(Kind, usize)]| {
+            switches.on(Mechanism::SiblingRuns) && runnable.iter().any(|&(k, _)| k == kind)
+        };
+        let slot_ends = std::mem::take(&mut self.slot_ends);
+        for (kind, climb) in &mut self.climbs {
+            let first = slot_ends.iter().find(|(k, _)| k == kind).map(|&(_, f)| f);
+            climb.slot_look(now, first, runs(*kind, &self.runnable), interval);
         }
         grew
     }

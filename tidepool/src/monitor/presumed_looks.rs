@@ -34,6 +34,10 @@ pub(super) struct PresumedLook {
     waits: Option<WaitsFor>,
     /// It computes (`presumption::computes_while_running`).
     pub(super) computes: bool,
+    /// Found runnable at this look, an interval or more after the monitor
+    /// first saw it: a stall's runner if its kind ends nothing
+    /// (`control::growth`, "A sibling runs").
+    pub(super) runs: bool,
 }
 
 /// The presumed tasks seen at one tick, per kind (`presumption::Seen::Look`).
@@ -139,6 +143,7 @@ pub(super) fn look_at_presumed(
             asleep: asleep_before,
             waits: track.waits_for.filter(|_| asleep_before),
             computes: false,
+            runs: false,
         };
     }
     let Some(probe) = lock(&entry.probe).clone() else {
@@ -192,6 +197,7 @@ pub(super) fn look_at_presumed(
         asleep,
         waits: track.waits_for.filter(|_| asleep),
         computes,
+        runs: state == ThreadState::Running && now.duration_since(track.since) >= interval,
     }
 }
 
