@@ -232,11 +232,12 @@ struct Monitor {
     /// Every task at work at the last look was of a kind its growth climb
     /// holds (`control::growth::policy_max_threads`).
     all_held: bool,
-    /// The workers found runnable at this tick an interval or more into
-    /// their task (a presumed task looked at, or a slot holder whose last
-    /// probe found it so), with their task's kind: a sibling that runs,
-    /// for the kind's growth climb (`control::growth`, "A sibling runs").
-    runnable: Vec<(Kind, usize)>,
+    /// The kinds of the tasks found runnable at this tick an interval or
+    /// more into their run (a presumed task looked at, or a slot holder
+    /// whose last probe found it so), each once: a sibling that runs, for
+    /// the kind's growth climb (`control::growth`, "A sibling runs").
+    /// Empty with that mechanism switched off.
+    runnable: Vec<Kind>,
     /// Kinds whose queued tasks were handed threads at the last look:
     /// looked for again at the next while the kind has room
     /// (`Monitor::judge_presumed`).
@@ -503,7 +504,8 @@ impl Monitor {
         };
         // Whether every task at work is of a kind its climb holds.
         let mut all_held = None;
-        let mut runnable = Vec::new();
+        self.runnable.clear();
+        let note_runnable = shared.config.switches.on(Mechanism::SiblingRuns);
         for (index, entry) in entries.iter().enumerate() {
             let seen = entry.status.load();
             self.saw_task_end(entry, index, seen, sample.now);
@@ -550,8 +552,8 @@ impl Monitor {
                         let look = look_at_presumed(entry, t, now, limits.threshold, &mut classify);
                         self.asks.0 = classify;
                         self.presumed_looks.tally(entry, look);
-                        if look.runs {
-                            runnable.push((kind, index));
+                        if look.runs && note_runnable && !self.runnable.contains(&kind) {
+                            self.runnable.push(kind);
                         }
                         if look.computes {
                             self.presumed_computing.push((index, seen));
@@ -631,8 +633,12 @@ impl Monitor {
                     (view.kernel, view.fallback) =
                         ask_kernel(shared, probe, t, view.in_task_for, limits.threshold);
                 }
-                if t.runnable_at_last_probe && view.in_task_for >= limits.threshold {
-                    runnable.push((kind, index));
+                if t.runnable_at_last_probe
+                    && view.in_task_for >= limits.threshold
+                    && note_runnable
+                    && !self.runnable.contains(&kind)
+                {
+                    self.runnable.push(kind);
                 }
                 // Tick at the interval while some task is, or will be within
                 // an interval, a suspect due for a look: a block of 2-5 ms is
@@ -659,7 +665,6 @@ impl Monitor {
             sample.in_task.push(view);
         }
         self.all_held = all_held == Some(true);
-        self.runnable = runnable;
         sample.queued = shared.queued();
         sample.slots = shared.slots.counts();
         sample.target = shared.slots.target();
@@ -816,8 +821,7 @@ impl Monitor {
             } = look;
             // A task of the kind can run: nothing ending is a stall, not
             // a wait (`control::growth`, "A sibling runs").
-            let sibling_runs = shared.config.switches.on(Mechanism::SiblingRuns)
-                && self.runnable.iter().any(|&(k, _)| k == kind);
+            let sibling_runs = self.runnable.contains(&kind);
             // The ends since the last look, and what the look would set:
             // the climb says how far it may.
             let record = shared.kinds.take_ends(kind);
@@ -869,15 +873,15 @@ impl Monitor {
         }
         // Kinds with no presumed task this tick: their ends on slots keep
         // their climbs (and holds) alive (`Climb::slot_look`).
-        let switches = shared.config.switches;
-        let runs = |kind: Kind, runnable: &[(Kind, usize)]| {
-            switches.on(Mechanism::SiblingRuns) && runnable.iter().any(|&(k, _)| k == kind)
-        };
-        let slot_ends = std::mem::take(&mut self.slot_ends);
         for (kind, climb) in &mut self.climbs {
-            let first = slot_ends.iter().find(|(k, _)| k == kind).map(|&(_, f)| f);
-            climb.slot_look(now, first, runs(*kind, &self.runnable), interval);
+            let first = self
+                .slot_ends
+                .iter()
+                .find(|(k, _)| k == kind)
+                .map(|&(_, f)| f);
+            climb.slot_look(now, first, self.runnable.contains(kind), interval);
         }
+        self.slot_ends.clear();
         grew
     }
 
