@@ -25,9 +25,10 @@
 //!   look ([`Seen::Look`]) the cap becomes twice the kind's presumed tasks
 //!   the monitor finds asleep, if most of those it sees are
 //!   ([`MOSTLY_ASLEEP`]): presumed tasks that all wait double at every look
-//!   (2, 4, 8, ... 512 in eight looks: the monitor looks at a quarter of
-//!   its interval while a cap grows, and hands a queued task a thread
-//!   then, whose fan-out fills the room). If fewer are asleep, the cap
+//!   (2, 4, 8, ... 512 in eight looks, an interval apart while CPU
+//!   sentinels watch, a quarter of one otherwise: `control::pace`; each
+//!   look that gives room hands a queued task a thread, whose fan-out
+//!   fills the room). If fewer are asleep, the cap
 //!   falls to the number asleep. And as presumed tasks end, the cap falls
 //!   to twice those still in flight ([`Seen::Ended`]): a kind whose burst
 //!   ended has [`FRESH_CAP`] again, so its next burst, if it computes, gets
