@@ -223,7 +223,7 @@ pub const PLAN: &[Probe] = &[
         purpose: "no climb with nothing ended while a task of the kind is runnable (a stalled lock holder)",
         figures: &[
             TAUGHT_THREADS,
-            fig("lock-convoy", "taught-100k-20us", "convoy_peak_busy_threads"),
+            fig("lock-convoy", "loaded-10k-100us", "convoy_peak_busy_threads"),
         ],
     },
     Probe {

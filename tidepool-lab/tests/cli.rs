@@ -532,7 +532,7 @@ fn tiny_run_of_the_issue_41_experiments() {
     };
     assert_eq!(ids("fetch-process").len(), 15);
     assert!(!ids("fetch-process").contains(&"tokio-16-distinct-types".to_string()));
-    assert_eq!(ids("lock-convoy").len(), 25);
+    assert_eq!(ids("lock-convoy").len(), 26);
     assert_eq!(ids("learned-then-computes").len(), 6);
     assert_eq!(ids("mixed-kind").len(), 3);
     let _ = std::fs::remove_dir_all(&out_dir);
