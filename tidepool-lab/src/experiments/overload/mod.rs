@@ -8,11 +8,15 @@
 //! The rate is 1.5 x cores / the mean CPU time of an arrival (1 ms: the
 //! blocking arrivals' sleep uses no core), 3,000 a second on 2 cores, so
 //! a system that computes on every core serves two thirds of them and its
-//! queue grows all window long. Every arrival computes 1 ms of the lab's
-//! calibrated loop (`work::fib_rounds`, calibrated once in the lab's
-//! process and handed to each run's process, so every run does the same
-//! work); arrivals 0, 4 and 7 of every ten then sleep 5 ms (30%, spread
-//! out). The computing and the blocking arrivals are separate closures
+//! queue grows all window long. Every arrival computes until its thread
+//! has used 1 ms of CPU time (`work::burn_cpu`); arrivals 0, 4 and 7 of
+//! every ten then sleep 5 ms (30%, spread out). CPU time, not a count of
+//! loop rounds calibrated beforehand: this machine flips between a fast
+//! and a slow state (about 2x, minutes each), and a round count calibrated
+//! in one state and run in the other made a run that did not overload at
+//! all (every arrival served, the longest start 10-100 ms) beside runs
+//! that did. A millisecond of CPU is a millisecond of a core in either
+//! state, so every run overloads at 1.5x. The computing and the blocking arrivals are separate closures
 //! (separate async blocks), two kinds of task, as two handlers of a
 //! service would be.
 //!
@@ -108,7 +112,6 @@ use crate::model::{Experiment, ExperimentResult, RunCtx, RunResult, RunSpec, Sca
 use crate::probe::{self, ThreadSampler};
 use crate::report::summary::{median, ms, times};
 use crate::report::table::group_digits;
-use crate::work::calibrated_rounds;
 use arrivals::Schedule;
 use figures::{DECILE_METRICS, MAX_START};
 use work::{Record, Way};
@@ -222,10 +225,8 @@ fn schedule(ctx: &RunCtx) -> Schedule {
     }
 }
 
-/// One repetition of one system, in a process of its own. The calibration
-/// is made here, in the lab's process, and handed over.
+/// One repetition of one system, in a process of its own.
 fn run(ctx: &RunCtx, id: &str, way: Way) -> Result<Measured, String> {
-    calibrated_rounds(CPU);
     let limit = schedule(ctx).window() * 2 + DRAIN_LIMIT + Duration::from_secs(60);
     in_fresh_process(ctx, &EXPERIMENT, id, limit, |ctx| measure(ctx, way))
 }
@@ -233,8 +234,6 @@ fn run(ctx: &RunCtx, id: &str, way: Way) -> Result<Measured, String> {
 /// Builds the system, lets the arrivals come, waits until every arrival
 /// has started (or the measurement's end), and reports.
 fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
-    ctx.bar.phase("calibrating");
-    let rounds = calibrated_rounds(CPU);
     let schedule = schedule(ctx);
     let arrivals = schedule.count();
     let measured_until = schedule.window() * 2;
@@ -256,7 +255,7 @@ fn measure(ctx: &RunCtx, way: Way) -> Result<Measured, String> {
     // The open loop, on this thread: the lab's own, not the system's.
     ctx.bar.phase("arrivals");
     let late = arrivals::generate(&schedule, record.origin(), |i| {
-        work::submit(&system, way, &record, i, arrivals::blocks(i), rounds);
+        work::submit(&system, way, &record, i, arrivals::blocks(i), CPU);
     });
     ctx.bar.phase("serving the queue");
     let end = record.origin() + measured_until;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::measure::Latch;
 use crate::systems::{tokio_runtime, System, TidepoolConfig};
-use crate::work::fib_rounds;
+use crate::work::burn_cpu;
 
 /// How long a blocking arrival blocks, after its computation.
 pub(super) const BLOCK: Duration = Duration::from_millis(5);
@@ -133,8 +133,8 @@ impl Way {
     }
 }
 
-/// Hands arrival `i` to `system`: it computes `rounds` of the lab's
-/// calibrated loop, and if it `blocks`, then sleeps [`BLOCK`]. Computing
+/// Hands arrival `i` to `system`: it computes `cpu` of its thread's CPU
+/// time, and if it `blocks`, then sleeps [`BLOCK`]. Computing
 /// and blocking arrivals are separate closures (so separate kinds of task
 /// to tidepool), as two handlers of a service would be.
 pub(super) fn submit(
@@ -143,14 +143,14 @@ pub(super) fn submit(
     record: &Arc<Record>,
     i: usize,
     blocks: bool,
-    rounds: u64,
+    cpu: Duration,
 ) {
     let record = record.clone();
     match system {
         System::Tokio(rt) if way == Way::TokioSpawnBlocking && blocks => {
             drop(rt.spawn(async move {
                 if record.start(i) {
-                    black_box(fib_rounds(rounds));
+                    black_box(burn_cpu(cpu));
                     // Sleeping cannot panic, so there is no error to see.
                     let _ = tokio::task::spawn_blocking(|| thread::sleep(BLOCK)).await;
                 }
@@ -159,14 +159,14 @@ pub(super) fn submit(
         }
         _ if blocks => system.spawn_fn(move || {
             if record.start(i) {
-                black_box(fib_rounds(rounds));
+                black_box(burn_cpu(cpu));
                 thread::sleep(BLOCK);
             }
             record.end(i);
         }),
         _ => system.spawn_fn(move || {
             if record.start(i) {
-                black_box(fib_rounds(rounds));
+                black_box(burn_cpu(cpu));
             }
             record.end(i);
         }),
