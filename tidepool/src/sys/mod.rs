@@ -23,9 +23,6 @@ pub(crate) mod hold_signal;
 mod probe;
 mod sched;
 
-// The hold's signal handler reads the monotonic clock; loom's builds
-// model the hold without it.
-#[cfg_attr(tidepool_loom, allow(unused_imports))]
 pub(crate) use clock::{
     cpu_clock_time, monotonic_nanos, nanos_per_tick, start_tick_calibration, ticks,
 };
