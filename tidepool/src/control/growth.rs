@@ -140,7 +140,7 @@
 //!   futexes waits for it to end or sleep before its cap grows
 //!   unmeasured (a kind that computes for an interval is not presumed
 //!   long anyway: `presumption`'s judged-while-it-runs rule).
-//! * **The policy's burst climbs too.** `control::policy`'s burst (more
+//! * **The policy's burst climbs too.** `control::burst`'s burst (more
 //!   replacements per blocked worker while every worker blocks) raises
 //!   the slot target only as its own climb allows, on the pool's
 //!   completions: a convoy's slot holders found asleep on the lock

@@ -70,14 +70,17 @@ impl StartReason {
 
 pub(crate) mod ablation;
 pub(crate) mod back_from_block;
+mod burst;
 pub(crate) mod declared;
 pub(crate) mod fairness;
 pub(crate) mod growth;
+mod hill_climb;
 pub(crate) mod hold;
 pub(crate) mod pace;
 pub(crate) mod placement;
 pub(crate) mod policy;
 pub(crate) mod presumption;
+mod quantum;
 pub(crate) mod sentinel;
 pub(crate) mod signal;
 pub(crate) mod slots;

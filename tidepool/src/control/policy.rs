@@ -13,6 +13,13 @@
 //! thread, a clock or an atomic, so every policy is tested with scripted
 //! samples and a fake clock (`Sample::now`).
 //!
+//! `Adaptive`'s two rules beyond replacing blocked workers have files of
+//! their own: the burst (`control::burst`: how many replacements per
+//! blocked worker) and the quantum (`control::quantum`: lending a slot to
+//! work queued behind long computing tasks); `HillClimbing`'s search is
+//! `control::hill_climb`. Their tests are here, with the samples they
+//! share.
+//!
 //! # When a worker counts as blocked (`Adaptive`, `HillClimbing`)
 //!
 //! All of these must hold:
@@ -43,45 +50,6 @@
 //! threads are woken or started only when work is waiting (now, or when it
 //! arrives: `spawn` uses the free slot at once).
 //!
-//! # Bursts grow in proportion (`Adaptive`)
-//!
-//! One replacement per blocked worker grows a pool by its slot count per
-//! tick: 500 queued items that each block 200 ms on 2 slots would take 250
-//! ticks to all start. So while work is queued and every worker the monitor
-//! looks at blocks in turn, [`Burst`] multiplies the replacements: each tick
-//! with new blocked workers (and none found computing) doubles the factor
-//! (1, 2, 4, ... up to [`MAX_BURST_FACTOR`]) and raises the slot target by
-//! the extra replacements. The first worker found computing, or an empty
-//! queue, ends the burst: the target drops back to `concurrency`, and the
-//! surplus workers give their slots back at their next task boundary. A
-//! CPU-bound burst never starts it: its workers are runnable, not blocked.
-//!
-//! Nor does a burst grow while tasks are being presumed blocking (started
-//! without a slot, a thread each: `control::presumption`): the workers that take
-//! the queued work hand it threads themselves, and threads the burst
-//! started for the same queue would find it empty.
-//!
-//! And a burst grows only as its growth climb allows (`control::growth`):
-//! from the first tick with blocked workers, while the pool completes
-//! nothing for 4 intervals it may grow at every tick; once tasks end, a
-//! raise needs the pool's completions per second to have risen with the
-//! target (a probe first). A lock convoy's workers, found asleep on the
-//! lock, complete no faster for more threads: a convoy of a kind taught to
-//! block started 460 burst threads before this. Not when most of the
-//! workers found blocked at a tick sleep outside the process
-//! ([`KernelView::waits_outside`]: the kernel names a system call other
-//! than a futex, a timer or a socket): such waits end on their own
-//! however many wait beside them, and the burst grows unasked.
-//!
-//! Nor does a queue that *flows*: more than [`FLOWING_ENDS_PER_SLOT`] tasks
-//! ending per slot per interval. Workers of a lock convoy (tiny items that
-//! all take one mutex) sleep on the lock whenever its holder is preempted,
-//! and the monitor finds one asleep now and then; each is replaced, but
-//! doubling the replacements would pile threads onto the convoy (a lab run
-//! reached 23-28 threads for 100,000 such items on 2 slots), where more
-//! threads are slower, not faster. Items that really block end a few per
-//! slot per interval at most.
-//!
 //! # When the kernel cannot answer
 //!
 //! A worker whose `/proc` file could not be opened (no `/proc`, out of
@@ -108,8 +76,10 @@
 //!   works is never judged by time: a CPU-bound task there is never
 //!   compensated.
 
-use super::ablation::{Mechanism, Switches};
-use super::growth::Climb;
+use super::ablation::Switches;
+use super::burst::{wait_outside, Burst};
+use super::hill_climb::HillClimb;
+use super::quantum::Lend;
 use super::slots::{SlotCounts, StatusWord};
 use super::Controller;
 use std::time::Duration;
@@ -134,21 +104,6 @@ pub(crate) const CPU_CLOCK_THRESHOLDS: u32 = 10;
 /// been in the same task for this many thresholds, while work is queued.
 pub(crate) const TIME_ONLY_THRESHOLDS: u32 = 50;
 
-/// How long the hill climber measures completions per second before each
-/// step: long enough to average over a few hundred short tasks or a few long
-/// ones, short enough to react within a couple of seconds.
-const HILL_WINDOW: Duration = Duration::from_millis(250);
-
-/// A step up must raise throughput by more than this share to be kept (and
-/// a step down may lower it by up to this share).
-const HILL_MARGIN: f64 = 0.05;
-
-/// A window must see at least this many completions before its throughput
-/// counts; until then it keeps growing. With long tasks (a CPU-bound job of a
-/// second) a 250 ms window sees zero or one completion, and comparing such
-/// windows is noise that walked the target up to twice the cores in the lab.
-const HILL_MIN_COMPLETIONS: u64 = 20;
-
 /// One worker that is inside a task.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct WorkerView {
@@ -168,7 +123,7 @@ pub(crate) struct WorkerView {
     /// monitor's evidence, the same that teaches its kind to compute:
     /// `monitor::kernel::used_a_core`, `monitor::kernel::computed_when_it_could`).
     /// Runnable alone is not enough for the quantum rule: see
-    /// [`Burst::quantum`].
+    /// [`Lend::quantum`].
     pub(crate) computed: bool,
     /// Its task is of a kind whose tasks end (its growth climb holds it:
     /// `control::growth::Climb::holds`) while every task at work is of
@@ -284,58 +239,6 @@ pub(crate) struct Decision {
     pub(crate) lend: Option<bool>,
 }
 
-/// The largest burst factor: a tick may start up to this many replacements
-/// per blocked worker. 64: 500 blocking items on 2 slots all start within
-/// about eight ticks, while one tick can never start more than 64 threads
-/// per worker it found blocked.
-pub(crate) const MAX_BURST_FACTOR: usize = 64;
-
-/// Tasks ended per slot per monitor interval above which the queue flows
-/// and a burst does not grow (module docs). A slot whose tasks block for an
-/// interval or more ends at most one per interval; 4 leaves room for
-/// shorter blocks, and a convoy's tiny items end hundreds per interval.
-pub(crate) const FLOWING_ENDS_PER_SLOT: u64 = 4;
-
-/// The memory of `Adaptive`: its burst (see the module docs) and whether
-/// the quantum rule may lend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Burst {
-    /// Replacements per blocked worker in the next tick with blocked workers.
-    factor: usize,
-    /// Slots above `concurrency` the burst has raised the target by.
-    raised: usize,
-    /// After a lend was refused (the lent worker found only computing work
-    /// queued) or its slot computed too: no new lend before this
-    /// `Sample::now`, a quantum later, unless a worker is found blocked
-    /// first (and none while more slots than `concurrency` are held: the
-    /// lent slot's computing task still runs). Lending at once would only
-    /// add a CPU-bound thread; never lending again would leave work queued
-    /// after the refusal waiting as long as the computing tasks run.
-    no_lend_until: Option<Duration>,
-    /// `Sample::ended` and `Sample::now` at the previous tick, to tell a
-    /// flowing queue (module docs).
-    last: Option<(u64, Duration)>,
-    /// `Sample::presumed` at the previous tick.
-    last_presumed: u64,
-    /// The burst's growth climb (`control::growth`): the target it may
-    /// raise to, while the pool's completions per second rise with it.
-    /// Begun at the burst's first raise, dropped when the burst ends.
-    climb: Option<Climb>,
-}
-
-impl Default for Burst {
-    fn default() -> Self {
-        Burst {
-            factor: 1,
-            raised: 0,
-            no_lend_until: None,
-            last: None,
-            last_presumed: 0,
-            climb: None,
-        }
-    }
-}
-
 /// A policy and its memory between ticks.
 // One per monitor, kept across ticks and never moved on a hot path: the
 // burst's growth climb makes `Adaptive` the large variant, boxing it
@@ -343,8 +246,8 @@ impl Default for Burst {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Policy {
-    /// See [`Controller::Adaptive`].
-    Adaptive(Burst),
+    /// See [`Controller::Adaptive`]: the burst's memory and the quantum's.
+    Adaptive { burst: Burst, lend: Lend },
     /// See [`Controller::Fixed`].
     Fixed,
     /// See [`Controller::Gradual`].
@@ -358,40 +261,28 @@ pub(crate) enum Policy {
     HillClimbing(HillClimb),
 }
 
-/// State of the hill-climbing search.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct HillClimb {
-    window_start: Duration,
-    ended_at_start: u64,
-    last_rate: Option<f64>,
-    /// +1 or -1: the direction of the last move.
-    direction: i64,
-}
-
 impl Policy {
     /// The policy for a controller, starting at time zero.
     pub(crate) fn new(controller: Controller) -> Self {
         match controller {
-            Controller::Adaptive => Policy::Adaptive(Burst::default()),
+            Controller::Adaptive => Policy::Adaptive {
+                burst: Burst::default(),
+                lend: Lend::default(),
+            },
             Controller::Fixed => Policy::Fixed,
             Controller::Gradual { interval } => Policy::Gradual {
                 interval,
                 last_check: Duration::ZERO,
                 last_ended: 0,
             },
-            Controller::HillClimbing => Policy::HillClimbing(HillClimb {
-                window_start: Duration::ZERO,
-                ended_at_start: 0,
-                last_rate: None,
-                direction: 1,
-            }),
+            Controller::HillClimbing => Policy::HillClimbing(HillClimb::new()),
         }
     }
 
     /// True if this policy replaces blocked workers, so suspects are worth a
     /// look at the kernel.
     pub(crate) fn detects_blocking(&self) -> bool {
-        matches!(self, Policy::Adaptive(_) | Policy::HillClimbing(_))
+        matches!(self, Policy::Adaptive { .. } | Policy::HillClimbing(_))
     }
 
     /// Workers the monitor should ask the kernel about: in the same task for
@@ -414,7 +305,7 @@ impl Policy {
             decision.mark_blocked = blocked_workers(limits, sample);
         }
         match self {
-            Policy::Adaptive(burst) => {
+            Policy::Adaptive { burst, lend } => {
                 let outside = wait_outside(sample, &decision.mark_blocked);
                 decision.set_target =
                     burst.step(limits, sample, decision.mark_blocked.len(), outside);
@@ -425,7 +316,7 @@ impl Policy {
                         decision.lend = Some(false);
                     }
                 } else {
-                    burst.quantum(limits, sample, &mut decision);
+                    lend.quantum(limits, sample, &mut decision);
                 }
             }
             Policy::Fixed => {}
@@ -460,160 +351,6 @@ impl Policy {
     }
 }
 
-impl Burst {
-    /// The quantum rule (`Builder::quantum`): when every slot has been held
-    /// by the same computing task for longer than the quantum and work is
-    /// queued, lend one slot; end the lend when the queue drains, or when
-    /// the lent slot computes too (then lend again only a quantum later, or
-    /// once a worker blocks).
-    fn quantum(&mut self, limits: &Limits, sample: &Sample, decision: &mut Decision) {
-        let Some(quantum) = limits.quantum else {
-            return;
-        };
-        if !decision.mark_blocked.is_empty() {
-            self.no_lend_until = None;
-        } else if sample.lend_refused {
-            self.no_lend_until = Some(sample.now + quantum);
-        }
-        // Counted on the CPU evidence, not on runnable alone: the lent
-        // worker refuses work of a kind known to compute, and the kind is
-        // learned on that evidence. Lent on runnable alone, in a tick where
-        // the evidence was not in yet (a loaded machine, the tasks short of
-        // a core), the slot went to a third task of the same CPU-bound kind
-        // (`running_workers_never_exceed_the_slots_under_cpu_load`, 2 of 45
-        // runs beside two CPU spinners).
-        let long_computing = sample
-            .in_task
-            .iter()
-            .filter(|w| w.computed && w.in_task_for >= quantum)
-            .count();
-        if sample.lent {
-            let lent_slot_computes = long_computing > limits.concurrency;
-            if sample.queued == 0 || lent_slot_computes {
-                if lent_slot_computes {
-                    self.no_lend_until = Some(sample.now + quantum);
-                }
-                decision.lend = Some(false);
-                decision.set_target = Some(limits.concurrency);
-            }
-        } else if self.no_lend_until.is_none_or(|until| sample.now >= until)
-            // A worker whose lent slot went to computing work still holds
-            // it until that task ends: lending again meanwhile would add a
-            // second CPU-bound thread beyond the slots, and a third...
-            && sample.slots.active <= limits.concurrency
-            && sample.queued > 0
-            && sample.target == limits.concurrency
-            && long_computing >= limits.concurrency
-        {
-            decision.lend = Some(true);
-            decision.set_target = Some(limits.concurrency + 1);
-        }
-    }
-
-    /// One tick of the burst rule (module docs); `blocked_now` workers were
-    /// found blocked this tick, most of them waiting outside the process
-    /// if `outside` ([`wait_outside`]). Returns a new target, if it changes.
-    fn step(
-        &mut self,
-        limits: &Limits,
-        sample: &Sample,
-        blocked_now: usize,
-        outside: bool,
-    ) -> Option<usize> {
-        let computing = sample.in_task.iter().any(|w| {
-            matches!(w.kernel, Some(k) if !k.waiting || k.cpu_share.is_some_and(|s| s >= BUSY_CPU_SHARE))
-        });
-        let ended_since = self
-            .last
-            .map_or(0, |(ended, _)| sample.ended.saturating_sub(ended));
-        let flowing = self.last.is_some_and(|(ended, at)| {
-            let intervals =
-                sample.now.saturating_sub(at).as_nanos() / limits.threshold.as_nanos().max(1);
-            let slots = sample.target as u64 * (intervals as u64).max(1);
-            sample.ended.saturating_sub(ended) > FLOWING_ENDS_PER_SLOT * slots
-        });
-        self.last = Some((sample.ended, sample.now));
-        let presuming = sample.presumed > self.last_presumed;
-        self.last_presumed = sample.presumed;
-        if sample.queued == 0 || computing || flowing || !limits.switches.on(Mechanism::Burst) {
-            self.factor = 1;
-            self.climb = None;
-            if self.raised == 0 {
-                return None;
-            }
-            self.raised = 0;
-            return Some(limits.concurrency);
-        }
-        // Tasks presumed blocking since the last tick: the queued work is
-        // of a kind known to block, and workers hand it threads as they
-        // take it (doubling while they all wait: `control::presumption`).
-        // Burst threads started for the same queue found it empty: 25 of
-        // 225 threads idle for 200 items, beyond items + slots.
-        if blocked_now == 0 || presuming {
-            self.climb_within(limits, sample, ended_since);
-            return None;
-        }
-        // Queued work the plain replacements (one per blocked worker) leave
-        // unstarted, and threads that may still exist.
-        let waiting = sample.queued.saturating_sub(blocked_now);
-        let room = limits.max_threads.saturating_sub(sample.target);
-        let extra = (blocked_now * (self.factor - 1)).min(waiting).min(room);
-        // Raised only while the pool's completions per second rise with
-        // the target (`control::growth`), from the burst's first tick with
-        // blocked workers: a lock convoy's workers, found asleep on the
-        // lock, complete no faster for more threads (a convoy of a kind
-        // taught to block reached 512 threads, 460 of them the burst's,
-        // before this). The factor doubles only with a raise.
-        // Workers asleep outside the process (a sleep, a socket: the
-        // kernel names the system call) complete their own waits however
-        // many wait beside them (Little's law): the burst grows unasked.
-        let allowed = if outside || !limits.switches.on(Mechanism::GrowthClimb) {
-            self.climb = None;
-            extra
-        } else {
-            let target = to_u32(sample.target);
-            let (climb, ends) = match &mut self.climb {
-                Some(climb) => (climb, to_u32(ended_since)),
-                none => (none.insert(Climb::holding(sample.now, target)), 0),
-            };
-            climb.look(
-                sample.now,
-                (ends, None),
-                target,
-                to_u32(sample.target + extra),
-                limits.threshold,
-            );
-            climb.level().saturating_sub(target) as usize
-        };
-        if extra == 0 {
-            self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
-            return None;
-        }
-        let extra = extra.min(allowed);
-        if extra == 0 {
-            return None;
-        }
-        self.factor = (self.factor * 2).min(MAX_BURST_FACTOR);
-        self.raised += extra;
-        Some(sample.target + extra)
-    }
-
-    /// A tick that raises nothing still counts its ends toward the burst's
-    /// climb (it does not press: `Climb::look` with the target as it is).
-    fn climb_within(&mut self, limits: &Limits, sample: &Sample, ended_since: u64) {
-        if let Some(climb) = &mut self.climb {
-            let target = to_u32(sample.target);
-            climb.look(
-                sample.now,
-                (to_u32(ended_since), None),
-                target,
-                target,
-                limits.threshold,
-            );
-        }
-    }
-}
-
 /// Whether `worker` is asleep waiting for a sibling (`WorkerView::sibling_wait`)
 /// rather than for something outside the process: a held kind's worker
 /// the kernel finds in a timer or a socket waits as any other.
@@ -621,21 +358,8 @@ fn waits_for_sibling(worker: &WorkerView) -> bool {
     worker.sibling_wait && !worker.kernel.is_some_and(|k| k.waits_outside)
 }
 
-/// Whether most of the workers `marked` blocked this tick sleep outside the
-/// process (`KernelView::waits_outside`): a burst of them needs no climb.
-/// False when none is marked, or the kernel named no system call.
-fn wait_outside(sample: &Sample, marked: &[(usize, StatusWord)]) -> bool {
-    let outside = sample
-        .in_task
-        .iter()
-        .filter(|w| marked.iter().any(|&(index, _)| index == w.index))
-        .filter(|w| w.kernel.is_some_and(|k| k.waits_outside))
-        .count();
-    outside * 2 > marked.len()
-}
-
 /// `n` as a `u32`, at most `u32::MAX`.
-fn to_u32(n: impl TryInto<u32>) -> u32 {
+pub(super) fn to_u32(n: impl TryInto<u32>) -> u32 {
     n.try_into().unwrap_or(u32::MAX)
 }
 
@@ -725,60 +449,9 @@ fn verdict(limits: &Limits, sample: &Sample, worker: &WorkerView) -> Verdict {
     }
 }
 
-impl HillClimb {
-    /// One hill-climbing step per window: keep moving the target in the
-    /// direction that raised completions per second, turn around otherwise.
-    /// Paused (the window restarts) while blocking compensation is going on,
-    /// so the two never fight over the same slots.
-    fn step(&mut self, limits: &Limits, sample: &Sample, compensating: bool) -> Option<usize> {
-        if compensating || sample.blocked > 0 {
-            self.restart(sample);
-            return None;
-        }
-        let elapsed = sample.now.saturating_sub(self.window_start);
-        if elapsed < HILL_WINDOW {
-            return None;
-        }
-        let ended = sample.ended.saturating_sub(self.ended_at_start);
-        if ended < HILL_MIN_COMPLETIONS && sample.queued > 0 {
-            return None; // too few completions to compare yet: keep measuring
-        }
-        let rate = ended as f64 / elapsed.as_secs_f64();
-        self.restart(sample);
-        if sample.queued == 0 {
-            // Nothing waits: throughput says nothing about the thread count.
-            self.last_rate = None;
-            return (sample.target > limits.concurrency).then(|| sample.target - 1);
-        }
-        if let Some(last) = self.last_rate {
-            // Biased towards fewer threads: going up must pay for itself by
-            // a clear margin, going down only must not cost much. Without the
-            // bias, measurement noise walks the target up on CPU-bound work,
-            // where extra threads only add switching.
-            let keep_going = if self.direction > 0 {
-                rate > last * (1.0 + HILL_MARGIN)
-            } else {
-                rate >= last * (1.0 - HILL_MARGIN)
-            };
-            if !keep_going {
-                self.direction = -self.direction;
-            }
-        }
-        self.last_rate = Some(rate);
-        let next = (sample.target as i64 + self.direction)
-            .clamp(limits.concurrency as i64, limits.max_threads as i64)
-            as usize;
-        (next != sample.target).then_some(next)
-    }
-
-    fn restart(&mut self, sample: &Sample) {
-        self.window_start = sample.now;
-        self.ended_at_start = sample.ended;
-    }
-}
-
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
+    use super::super::hill_climb::HILL_WINDOW;
     use super::*;
     use crate::control::slots::TaskStatus;
 

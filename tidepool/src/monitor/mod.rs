@@ -42,6 +42,7 @@
 //! The monitor holds only a `Weak` reference to the pool between ticks, so a
 //! pool whose handles are gone is never kept alive by it.
 
+mod held;
 mod kernel;
 mod presumed_looks;
 pub(crate) mod sentinel;
@@ -49,10 +50,9 @@ pub(crate) mod sentinel;
 use crate::control::ablation::Mechanism;
 use crate::control::back_from_block::Look;
 use crate::control::declared;
-use crate::control::growth::{policy_max_threads, Climb, Step};
+use crate::control::growth::{policy_max_threads, Climb};
 use crate::control::pace::{Pace, Tick};
 use crate::control::policy::{Decision, Limits, Policy, Sample, WorkerView};
-use crate::control::presumption::look_cap;
 use crate::control::slots::{Phase, StatusWord};
 use crate::control::stuck::{Change, StuckWatch};
 use crate::control::StartReason;
@@ -62,14 +62,11 @@ use crate::runtime::{Blocked, Hook, Shared};
 use crate::sync::{lock, Arc, Ordering};
 use crate::sys::WaitsFor;
 use crate::trace;
+use held::HeldProgress;
 use kernel::{ask_kernel, back_from_block, cpu_since, used_a_core, Reading};
-use presumed_looks::{look_at_presumed, KindLook, PresumedLooks, ASKS_SAVED};
+use presumed_looks::{look_at_presumed, PresumedLooks, ASKS_SAVED};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
-
-/// Ticks the monitor keeps its short slice after the last worker back from
-/// its block or held ([`Monitor::keep_up_with_holds`]).
-const SHORT_SLICE_TICKS: u32 = 64;
 
 /// Starts the monitor thread of `shared`, or says why the system refused.
 ///
@@ -110,19 +107,6 @@ pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
             run_hook(hooks.1, "on_thread_stop");
         })
         .map(drop)
-}
-
-/// The pool's ended tasks and holds at the last look while workers were
-/// held, and since when neither has moved: a task's end or a new hold is
-/// progress; `control::hold::PATIENCE` without any lets held threads go
-/// (`control::hold::let_go`), as many as went since the last end
-/// (`let_go_since_end`).
-#[derive(Clone, Copy, Debug, Default)]
-struct HeldProgress {
-    ended: u64,
-    held: u64,
-    since: Duration,
-    let_go_since_end: usize,
 }
 
 /// What the monitor remembers about one worker entry.
@@ -713,176 +697,6 @@ impl Monitor {
                     now,
                 ),
             });
-    }
-
-    /// While workers come back from their blocks computing (or are held),
-    /// the monitor's thread runs with a short scheduler slice
-    /// (`sys::set_urgent_slice`), and for [`SHORT_SLICE_TICKS`] ticks
-    /// after. Those threads oversubscribe the cores until held, and a
-    /// waking monitor waited a slice of each runnable one: with 64 back
-    /// at once its looks came 7-8 ms apart, and holding them took over
-    /// 100 ms (fetch-process of 16 items: 2.4x the slot-bound schedule
-    /// without the short slice, 1.2x with it). Only then: the looks of
-    /// other pools' monitors keep the default slice, and their timing.
-    fn keep_up_with_holds(&mut self, needed: bool) {
-        if needed {
-            if self.short_slice_ticks == 0 {
-                crate::sys::set_urgent_slice(crate::sys::current_tid(), true);
-            }
-            self.short_slice_ticks = SHORT_SLICE_TICKS;
-        } else if self.short_slice_ticks > 0 {
-            self.short_slice_ticks -= 1;
-            if self.short_slice_ticks == 0 {
-                crate::sys::set_urgent_slice(crate::sys::current_tid(), false);
-            }
-        }
-    }
-
-    /// The held workers at this look (`control::hold`): counted on slots
-    /// found free, or let go (the oldest, one then doubling) when neither
-    /// a task of the pool has ended nor a worker been held for a patience
-    /// (while workers are still being held, the slot holders' tasks run on
-    /// shared cores and end late). `ended` is the pool's total of ended
-    /// tasks. True while workers are held (the next look should come at
-    /// the interval).
-    fn look_at_held(&mut self, shared: &Shared, ended: u64, now: Duration) -> bool {
-        use crate::control::hold::{let_go, PATIENCE};
-        let held = shared.threads.counters.held.load(Ordering::Relaxed);
-        let then = self.held_progress;
-        let mut moved = HeldProgress {
-            ended,
-            held,
-            since: now,
-            let_go_since_end: then.let_go_since_end,
-        };
-        if !shared.holds.any() || ended != then.ended {
-            moved.let_go_since_end = 0;
-        }
-        if !shared.holds.any() || ended != then.ended || held != then.held {
-            self.held_progress = moved;
-        }
-        if !shared.holds.any() {
-            return false;
-        }
-        let still_for = now.saturating_sub(self.held_progress.since);
-        let go = let_go(
-            shared.holds.len(),
-            still_for,
-            PATIENCE,
-            self.held_progress.let_go_since_end,
-        );
-        shared.look_at_held(go, false);
-        if go > 0 {
-            self.held_progress = HeldProgress {
-                let_go_since_end: self.held_progress.let_go_since_end + go,
-                ..moved
-            };
-        }
-        shared.holds.any()
-    }
-
-    /// Carries out what this tick's looks at presumed tasks found
-    /// (`control::presumption`): a presumed task judged computing stops
-    /// its kind's presumption at once, counts as a wrong guess, and its
-    /// worker is held or counted against the slots again
-    /// (`Shared::back_from_block`); then each kind's look
-    /// sets its cap, within the level its growth climb allows `now`
-    /// (`control::growth`: only while its completions per second rise with
-    /// the cap), and a kind given more room has queued tasks handed
-    /// threads (`worker::presume_queued`: their fan-out fills the room).
-    /// `ended` is the pool's total of ended tasks, which a climb compares
-    /// too while every task at work is of a held kind.
-    /// True if a cap grew, or a climb gathers evidence (the next look
-    /// should come soon).
-    fn judge_presumed(&mut self, shared: &Arc<Shared>, now: Duration, ended: u64) -> bool {
-        let interval = shared.config.monitor_interval;
-        for (index, seen) in std::mem::take(&mut self.presumed_computing) {
-            if !shared.presumed_task_computes(index, seen.tick()) {
-                continue;
-            }
-            // Judged computing over its run (`runtime::presumed`), not at
-            // one look: held at once if every slot is taken. (Left to
-            // the next looks, a burst of a kind learned as blocking that
-            // computes ran uncounted for their 3 ms, and new tasks took
-            // the slots: learned-then-computes went from 0 to 96 ms with
-            // more than `concurrency + 2` computing.) Presumed tasks are
-            // closures, never a service's async continuations.
-            shared.back_from_block(index, seen, crate::control::hold::HOLD_AFTER);
-        }
-        let mut grew = false;
-        let again = std::mem::take(&mut self.presume_again);
-        self.climbs.retain(|(_, c)| !c.forgotten(now, interval));
-        let climbs = &self.climbs;
-        self.slot_ends
-            .retain(|(k, _)| climbs.iter().any(|(c, _)| c == k));
-        for look in self.presumed_looks.take() {
-            let KindLook {
-                kind, seen, asleep, ..
-            } = look;
-            // A task of the kind can run: nothing ending is a stall, not
-            // a wait (`control::growth`, "A sibling runs").
-            let sibling_runs = self.runnable.contains(&kind);
-            // The ends since the last look, and what the look would set:
-            // the climb says how far it may.
-            let record = shared.kinds.take_ends(kind);
-            let (cap, wants) = (record.cap(), look_cap(record, seen, asleep));
-            let (climb, ends) = match self.climbs.iter_mut().position(|(k, _)| *k == kind) {
-                Some(at) => (&mut self.climbs[at].1, record.ends()),
-                None => {
-                    self.climbs.push((kind, Climb::new(now, cap)));
-                    (&mut self.climbs.last_mut().expect("just pushed").1, 0)
-                }
-            };
-            let on_slots = self
-                .slot_ends
-                .iter()
-                .position(|(k, _)| *k == kind)
-                .map(|at| self.slot_ends.swap_remove(at).1);
-            // While every task at work is of a held kind, the pool's ends
-            // are theirs: a probe must raise them too.
-            let pool = self.all_held.then_some(ended);
-            // Its asleep tasks wait outside the process (a timer, a
-            // socket): not a convoy, and the level follows the look.
-            let step = if look.waits_outside(climb.waited_outside(now, interval))
-                || !shared.config.switches.on(Mechanism::GrowthClimb)
-            {
-                climb.waits_outside(now, wants)
-            } else {
-                climb.look_in_pool(
-                    now,
-                    (ends, on_slots),
-                    pool,
-                    sibling_runs,
-                    cap,
-                    wants,
-                    interval,
-                )
-            };
-            grew |= step == Step::Gathering;
-            let more_room = shared.kinds.looked(kind, seen, asleep, climb.level());
-            grew |= more_room;
-            // Queued tasks of the kind are handed threads when a look gives
-            // it more room, and at each look after one that found some, as
-            // long as it has room: room that nobody takes (every slot held
-            // by a long task, its queued tasks out of the fan-outs' reach)
-            // must not sit unused.
-            let more_queued = || again.contains(&kind) && shared.kinds.likely_blocks(kind);
-            if (more_room || more_queued()) && crate::worker::presume_queued(shared) {
-                self.presume_again.push(kind);
-            }
-        }
-        // Kinds with no presumed task this tick: their ends on slots keep
-        // their climbs (and holds) alive (`Climb::slot_look`).
-        for (kind, climb) in &mut self.climbs {
-            let first = self
-                .slot_ends
-                .iter()
-                .find(|(k, _)| k == kind)
-                .map(|&(_, f)| f);
-            climb.slot_look(now, first, self.runnable.contains(kind), interval);
-        }
-        self.slot_ends.clear();
-        grew
     }
 
     /// Reports the start and the end of a stuck episode (`control::stuck`).

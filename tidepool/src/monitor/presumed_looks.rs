@@ -1,14 +1,20 @@
 //! The monitor's looks at tasks presumed blocking: each one asked about
-//! through its probe, tallied per kind at each tick, and how often the kernel
-//! may be asked what an asleep one waits for (the ask token bucket).
+//! through its probe, tallied per kind at each tick, how often the kernel
+//! may be asked what an asleep one waits for (the ask token bucket), and
+//! what the monitor does with what they found (`Monitor::judge_presumed`:
+//! the verdicts of `control::presumption`, each kind's cap within what its
+//! growth climb in `control::growth` allows).
 
 use super::kernel::{recent_cpu_share, Reading, MAX_PROBE_BACKOFF};
 use super::{Monitor, Track};
+use crate::control::ablation::Mechanism;
 use crate::control::back_from_block::Look;
+use crate::control::growth::{Climb, Step};
 use crate::control::policy::BUSY_CPU_SHARE;
-use crate::control::presumption::computes_while_running;
+use crate::control::presumption::{computes_while_running, look_cap};
 use crate::runtime::kinds::Kind;
-use crate::sync::{lock, Ordering};
+use crate::runtime::Shared;
+use crate::sync::{lock, Arc, Ordering};
 use crate::sys::{ThreadState, WaitsFor};
 use std::time::{Duration, Instant};
 
@@ -225,5 +231,116 @@ mod tests {
         // Nobody asked about: as the last verdict.
         assert!(look(0, 0).waits_outside(true));
         assert!(!look(0, 0).waits_outside(false));
+    }
+}
+
+impl Monitor {
+    /// Carries out what this tick's looks at presumed tasks found
+    /// (`control::presumption`): a presumed task judged computing stops
+    /// its kind's presumption at once, counts as a wrong guess, and its
+    /// worker is held or counted against the slots again
+    /// (`Shared::back_from_block`); then each kind's look
+    /// sets its cap, within the level its growth climb allows `now`
+    /// (`control::growth`: only while its completions per second rise with
+    /// the cap), and a kind given more room has queued tasks handed
+    /// threads (`worker::presume_queued`: their fan-out fills the room).
+    /// `ended` is the pool's total of ended tasks, which a climb compares
+    /// too while every task at work is of a held kind.
+    /// True if a cap grew, or a climb gathers evidence (the next look
+    /// should come soon).
+    pub(super) fn judge_presumed(
+        &mut self,
+        shared: &Arc<Shared>,
+        now: Duration,
+        ended: u64,
+    ) -> bool {
+        let interval = shared.config.monitor_interval;
+        for (index, seen) in std::mem::take(&mut self.presumed_computing) {
+            if !shared.presumed_task_computes(index, seen.tick()) {
+                continue;
+            }
+            // Judged computing over its run (`runtime::presumed`), not at
+            // one look: held at once if every slot is taken. (Left to
+            // the next looks, a burst of a kind learned as blocking that
+            // computes ran uncounted for their 3 ms, and new tasks took
+            // the slots: learned-then-computes went from 0 to 96 ms with
+            // more than `concurrency + 2` computing.) Presumed tasks are
+            // closures, never a service's async continuations.
+            shared.back_from_block(index, seen, crate::control::hold::HOLD_AFTER);
+        }
+        let mut grew = false;
+        let again = std::mem::take(&mut self.presume_again);
+        self.climbs.retain(|(_, c)| !c.forgotten(now, interval));
+        let climbs = &self.climbs;
+        self.slot_ends
+            .retain(|(k, _)| climbs.iter().any(|(c, _)| c == k));
+        for look in self.presumed_looks.take() {
+            let KindLook {
+                kind, seen, asleep, ..
+            } = look;
+            // A task of the kind can run: nothing ending is a stall, not
+            // a wait (`control::growth`, "A sibling runs").
+            let sibling_runs = self.runnable.contains(&kind);
+            // The ends since the last look, and what the look would set:
+            // the climb says how far it may.
+            let record = shared.kinds.take_ends(kind);
+            let (cap, wants) = (record.cap(), look_cap(record, seen, asleep));
+            let (climb, ends) = match self.climbs.iter_mut().position(|(k, _)| *k == kind) {
+                Some(at) => (&mut self.climbs[at].1, record.ends()),
+                None => {
+                    self.climbs.push((kind, Climb::new(now, cap)));
+                    (&mut self.climbs.last_mut().expect("just pushed").1, 0)
+                }
+            };
+            let on_slots = self
+                .slot_ends
+                .iter()
+                .position(|(k, _)| *k == kind)
+                .map(|at| self.slot_ends.swap_remove(at).1);
+            // While every task at work is of a held kind, the pool's ends
+            // are theirs: a probe must raise them too.
+            let pool = self.all_held.then_some(ended);
+            // Its asleep tasks wait outside the process (a timer, a
+            // socket): not a convoy, and the level follows the look.
+            let step = if look.waits_outside(climb.waited_outside(now, interval))
+                || !shared.config.switches.on(Mechanism::GrowthClimb)
+            {
+                climb.waits_outside(now, wants)
+            } else {
+                climb.look_in_pool(
+                    now,
+                    (ends, on_slots),
+                    pool,
+                    sibling_runs,
+                    cap,
+                    wants,
+                    interval,
+                )
+            };
+            grew |= step == Step::Gathering;
+            let more_room = shared.kinds.looked(kind, seen, asleep, climb.level());
+            grew |= more_room;
+            // Queued tasks of the kind are handed threads when a look gives
+            // it more room, and at each look after one that found some, as
+            // long as it has room: room that nobody takes (every slot held
+            // by a long task, its queued tasks out of the fan-outs' reach)
+            // must not sit unused.
+            let more_queued = || again.contains(&kind) && shared.kinds.likely_blocks(kind);
+            if (more_room || more_queued()) && crate::worker::presume_queued(shared) {
+                self.presume_again.push(kind);
+            }
+        }
+        // Kinds with no presumed task this tick: their ends on slots keep
+        // their climbs (and holds) alive (`Climb::slot_look`).
+        for (kind, climb) in &mut self.climbs {
+            let first = self
+                .slot_ends
+                .iter()
+                .find(|(k, _)| k == kind)
+                .map(|&(_, f)| f);
+            climb.slot_look(now, first, self.runnable.contains(kind), interval);
+        }
+        self.slot_ends.clear();
+        grew
     }
 }

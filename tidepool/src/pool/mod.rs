@@ -1,23 +1,24 @@
 //! The public face of a pool: [`Pool`], the handle users spawn on,
-//! [`TaskBuilder`] for per-task settings, and [`Builder`] (in `builder`) for
-//! the pool's settings.
+//! [`TaskBuilder`] (in `task_builder`) for per-task settings, and
+//! [`Builder`] (in `builder`) for the pool's settings; `spawn` is the one
+//! path all of them spawn through.
 
 mod builder;
+mod spawn;
+mod task_builder;
 
 pub use builder::{BuildError, Builder, MAX_THREADS_LIMIT, MIN_STACK_SIZE};
+pub(crate) use spawn::{execute_in, spawn_fn_in, spawn_in, wait_here};
+pub use task_builder::TaskBuilder;
 
 use crate::metrics::{Metrics, RunningTask};
 use crate::runtime::context;
-use crate::runtime::kind_names;
-use crate::runtime::kinds::Kind;
-use crate::runtime::task::NoGate;
 use crate::runtime::{Config, OpenHandle, Priority, Shared};
 use crate::sync::Arc;
 use crate::task::{JoinHandle, SpawnError};
 use crate::{monitor, worker};
 use std::fmt;
 use std::future::Future;
-use std::panic::Location;
 use std::time::{Duration, Instant};
 
 /// A thread pool that runs closures and async tasks on the same workers.
@@ -639,203 +640,3 @@ impl fmt::Debug for ShutdownError {
 }
 
 impl std::error::Error for ShutdownError {}
-
-/// Settings for one task, from [`Pool::task`].
-///
-/// ```
-/// use tidepool::{Pool, Priority};
-/// let pool = Pool::builder().build().unwrap();
-/// let low = pool.task().priority(Priority::Low).spawn_fn(|| "later");
-/// assert_eq!(low.join().unwrap(), "later");
-/// ```
-#[derive(Debug, Clone, Copy)]
-#[must_use = "a TaskBuilder does nothing until .spawn() or .spawn_fn()"]
-pub struct TaskBuilder<'a> {
-    pool: &'a Pool,
-    priority: Priority,
-}
-
-impl TaskBuilder<'_> {
-    /// The task's lane. Workers serve `High` before `Normal` before `Low`,
-    /// across stealing too, and in each lane the tasks spawned this way
-    /// before those a [`Group`](crate::Group) or a pair admitted. Lower lanes
-    /// never starve: every 61st pick of a worker (a prime, so it does not
-    /// fall into step with periodic work) starts at a lower queue, each in
-    /// turn, so with every lane busy each worker takes at least one task from
-    /// each lower lane in every 244 picks.
-    ///
-    /// Default: [`Priority::Normal`].
-    pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
-        self
-    }
-
-    /// Spawns an async task with these settings. See [`Pool::spawn`].
-    #[track_caller]
-    pub fn spawn<F>(self, future: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.try_spawn(future)
-            .unwrap_or_else(|_| JoinHandle::refused())
-    }
-
-    /// Spawns a closure with these settings. See [`Pool::spawn_fn`].
-    #[track_caller]
-    pub fn spawn_fn<F, R>(self, work: F) -> JoinHandle<R>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        self.try_spawn_fn(work)
-            .unwrap_or_else(|_| JoinHandle::refused())
-    }
-
-    /// Runs a closure with these settings, with no handle. See
-    /// [`Pool::execute`].
-    ///
-    /// # Errors
-    ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
-    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
-    /// refuses to start one.
-    ///
-    /// ```
-    /// use std::sync::mpsc;
-    /// use tidepool::{Pool, Priority};
-    /// let pool = Pool::builder().build().unwrap();
-    /// let (done, finished) = mpsc::channel();
-    /// pool.task().priority(Priority::High).execute(move || done.send("urgent").unwrap()).unwrap();
-    /// assert_eq!(finished.recv().unwrap(), "urgent");
-    /// ```
-    #[track_caller]
-    pub fn execute<F>(self, work: F) -> Result<(), SpawnError>
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        execute_in(self.pool.shared(), work, self.priority, Location::caller())
-    }
-
-    /// Like [`TaskBuilder::spawn`], but says so if the pool is shut down.
-    ///
-    /// # Errors
-    ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
-    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
-    /// refuses to start one.
-    #[track_caller]
-    pub fn try_spawn<F>(self, future: F) -> Result<JoinHandle<F::Output>, SpawnError>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        spawn_in(
-            self.pool.shared(),
-            future,
-            self.priority,
-            Location::caller(),
-        )
-    }
-
-    /// Like [`TaskBuilder::spawn_fn`], but says so if the pool is shut down.
-    ///
-    /// # Errors
-    ///
-    /// [`SpawnError::ShutDown`] if the pool accepts no new work;
-    /// [`SpawnError::NoThreads`] if no worker thread is alive and the system
-    /// refuses to start one.
-    #[track_caller]
-    pub fn try_spawn_fn<F, R>(self, work: F) -> Result<JoinHandle<R>, SpawnError>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        spawn_fn_in(self.pool.shared(), work, self.priority, Location::caller())
-    }
-}
-
-/// Blocks this thread until `future` completes. Timers and sockets are
-/// served by the reactor's thread meanwhile (on Unix, tidepool's own;
-/// elsewhere async-io's, which this thread may drive itself). For
-/// [`Pool::block_on`] and the free `block_on` off any pool.
-pub(crate) fn wait_here<F: Future>(future: F) -> F::Output {
-    #[cfg(unix)]
-    return futures_lite::future::block_on(future);
-    #[cfg(not(unix))]
-    return async_io::block_on(future);
-}
-
-/// Spawns a plain future on `shared`'s pool: the one spawn path of
-/// `Pool`, `TaskBuilder` and the free functions for futures
-/// ([`spawn_fn_in`] is closures'). `site` is the caller's call site
-/// (`#[track_caller]`), kept as where the first task of its kind was
-/// spawned (`runtime::kind_names`: a load and a branch once the kind is
-/// named).
-pub(crate) fn spawn_in<F>(
-    shared: &Arc<Shared>,
-    future: F,
-    priority: Priority,
-    site: &'static Location<'static>,
-) -> Result<JoinHandle<F::Output>, SpawnError>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    check_threads(shared)?;
-    // Named before it can run, so a block as it starts is named too.
-    kind_names::register::<F>(Kind::of::<F>(), Some(site));
-    worker::spawn(shared, future, priority, NoGate)
-        .map(JoinHandle::new)
-        .ok_or(SpawnError::ShutDown)
-}
-
-/// Spawns `work` as a work item on `shared`'s pool: [`spawn_in`] for a
-/// closure, which gets a cell made for running once (`runtime::item`).
-pub(crate) fn spawn_fn_in<F, R>(
-    shared: &Arc<Shared>,
-    work: F,
-    priority: Priority,
-    site: &'static Location<'static>,
-) -> Result<JoinHandle<R>, SpawnError>
-where
-    F: FnOnce() -> R + Send + 'static,
-    R: Send + 'static,
-{
-    check_threads(shared)?;
-    let kind = kind_names::kind_of::<F>(Some(site));
-    worker::spawn_item(shared, work, kind, priority)
-        .map(JoinHandle::from_item)
-        .ok_or(SpawnError::ShutDown)
-}
-
-/// Runs `work` on the pool of `shared` with `priority`, with no handle.
-pub(crate) fn execute_in<F>(
-    shared: &Arc<Shared>,
-    work: F,
-    priority: Priority,
-    site: &'static Location<'static>,
-) -> Result<(), SpawnError>
-where
-    F: FnOnce() + Send + 'static,
-{
-    check_threads(shared)?;
-    let kind = kind_names::kind_of::<F>(Some(site));
-    if worker::spawn_detached_item(shared, work, kind, priority) {
-        Ok(())
-    } else {
-        Err(SpawnError::ShutDown)
-    }
-}
-
-/// Refuses a spawn on an open pool that has no thread and cannot start
-/// one (nothing would run the task).
-fn check_threads(shared: &Arc<Shared>) -> Result<(), SpawnError> {
-    if let Err(failure) = worker::can_run(shared) {
-        if !shared.is_closed() {
-            shared.no_thread_refusal();
-            return Err(SpawnError::no_threads(failure));
-        }
-    }
-    Ok(())
-}
