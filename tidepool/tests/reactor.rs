@@ -225,6 +225,27 @@ fn a_refused_connect_reports_the_error() {
     });
 }
 
+/// A connected stream and an accepted one are both non-blocking (a read
+/// with nothing to read returns `WouldBlock` at once instead of holding a
+/// worker), and the accept names the peer that connected.
+#[test]
+fn connected_and_accepted_streams_are_non_blocking_and_the_accept_names_the_peer() {
+    within(HANG, || {
+        let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
+        let addr = listener.get_ref().local_addr().unwrap();
+        let accepted = tidepool::spawn(async move { listener.accept().await });
+        let client = tidepool::block_on(Async::<TcpStream>::connect(addr)).unwrap();
+        let (server, peer) = tidepool::block_on(accepted).unwrap().unwrap();
+        assert_eq!(peer, client.get_ref().local_addr().unwrap());
+        assert_eq!(server.get_ref().peer_addr().unwrap(), peer);
+        for stream in [client.get_ref(), server.get_ref()] {
+            let mut buf = [0u8; 1];
+            let error = (&*stream).read(&mut buf).unwrap_err();
+            assert_eq!(error.kind(), std::io::ErrorKind::WouldBlock);
+        }
+    });
+}
+
 /// Sockets made and dropped in a loop reuse descriptor numbers: each must
 /// be deregistered before its number comes back, and the new socket must
 /// get its own events.
