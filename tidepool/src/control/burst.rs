@@ -1,8 +1,9 @@
 //! The burst rule of the `Adaptive` controller: how many replacements
 //! the monitor starts per blocked worker while work is queued, as a pure
 //! function of the tick's [`Sample`] (`control::policy` calls it from
-//! [`Policy::decide`](super::policy::Policy::decide); its tests script
-//! samples and a fake clock there).
+//! [`Policy::decide`](super::policy::Policy::decide); its tests below
+//! script samples and a fake clock through it, with the samples
+//! `control::policy`'s tests share).
 //!
 //! # Design note: bursts grow in proportion
 //!
@@ -207,4 +208,197 @@ pub(super) fn wait_outside(sample: &Sample, marked: &[(usize, StatusWord)]) -> b
         .filter(|w| w.kernel.is_some_and(|k| k.waits_outside))
         .count();
     outside * 2 > marked.len()
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::super::policy::tests::*;
+    use super::super::policy::*;
+    use super::super::Controller;
+
+    #[test]
+    fn a_burst_doubles_its_replacements_while_every_worker_blocks() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut target = 2;
+        let mut raises = Vec::new();
+        for tick in 0..5 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            // Nothing ends, so the burst's climb (`control::growth`) lets
+            // it grow at every tick once FREE_AFTER_INTERVALS passed.
+            s.now = FREE * tick;
+            s.target = target;
+            s.threads = target;
+            let d = policy.decide(&limits, &s);
+            assert_eq!(d.mark_blocked.len(), 2);
+            if let Some(t) = d.set_target {
+                raises.push(t - target);
+                target = t;
+            }
+            assert_eq!(d.burst, target > 2);
+        }
+        // Factor 1, 2, 4, 8, 16: extra replacements 0, 2, 6, 14, 30.
+        assert_eq!(raises, [2, 6, 14, 30]);
+        assert_eq!(target, 54);
+        // The wakes fill the freed and raised slots.
+        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        s.now = FREE * 5;
+        s.target = target;
+        s.threads = target;
+        let d = policy.decide(&limits, &s);
+        assert_eq!(d.wake, d.set_target.unwrap() - s.slots.active + 2);
+    }
+
+    #[test]
+    fn a_queue_that_flows_does_not_grow_a_burst() {
+        // A lock convoy: workers found asleep on the lock every tick, while
+        // tasks end by the hundred. Each blocked worker is replaced, one for
+        // one, but the replacements never multiply.
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut ended = 0;
+        for tick in 0..6u32 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            s.now = MS * tick;
+            ended += 300;
+            s.ended = ended;
+            let d = policy.decide(&limits, &s);
+            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
+            assert_eq!(d.set_target, None, "tick {tick}: no burst");
+            assert!(!d.burst);
+        }
+        // The same blocked workers with nothing ending: the burst grows.
+        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        s.now = MS * 7;
+        s.ended = ended;
+        policy.decide(&limits, &s);
+        s.now = MS * 7 + FREE;
+        assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
+    }
+
+    #[test]
+    fn a_burst_does_not_grow_while_queued_work_is_presumed_blocking() {
+        // Workers hand the queued items threads themselves (presumed
+        // blocking): more threads from the burst would find the queue
+        // empty. The blocked workers are still replaced one for one.
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        for tick in 0..5u64 {
+            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+            s.presumed = 10 * (tick + 1);
+            let d = policy.decide(&limits, &s);
+            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
+            assert_eq!(d.set_target, None, "tick {tick}: no burst");
+        }
+        // No more presumed since the last tick: the burst grows again.
+        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        s.presumed = 50;
+        policy.decide(&limits, &s);
+        s.now = FREE;
+        assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
+    }
+
+    #[test]
+    fn a_worker_found_computing_ends_the_burst() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let limits = wide_limits();
+        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
+        policy.decide(&limits, &s);
+        s.now = FREE;
+        let raised = policy.decide(&limits, &s).set_target.unwrap();
+        assert!(raised > 2);
+        s.target = raised;
+        s.in_task = vec![worker(0, 5, SLEEPING), worker(1, 5, RUNNABLE)];
+        let d = policy.decide(&limits, &s);
+        assert_eq!(d.set_target, Some(2), "back to concurrency");
+        assert!(!d.burst);
+        // And it starts over from one replacement per blocked worker.
+        s.target = 2;
+        s.in_task = vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
+        assert_eq!(policy.decide(&limits, &s).set_target, None);
+    }
+
+    #[test]
+    fn an_empty_queue_ends_the_burst_and_growth_stops_at_the_work_and_max_threads() {
+        let mut policy = Policy::new(Controller::Adaptive);
+        let wide = wide_limits();
+        let blocked = || vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
+        let mut s = sample(blocked(), 3);
+        policy.decide(&wide, &s);
+        s.now = FREE;
+        // Factor 2: two extra wanted, but only one item waits beyond the two
+        // plain replacements.
+        assert_eq!(policy.decide(&wide, &s).set_target, Some(3));
+        let mut s = sample(blocked(), 0);
+        s.target = 3;
+        assert_eq!(policy.decide(&wide, &s).set_target, Some(2));
+        // Never past max_threads.
+        let mut policy = Policy::new(Controller::Adaptive);
+        let mut s = sample(blocked(), 500);
+        policy.decide(&limits(), &s);
+        s.now = FREE;
+        let d = policy.decide(&limits(), &s);
+        assert_eq!(d.set_target, Some(4), "max_threads is 4");
+    }
+
+    /// One tick of `policy` (wide limits) finding two workers in their
+    /// task for 5 ms as `kernel` says, 500 tasks queued, at `tick` ms,
+    /// with `ended` tasks ended so far and the slot target `target`.
+    fn two_blocked(
+        policy: &mut Policy,
+        kernel: Option<KernelView>,
+        tick: u32,
+        ended: u64,
+        target: usize,
+    ) -> Decision {
+        let mut s = sample(vec![worker(0, 5, kernel), worker(1, 5, kernel)], 500);
+        s.now = MS * tick;
+        s.ended = ended;
+        s.target = target;
+        s.threads = target;
+        policy.decide(&wide_limits(), &s)
+    }
+
+    #[test]
+    fn a_burst_grows_only_while_completions_rise_with_it() {
+        // A lock convoy whose queue does not flow by the per-slot measure:
+        // workers found asleep on the lock at every tick, 6 tasks ending
+        // per interval whatever the threads. One probe (the climb's first
+        // judgement, `control::growth`), then held.
+        let mut policy = Policy::new(Controller::Adaptive);
+        let mut target = 2;
+        for tick in 0..100u32 {
+            let d = two_blocked(&mut policy, SLEEPING, tick, 6 * u64::from(tick), target);
+            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
+            target = d.set_target.unwrap_or(target);
+        }
+        assert_eq!(target, 4, "one probe");
+        // Waits that complete in proportion to the threads (twice the ends
+        // per interval at twice the target, still short of flowing): it
+        // grows again.
+        for tick in 100..104u32 {
+            let ended = 594 + 12 * u64::from(tick - 99);
+            let d = two_blocked(&mut policy, SLEEPING, tick, ended, target);
+            target = d.set_target.unwrap_or(target);
+        }
+        assert!(target > 4, "{target}");
+    }
+
+    #[test]
+    fn a_burst_of_workers_asleep_outside_the_process_grows_unjudged() {
+        // The same flat completions as the convoy above, but the kernel
+        // says the workers sleep in a timer or a socket, not a futex: no
+        // climb, so the burst doubles at each tick that finds them blocked.
+        let outside = Some(KernelView {
+            waits_outside: true,
+            ..SLEEPING.unwrap()
+        });
+        let mut policy = Policy::new(Controller::Adaptive);
+        let mut target = 2;
+        for tick in 0..6u32 {
+            let d = two_blocked(&mut policy, outside, tick, 6 * u64::from(tick), target);
+            target = d.set_target.unwrap_or(target);
+        }
+        assert!(target > 4, "grew past one probe within 6 ticks: {target}");
+    }
 }

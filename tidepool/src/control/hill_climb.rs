@@ -1,8 +1,8 @@
 //! The `HillClimbing` controller's search: one step of the slot target
 //! per window, kept while completions per second rise, turned around
 //! otherwise; paused while blocked workers are being replaced. A pure
-//! function of the tick's [`Sample`]; its tests, with scripted samples and
-//! a fake clock, are `control::policy`'s.
+//! function of the tick's [`Sample`]; its tests below script samples and a
+//! fake clock through the policy.
 
 use super::policy::{Limits, Sample};
 use std::time::Duration;
@@ -96,5 +96,94 @@ impl HillClimb {
     fn restart(&mut self, sample: &Sample) {
         self.window_start = sample.now;
         self.ended_at_start = sample.ended;
+    }
+}
+
+#[cfg(all(test, not(tidepool_loom)))]
+mod tests {
+    use super::super::policy::tests::*;
+    use super::super::policy::*;
+    use super::super::Controller;
+    use super::HILL_WINDOW;
+
+    #[test]
+    fn hill_climbing_does_not_climb_on_flat_throughput() {
+        let mut policy = Policy::new(Controller::HillClimbing);
+        let mut target = 2;
+        let mut ended = 0;
+        let mut most = 2;
+        // CPU-bound: throughput is the same at every target, give or take 1%.
+        for window in 1..=40u32 {
+            ended += if window % 2 == 0 { 101 } else { 99 };
+            let mut s = sample(vec![], 50);
+            s.now = HILL_WINDOW * window;
+            s.ended = ended;
+            s.target = target;
+            if let Some(new) = policy.decide(&limits(), &s).set_target {
+                target = new;
+            }
+            most = most.max(target);
+        }
+        assert!(most <= 3, "wandered up to {most}");
+    }
+
+    #[test]
+    fn hill_climbing_moves_towards_more_throughput_and_stays_in_bounds() {
+        let mut policy = Policy::new(Controller::HillClimbing);
+        let mut target = 2;
+        let mut ended = 0;
+        let mut seen = Vec::new();
+        // Throughput grows with the target up to 3, then falls.
+        for window in 1..=20u32 {
+            ended += match target {
+                2 => 100,
+                3 => 150,
+                _ => 120,
+            };
+            let mut s = sample(vec![], 50);
+            s.now = HILL_WINDOW * window;
+            s.ended = ended;
+            s.target = target;
+            if let Some(new) = policy.decide(&limits(), &s).set_target {
+                assert!((2..=4).contains(&new));
+                target = new;
+            }
+            seen.push(target);
+        }
+        assert!(
+            seen.iter().filter(|&&t| t == 3).count() >= seen.len() / 3,
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    fn hill_climbing_holds_still_on_long_tasks() {
+        let mut policy = Policy::new(Controller::HillClimbing);
+        let mut ended = 0;
+        // One-second jobs: a completion every few windows, lumpy.
+        for window in 1..=40u32 {
+            if window % 3 == 0 {
+                ended += 1;
+            }
+            let mut s = sample(vec![], 8);
+            s.now = HILL_WINDOW * window;
+            s.ended = ended;
+            assert_eq!(
+                policy.decide(&limits(), &s).set_target,
+                None,
+                "window {window}"
+            );
+        }
+    }
+
+    #[test]
+    fn hill_climbing_pauses_while_compensating() {
+        let mut policy = Policy::new(Controller::HillClimbing);
+        let mut s = sample(vec![worker(0, 5, SLEEPING)], 50);
+        s.now = HILL_WINDOW * 4;
+        s.ended = 1000;
+        let d = policy.decide(&limits(), &s);
+        assert_eq!(d.mark_blocked.len(), 1);
+        assert_eq!(d.set_target, None);
     }
 }

@@ -17,8 +17,8 @@
 //! their own: the burst (`control::burst`: how many replacements per
 //! blocked worker) and the quantum (`control::quantum`: lending a slot to
 //! work queued behind long computing tasks); `HillClimbing`'s search is
-//! `control::hill_climb`. Their tests are here, with the samples they
-//! share.
+//! `control::hill_climb`, each with its tests; the scripted samples they
+//! share are this file's `tests`.
 //!
 //! # When a worker counts as blocked (`Adaptive`, `HillClimbing`)
 //!
@@ -449,23 +449,24 @@ fn verdict(limits: &Limits, sample: &Sample, worker: &WorkerView) -> Verdict {
     }
 }
 
+/// The policy's tests, and the scripted samples the burst's, the
+/// quantum's and the hill climb's tests (in their own files) share.
 #[cfg(all(test, not(tidepool_loom)))]
-mod tests {
-    use super::super::hill_climb::HILL_WINDOW;
+pub(in crate::control) mod tests {
     use super::*;
     use crate::control::slots::TaskStatus;
 
-    const MS: Duration = Duration::from_millis(1);
+    pub(in crate::control) const MS: Duration = Duration::from_millis(1);
     /// How long a burst's climb waits with nothing ended before it lets
     /// the burst grow (`control::growth`): a tick that far apart.
-    const FREE: Duration =
+    pub(in crate::control) const FREE: Duration =
         Duration::from_millis(crate::control::growth::FREE_AFTER_INTERVALS as u64);
 
-    fn limits() -> Limits {
+    pub(in crate::control) fn limits() -> Limits {
         Limits::for_tests(2, 4)
     }
 
-    fn in_task(_index: usize, tick: u64) -> StatusWord {
+    pub(in crate::control) fn in_task(_index: usize, tick: u64) -> StatusWord {
         let status = TaskStatus::default();
         while status.begin_task() < tick {
             status.end_task();
@@ -473,7 +474,11 @@ mod tests {
         status.load()
     }
 
-    fn worker(index: usize, for_ms: u64, kernel: Option<KernelView>) -> WorkerView {
+    pub(in crate::control) fn worker(
+        index: usize,
+        for_ms: u64,
+        kernel: Option<KernelView>,
+    ) -> WorkerView {
         WorkerView {
             index,
             seen: in_task(index, 1),
@@ -485,18 +490,18 @@ mod tests {
         }
     }
 
-    const SLEEPING: Option<KernelView> = Some(KernelView {
+    pub(in crate::control) const SLEEPING: Option<KernelView> = Some(KernelView {
         waiting: true,
         cpu_share: Some(0.0),
         waits_outside: false,
     });
-    const RUNNABLE: Option<KernelView> = Some(KernelView {
+    pub(in crate::control) const RUNNABLE: Option<KernelView> = Some(KernelView {
         waiting: false,
         cpu_share: Some(0.5),
         waits_outside: false,
     });
 
-    fn sample(workers: Vec<WorkerView>, queued: usize) -> Sample {
+    pub(in crate::control) fn sample(workers: Vec<WorkerView>, queued: usize) -> Sample {
         Sample {
             slots: SlotCounts {
                 active: workers.len(),
@@ -507,6 +512,16 @@ mod tests {
             target: 2,
             threads: 2,
             ..Sample::default()
+        }
+    }
+
+    pub(in crate::control) fn wide_limits() -> Limits {
+        Limits {
+            concurrency: 2,
+            max_threads: 1_000,
+            threshold: MS,
+            quantum: None,
+            switches: Switches::ALL_ON,
         }
     }
 
@@ -728,222 +743,6 @@ mod tests {
     }
 
     #[test]
-    fn hill_climbing_does_not_climb_on_flat_throughput() {
-        let mut policy = Policy::new(Controller::HillClimbing);
-        let mut target = 2;
-        let mut ended = 0;
-        let mut most = 2;
-        // CPU-bound: throughput is the same at every target, give or take 1%.
-        for window in 1..=40u32 {
-            ended += if window % 2 == 0 { 101 } else { 99 };
-            let mut s = sample(vec![], 50);
-            s.now = HILL_WINDOW * window;
-            s.ended = ended;
-            s.target = target;
-            if let Some(new) = policy.decide(&limits(), &s).set_target {
-                target = new;
-            }
-            most = most.max(target);
-        }
-        assert!(most <= 3, "wandered up to {most}");
-    }
-
-    #[test]
-    fn hill_climbing_moves_towards_more_throughput_and_stays_in_bounds() {
-        let mut policy = Policy::new(Controller::HillClimbing);
-        let mut target = 2;
-        let mut ended = 0;
-        let mut seen = Vec::new();
-        // Throughput grows with the target up to 3, then falls.
-        for window in 1..=20u32 {
-            ended += match target {
-                2 => 100,
-                3 => 150,
-                _ => 120,
-            };
-            let mut s = sample(vec![], 50);
-            s.now = HILL_WINDOW * window;
-            s.ended = ended;
-            s.target = target;
-            if let Some(new) = policy.decide(&limits(), &s).set_target {
-                assert!((2..=4).contains(&new));
-                target = new;
-            }
-            seen.push(target);
-        }
-        assert!(
-            seen.iter().filter(|&&t| t == 3).count() >= seen.len() / 3,
-            "{seen:?}"
-        );
-    }
-
-    #[test]
-    fn hill_climbing_holds_still_on_long_tasks() {
-        let mut policy = Policy::new(Controller::HillClimbing);
-        let mut ended = 0;
-        // One-second jobs: a completion every few windows, lumpy.
-        for window in 1..=40u32 {
-            if window % 3 == 0 {
-                ended += 1;
-            }
-            let mut s = sample(vec![], 8);
-            s.now = HILL_WINDOW * window;
-            s.ended = ended;
-            assert_eq!(
-                policy.decide(&limits(), &s).set_target,
-                None,
-                "window {window}"
-            );
-        }
-    }
-
-    #[test]
-    fn hill_climbing_pauses_while_compensating() {
-        let mut policy = Policy::new(Controller::HillClimbing);
-        let mut s = sample(vec![worker(0, 5, SLEEPING)], 50);
-        s.now = HILL_WINDOW * 4;
-        s.ended = 1000;
-        let d = policy.decide(&limits(), &s);
-        assert_eq!(d.mark_blocked.len(), 1);
-        assert_eq!(d.set_target, None);
-    }
-
-    fn wide_limits() -> Limits {
-        Limits {
-            concurrency: 2,
-            max_threads: 1_000,
-            threshold: MS,
-            quantum: None,
-            switches: Switches::ALL_ON,
-        }
-    }
-
-    #[test]
-    fn a_burst_doubles_its_replacements_while_every_worker_blocks() {
-        let mut policy = Policy::new(Controller::Adaptive);
-        let limits = wide_limits();
-        let mut target = 2;
-        let mut raises = Vec::new();
-        for tick in 0..5 {
-            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-            // Nothing ends, so the burst's climb (`control::growth`) lets
-            // it grow at every tick once FREE_AFTER_INTERVALS passed.
-            s.now = FREE * tick;
-            s.target = target;
-            s.threads = target;
-            let d = policy.decide(&limits, &s);
-            assert_eq!(d.mark_blocked.len(), 2);
-            if let Some(t) = d.set_target {
-                raises.push(t - target);
-                target = t;
-            }
-            assert_eq!(d.burst, target > 2);
-        }
-        // Factor 1, 2, 4, 8, 16: extra replacements 0, 2, 6, 14, 30.
-        assert_eq!(raises, [2, 6, 14, 30]);
-        assert_eq!(target, 54);
-        // The wakes fill the freed and raised slots.
-        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-        s.now = FREE * 5;
-        s.target = target;
-        s.threads = target;
-        let d = policy.decide(&limits, &s);
-        assert_eq!(d.wake, d.set_target.unwrap() - s.slots.active + 2);
-    }
-
-    #[test]
-    fn a_queue_that_flows_does_not_grow_a_burst() {
-        // A lock convoy: workers found asleep on the lock every tick, while
-        // tasks end by the hundred. Each blocked worker is replaced, one for
-        // one, but the replacements never multiply.
-        let mut policy = Policy::new(Controller::Adaptive);
-        let limits = wide_limits();
-        let mut ended = 0;
-        for tick in 0..6u32 {
-            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-            s.now = MS * tick;
-            ended += 300;
-            s.ended = ended;
-            let d = policy.decide(&limits, &s);
-            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
-            assert_eq!(d.set_target, None, "tick {tick}: no burst");
-            assert!(!d.burst);
-        }
-        // The same blocked workers with nothing ending: the burst grows.
-        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-        s.now = MS * 7;
-        s.ended = ended;
-        policy.decide(&limits, &s);
-        s.now = MS * 7 + FREE;
-        assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
-    }
-
-    #[test]
-    fn a_burst_does_not_grow_while_queued_work_is_presumed_blocking() {
-        // Workers hand the queued items threads themselves (presumed
-        // blocking): more threads from the burst would find the queue
-        // empty. The blocked workers are still replaced one for one.
-        let mut policy = Policy::new(Controller::Adaptive);
-        let limits = wide_limits();
-        for tick in 0..5u64 {
-            let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-            s.presumed = 10 * (tick + 1);
-            let d = policy.decide(&limits, &s);
-            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
-            assert_eq!(d.set_target, None, "tick {tick}: no burst");
-        }
-        // No more presumed since the last tick: the burst grows again.
-        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-        s.presumed = 50;
-        policy.decide(&limits, &s);
-        s.now = FREE;
-        assert!(policy.decide(&limits, &s).set_target.is_some_and(|t| t > 2));
-    }
-
-    #[test]
-    fn a_worker_found_computing_ends_the_burst() {
-        let mut policy = Policy::new(Controller::Adaptive);
-        let limits = wide_limits();
-        let mut s = sample(vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)], 500);
-        policy.decide(&limits, &s);
-        s.now = FREE;
-        let raised = policy.decide(&limits, &s).set_target.unwrap();
-        assert!(raised > 2);
-        s.target = raised;
-        s.in_task = vec![worker(0, 5, SLEEPING), worker(1, 5, RUNNABLE)];
-        let d = policy.decide(&limits, &s);
-        assert_eq!(d.set_target, Some(2), "back to concurrency");
-        assert!(!d.burst);
-        // And it starts over from one replacement per blocked worker.
-        s.target = 2;
-        s.in_task = vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
-        assert_eq!(policy.decide(&limits, &s).set_target, None);
-    }
-
-    #[test]
-    fn an_empty_queue_ends_the_burst_and_growth_stops_at_the_work_and_max_threads() {
-        let mut policy = Policy::new(Controller::Adaptive);
-        let wide = wide_limits();
-        let blocked = || vec![worker(0, 5, SLEEPING), worker(1, 5, SLEEPING)];
-        let mut s = sample(blocked(), 3);
-        policy.decide(&wide, &s);
-        s.now = FREE;
-        // Factor 2: two extra wanted, but only one item waits beyond the two
-        // plain replacements.
-        assert_eq!(policy.decide(&wide, &s).set_target, Some(3));
-        let mut s = sample(blocked(), 0);
-        s.target = 3;
-        assert_eq!(policy.decide(&wide, &s).set_target, Some(2));
-        // Never past max_threads.
-        let mut policy = Policy::new(Controller::Adaptive);
-        let mut s = sample(blocked(), 500);
-        policy.decide(&limits(), &s);
-        s.now = FREE;
-        let d = policy.decide(&limits(), &s);
-        assert_eq!(d.set_target, Some(4), "max_threads is 4");
-    }
-
-    #[test]
     fn a_worker_waiting_for_a_sibling_is_not_marked_blocked() {
         let mut policy = Policy::new(Controller::Adaptive);
         let sibling = WorkerView {
@@ -966,192 +765,6 @@ mod tests {
         };
         let d = policy.decide(&limits(), &sample(vec![outside], 10));
         assert_eq!(d.mark_blocked, [(0, in_task(0, 1))]);
-    }
-
-    /// One tick of `policy` (wide limits) finding two workers in their
-    /// task for 5 ms as `kernel` says, 500 tasks queued, at `tick` ms,
-    /// with `ended` tasks ended so far and the slot target `target`.
-    fn two_blocked(
-        policy: &mut Policy,
-        kernel: Option<KernelView>,
-        tick: u32,
-        ended: u64,
-        target: usize,
-    ) -> Decision {
-        let mut s = sample(vec![worker(0, 5, kernel), worker(1, 5, kernel)], 500);
-        s.now = MS * tick;
-        s.ended = ended;
-        s.target = target;
-        s.threads = target;
-        policy.decide(&wide_limits(), &s)
-    }
-
-    #[test]
-    fn a_burst_grows_only_while_completions_rise_with_it() {
-        // A lock convoy whose queue does not flow by the per-slot measure:
-        // workers found asleep on the lock at every tick, 6 tasks ending
-        // per interval whatever the threads. One probe (the climb's first
-        // judgement, `control::growth`), then held.
-        let mut policy = Policy::new(Controller::Adaptive);
-        let mut target = 2;
-        for tick in 0..100u32 {
-            let d = two_blocked(&mut policy, SLEEPING, tick, 6 * u64::from(tick), target);
-            assert_eq!(d.mark_blocked.len(), 2, "each is still replaced");
-            target = d.set_target.unwrap_or(target);
-        }
-        assert_eq!(target, 4, "one probe");
-        // Waits that complete in proportion to the threads (twice the ends
-        // per interval at twice the target, still short of flowing): it
-        // grows again.
-        for tick in 100..104u32 {
-            let ended = 594 + 12 * u64::from(tick - 99);
-            let d = two_blocked(&mut policy, SLEEPING, tick, ended, target);
-            target = d.set_target.unwrap_or(target);
-        }
-        assert!(target > 4, "{target}");
-    }
-
-    #[test]
-    fn a_burst_of_workers_asleep_outside_the_process_grows_unjudged() {
-        // The same flat completions as the convoy above, but the kernel
-        // says the workers sleep in a timer or a socket, not a futex: no
-        // climb, so the burst doubles at each tick that finds them blocked.
-        let outside = Some(KernelView {
-            waits_outside: true,
-            ..SLEEPING.unwrap()
-        });
-        let mut policy = Policy::new(Controller::Adaptive);
-        let mut target = 2;
-        for tick in 0..6u32 {
-            let d = two_blocked(&mut policy, outside, tick, 6 * u64::from(tick), target);
-            target = d.set_target.unwrap_or(target);
-        }
-        assert!(target > 4, "grew past one probe within 6 ticks: {target}");
-    }
-
-    fn quantum_limits() -> Limits {
-        Limits {
-            quantum: Some(10 * MS),
-            ..wide_limits()
-        }
-    }
-
-    /// A worker found computing for `for_ms`, its CPU time in evidence.
-    fn computing(index: usize, for_ms: u64) -> WorkerView {
-        WorkerView {
-            computed: true,
-            ..worker(index, for_ms, RUNNABLE)
-        }
-    }
-
-    #[test]
-    fn the_quantum_lends_nothing_while_the_cpu_evidence_is_not_in() {
-        let mut policy = Policy::new(Controller::Adaptive);
-        let limits = quantum_limits();
-        // Runnable at every probe for a quantum, but short of a core so far:
-        // the lent slot could go to a third task of the same kind.
-        let starved = |index| WorkerView {
-            computed: false,
-            ..computing(index, 11)
-        };
-        let s = sample(vec![starved(0), starved(1)], 3);
-        assert_eq!(policy.decide(&limits, &s).lend, None);
-        // The evidence in for both: lend.
-        let s = sample(vec![computing(0, 12), computing(1, 12)], 3);
-        assert_eq!(policy.decide(&limits, &s).lend, Some(true));
-    }
-
-    #[test]
-    fn the_quantum_lends_one_slot_when_computing_tasks_hold_every_slot() {
-        let mut policy = Policy::new(Controller::Adaptive);
-        let limits = quantum_limits();
-        // Not yet a quantum: no lend.
-        let young = sample(vec![computing(0, 5), computing(1, 5)], 3);
-        assert_eq!(policy.decide(&limits, &young).lend, None);
-        // Every slot computing for a quantum, work queued: lend one.
-        let s = sample(vec![computing(0, 11), computing(1, 11)], 3);
-        let d = policy.decide(&limits, &s);
-        assert_eq!((d.lend, d.set_target), (Some(true), Some(3)));
-        assert_eq!(d.wake, 1);
-        // Nothing queued, or the quantum off: no lend.
-        assert_eq!(
-            policy.decide(&limits, &sample(s.in_task.clone(), 0)).lend,
-            None
-        );
-        let off = Limits {
-            quantum: None,
-            ..limits
-        };
-        assert_eq!(
-            Policy::new(Controller::Adaptive).decide(&off, &s).lend,
-            None
-        );
-    }
-
-    #[test]
-    fn the_lend_ends_when_the_queue_drains() {
-        let mut policy = Policy::new(Controller::Adaptive);
-        let mut s = sample(vec![computing(0, 20), computing(1, 20)], 0);
-        s.lent = true;
-        s.target = 3;
-        let d = policy.decide(&quantum_limits(), &s);
-        assert_eq!((d.lend, d.set_target), (Some(false), Some(2)));
-    }
-
-    #[test]
-    fn a_refused_lend_is_offered_again_a_quantum_later_or_when_a_worker_blocks() {
-        let mut policy = Policy::new(Controller::Adaptive);
-        let limits = quantum_limits();
-        let mut s = sample(vec![computing(0, 30), computing(1, 30)], 5);
-        s.now = 100 * MS;
-        s.lend_refused = true;
-        assert_eq!(policy.decide(&limits, &s).lend, None);
-        // Within a quantum of the refusal: not again.
-        s.lend_refused = false;
-        s.now = 105 * MS;
-        assert_eq!(policy.decide(&limits, &s).lend, None, "not yet");
-        // A quantum later: work queued since may be of another kind.
-        s.now = 110 * MS;
-        assert_eq!(policy.decide(&limits, &s).lend, Some(true));
-        // Refused again, then a worker is found blocked: at once.
-        let mut refused = sample(vec![computing(0, 40), computing(1, 40)], 5);
-        refused.now = 120 * MS;
-        refused.lend_refused = true;
-        policy.decide(&limits, &refused);
-        let mut blocked = sample(vec![worker(0, 5, SLEEPING), computing(1, 40)], 5);
-        blocked.now = 121 * MS;
-        policy.decide(&limits, &blocked);
-        s.now = 122 * MS;
-        assert_eq!(policy.decide(&limits, &s).lend, Some(true));
-    }
-
-    #[test]
-    fn a_lent_slot_that_computes_too_ends_the_lend_for_a_quantum() {
-        let mut policy = Policy::new(Controller::Adaptive);
-        let limits = quantum_limits();
-        let mut s = sample(
-            vec![computing(0, 30), computing(1, 30), computing(2, 11)],
-            5,
-        );
-        s.now = 100 * MS;
-        s.lent = true;
-        s.target = 3;
-        let d = policy.decide(&limits, &s);
-        assert_eq!((d.lend, d.set_target), (Some(false), Some(2)));
-        // Every slot computing again: no new lend within the quantum...
-        let mut again = sample(vec![computing(0, 40), computing(1, 40)], 5);
-        again.now = 109 * MS;
-        assert_eq!(policy.decide(&limits, &again).lend, None);
-        // ...nor after it while the lent slot's task still runs...
-        let mut still = sample(
-            vec![computing(0, 50), computing(1, 50), computing(2, 21)],
-            5,
-        );
-        still.now = 110 * MS;
-        assert_eq!(policy.decide(&limits, &still).lend, None);
-        // ...but once it ended and gave its slot back.
-        again.now = 111 * MS;
-        assert_eq!(policy.decide(&limits, &again).lend, Some(true));
     }
 }
 
