@@ -242,8 +242,21 @@ fn connected_and_accepted_streams_are_non_blocking_and_the_accept_names_the_peer
             let mut buf = [0u8; 1];
             let error = (&*stream).read(&mut buf).unwrap_err();
             assert_eq!(error.kind(), std::io::ErrorKind::WouldBlock);
+            assert!(
+                close_on_exec(stream),
+                "a child process would inherit the socket"
+            );
         }
     });
+}
+
+/// Whether `fd` is closed in a child after `exec` (the standard library's
+/// sockets are; tidepool's own must be too).
+fn close_on_exec(fd: &impl std::os::fd::AsRawFd) -> bool {
+    // SAFETY: `F_GETFD` reads no memory; the descriptor is open (borrowed).
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
+    assert!(flags >= 0, "fcntl: {}", std::io::Error::last_os_error());
+    flags & libc::FD_CLOEXEC != 0
 }
 
 /// Sockets made and dropped in a loop reuse descriptor numbers: each must

@@ -13,15 +13,83 @@ pub(super) fn start_connect(
     domain: socket2::Domain,
     addr: &socket2::SockAddr,
 ) -> io::Result<socket2::Socket> {
-    let kind = socket2::Type::STREAM;
-    let socket = socket2::Socket::new(domain, kind, None)?;
-    socket.set_nonblocking(true)?;
+    let socket = nonblocking_stream_socket(domain)?;
     match socket.connect(addr) {
         Ok(()) => Ok(socket),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(socket),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(socket),
         Err(e) => Err(e),
     }
+}
+
+/// A new stream socket of `domain`, close-on-exec and non-blocking. Where
+/// the OS takes `SOCK_NONBLOCK`, the socket is made so (tokio's sockets
+/// too): two `fcntl` calls fewer per connect, on the task's first poll.
+#[cfg(any(
+    target_os = "android",
+    target_os = "dragonfly",
+    target_os = "freebsd",
+    target_os = "illumos",
+    target_os = "linux",
+    target_os = "netbsd",
+    target_os = "openbsd",
+))]
+fn nonblocking_stream_socket(domain: socket2::Domain) -> io::Result<socket2::Socket> {
+    socket2::Socket::new(domain, socket2::Type::STREAM.nonblocking(), None)
+}
+
+/// A new stream socket of `domain`, close-on-exec and non-blocking.
+#[cfg(not(any(
+    target_os = "android",
+    target_os = "dragonfly",
+    target_os = "freebsd",
+    target_os = "illumos",
+    target_os = "linux",
+    target_os = "netbsd",
+    target_os = "openbsd",
+)))]
+fn nonblocking_stream_socket(domain: socket2::Domain) -> io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket)
+}
+
+/// Accepts the next connection on `listener` (non-blocking), the new socket
+/// close-on-exec and non-blocking. Where the OS has `accept4`, one system
+/// call does it (tokio's accept too), two `fcntl` calls fewer per
+/// connection than the standard library's accept and `set_nonblocking`.
+#[cfg(any(
+    target_os = "android",
+    target_os = "dragonfly",
+    target_os = "freebsd",
+    target_os = "illumos",
+    target_os = "linux",
+    target_os = "netbsd",
+    target_os = "openbsd",
+))]
+pub(super) fn accept_nonblocking<L: std::os::fd::AsFd>(
+    listener: &L,
+) -> io::Result<(socket2::Socket, socket2::SockAddr)> {
+    socket2::SockRef::from(listener).accept4(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+}
+
+/// Accepts the next connection on `listener` (non-blocking), the new socket
+/// close-on-exec and non-blocking.
+#[cfg(not(any(
+    target_os = "android",
+    target_os = "dragonfly",
+    target_os = "freebsd",
+    target_os = "illumos",
+    target_os = "linux",
+    target_os = "netbsd",
+    target_os = "openbsd",
+)))]
+pub(super) fn accept_nonblocking<L: std::os::fd::AsFd>(
+    listener: &L,
+) -> io::Result<(socket2::Socket, socket2::SockAddr)> {
+    let (socket, addr) = socket2::SockRef::from(listener).accept()?;
+    socket.set_nonblocking(true)?;
+    Ok((socket, addr))
 }
 
 /// The listen backlog of [`Async::<TcpListener>::bind`]: tokio's, and
@@ -109,8 +177,14 @@ impl Async<TcpListener> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub async fn accept(&self) -> io::Result<(Async<TcpStream>, SocketAddr)> {
-        let (stream, addr) = self.read_with(TcpListener::accept).await?;
-        Ok((Async::new(stream)?, addr))
+        let (socket, addr) = self.read_with(accept_nonblocking).await?;
+        let addr = addr.as_socket().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a TCP accept returned an address that is not an Internet one",
+            )
+        })?;
+        Ok((Async::new_stream_socket(TcpStream::from(socket))?, addr))
     }
 
     /// The incoming connections as a stream (never ends; each item is an
@@ -160,7 +234,7 @@ impl Async<TcpStream> {
     pub async fn connect<A: Into<SocketAddr>>(addr: A) -> io::Result<Async<TcpStream>> {
         let addr = addr.into();
         let socket = start_connect(socket2::Domain::for_address(addr), &addr.into())?;
-        let stream = Async::new_nonblocking(TcpStream::from(socket))?;
+        let stream = Async::new_stream_socket(TcpStream::from(socket))?;
         stream.writable().await?;
         match stream.get_ref().take_error()? {
             None => Ok(stream),

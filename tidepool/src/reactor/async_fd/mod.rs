@@ -129,11 +129,23 @@ impl<T: AsFd> Async<T> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn new_nonblocking(io: T) -> io::Result<Async<T>> {
-        let reactor = Reactor::get()?;
-        let fd = io.as_fd().as_raw_fd();
         // Not a socket: the query fails, and the answer is no.
         let stream_socket =
             socket2::SockRef::from(&io).r#type().ok() == Some(socket2::Type::STREAM);
+        Async::registered(io, stream_socket)
+    }
+
+    /// A stream socket tidepool made non-blocking itself (a connect's or an
+    /// accept's): registered without asking the kernel its type, one
+    /// system call less per connection than [`new_nonblocking`](Self::new_nonblocking).
+    pub(super) fn new_stream_socket(io: T) -> io::Result<Async<T>> {
+        Async::registered(io, true)
+    }
+
+    /// Registers `io`, non-blocking already; `stream_socket` as the field.
+    fn registered(io: T, stream_socket: bool) -> io::Result<Async<T>> {
+        let reactor = Reactor::get()?;
+        let fd = io.as_fd().as_raw_fd();
         let (key, source) = reactor.register(fd)?;
         Ok(Async {
             io: Some(io),

@@ -104,7 +104,8 @@ impl Async<UnixStream> {
     pub async fn connect<P: AsRef<Path>>(path: P) -> io::Result<Async<UnixStream>> {
         let addr = socket2::SockAddr::unix(path)?;
         let socket = start_connect(socket2::Domain::UNIX, &addr)?;
-        let stream = Async::new_nonblocking(UnixStream::from(std::os::fd::OwnedFd::from(socket)))?;
+        let stream =
+            Async::new_stream_socket(UnixStream::from(std::os::fd::OwnedFd::from(socket)))?;
         stream.writable().await?;
         if let Some(error) = stream.get_ref().take_error()? {
             return Err(error);
