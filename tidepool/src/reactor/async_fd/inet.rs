@@ -235,7 +235,7 @@ impl Async<TcpStream> {
         let addr = addr.into();
         let socket = start_connect(socket2::Domain::for_address(addr), &addr.into())?;
         let stream = Async::new_stream_socket(TcpStream::from(socket))?;
-        stream.writable().await?;
+        stream.connect_ended().await?;
         match stream.get_ref().take_error()? {
             None => Ok(stream),
             Some(error) => Err(error),

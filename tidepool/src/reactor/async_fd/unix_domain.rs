@@ -106,7 +106,7 @@ impl Async<UnixStream> {
         let socket = start_connect(socket2::Domain::UNIX, &addr)?;
         let stream =
             Async::new_stream_socket(UnixStream::from(std::os::fd::OwnedFd::from(socket)))?;
-        stream.writable().await?;
+        stream.connect_ended().await?;
         if let Some(error) = stream.get_ref().take_error()? {
             return Err(error);
         }
