@@ -194,6 +194,9 @@ struct Monitor {
     /// no longer presumed, counted against the slots again
     /// (`Monitor::judge_presumed`).
     presumed_computing: Vec<(usize, StatusWord)>,
+    /// Workers running a presumed task whose CPU timer is not armed yet:
+    /// armed by `Monitor::judge_presumed` (`control::hold`).
+    presumed_unarmed: Vec<(usize, StatusWord)>,
     /// The presumed tasks seen this tick, per kind.
     presumed_looks: PresumedLooks,
     /// How many asleep presumed tasks the kernel may still be asked about
@@ -251,6 +254,7 @@ impl Monitor {
             poked: None,
             held_progress: HeldProgress::default(),
             presumed_computing: Vec::new(),
+            presumed_unarmed: Vec::new(),
             presumed_looks: PresumedLooks::default(),
             asks: (ASKS_SAVED, Duration::ZERO),
             climbs: Vec::new(),
@@ -541,6 +545,9 @@ impl Monitor {
                         }
                         if look.computes {
                             self.presumed_computing.push((index, seen));
+                        }
+                        if shared.holds.in_handler && !entry.hold.armed_for(seen.tick()) {
+                            self.presumed_unarmed.push((index, seen));
                         }
                         // Runnable: judged within the next looks, at the
                         // interval's pace.

@@ -12,6 +12,7 @@ use crate::control::back_from_block::Look;
 use crate::control::growth::{Climb, Step};
 use crate::control::policy::BUSY_CPU_SHARE;
 use crate::control::presumption::{computes_while_running, look_cap};
+use crate::control::slots::StatusWord;
 use crate::runtime::kinds::Kind;
 use crate::runtime::Shared;
 use crate::sync::{lock, Arc, Ordering};
@@ -255,6 +256,9 @@ impl Monitor {
         ended: u64,
     ) -> bool {
         let interval = shared.config.monitor_interval;
+        for (index, seen) in std::mem::take(&mut self.presumed_unarmed) {
+            arm_presumed(shared, index, seen);
+        }
         for (index, seen) in std::mem::take(&mut self.presumed_computing) {
             if !shared.presumed_task_computes(index, seen.tick()) {
                 continue;
@@ -342,5 +346,30 @@ impl Monitor {
         }
         self.slot_ends.clear();
         grew
+    }
+}
+
+/// Arms the CPU timer of the worker at `index`, which ran the presumed task
+/// seen as `seen` at this look (`control::hold`): once it has computed
+/// [`FIRST_LOOK`](crate::control::hold::FIRST_LOOK) without a slot, its
+/// thread asks about itself, whether or not the monitor gets a core. Armed
+/// here rather than as the task starts: the arming is a system call, and
+/// there it delayed every presumed task's start (about a microsecond on
+/// the lab's machine); a task that ends before this look is never armed.
+/// A task that is judged computing at this very look is counted again by
+/// `judge_presumed` as well; the timer then finds it counted.
+///
+/// If the task ended meanwhile, the timer is disarmed again. A task that
+/// ends between that look and the disarm may leave the timer armed for a
+/// task that is over (as the arming of a worker found blocked may): it
+/// fires once in a later task that computes, whose handler finds another
+/// task and returns.
+fn arm_presumed(shared: &Shared, index: usize, seen: StatusWord) {
+    let entry = shared.threads.entry(index);
+    entry
+        .hold
+        .arm(seen.tick(), crate::control::hold::FIRST_LOOK);
+    if entry.status.load() != seen {
+        entry.hold.disarm(&shared.holds);
     }
 }

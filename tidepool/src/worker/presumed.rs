@@ -304,12 +304,10 @@ pub(super) fn run_presumed_blocking(
         &ctx.probe,
         run_delay_before,
     )));
-    if shared.holds.in_handler {
-        // Computing for a while without a slot, its thread holds itself
-        // (`Shared::hold_self`), judged computing, whether or not the
-        // monitor gets a core to look.
-        entry.hold.arm(tick, crate::control::hold::FIRST_LOOK);
-    }
+    // Its CPU timer (`control::hold`) is armed by the monitor's first look
+    // at it (`Monitor::judge_presumed`), not here: arming is a system call
+    // (about a microsecond on the lab's machine), and here it came before
+    // every presumed task's start.
     run_task(ctx, task);
     entry.hold.disarm(&shared.holds);
     // The task's end judged it (`context::count_task_end`), unless it was
