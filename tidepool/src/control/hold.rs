@@ -35,8 +35,11 @@
 //! second, and one of 256 long enough that nothing ended within the
 //! patience below and every held thread was let go (the whole batch then
 //! computed at once: 3.9 s over the slots). So when a worker's slot is
-//! given away in a block (found by the monitor, or a task started presumed
-//! blocking), a timer on its thread's CPU clock is armed; it fires on the
+//! given away in a block (found by the monitor), or a task starts presumed
+//! blocking, a timer on its thread's CPU clock is armed (for a presumed
+//! task, by the monitor's first look at it, which comes at once: armed as
+//! the task started, its system calls delayed every presumed task's start
+//! by about 2 µs); it fires on the
 //! thread itself once the thread computes, whether or not the monitor gets
 //! a core, and [`on_timer`] decides there (the monitor's looks stay, for a
 //! thread whose timer could not be armed). With the timer and the crowd
