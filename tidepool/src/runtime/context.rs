@@ -40,6 +40,14 @@ pub(crate) struct WorkerContext {
     /// computes is seen to on a loaded machine). Taken (left empty) by the task it is
     /// handed.
     pub(crate) run_delay_at_park: std::cell::Cell<Option<std::time::Duration>>,
+    /// The thread's CPU time as it last parked, in pools that hand tasks to
+    /// parked workers; `None` at its start (its start hook's CPU is not a
+    /// task's). A task handed to it then starts without a read of its CPU
+    /// clock (a system call, about a microsecond on the lab's machine):
+    /// the CPU between this read and the task's start (the wake-up) is far
+    /// below what a presumed task is judged by (a monitor interval).
+    /// Taken (left empty) by the task it is handed.
+    pub(crate) cpu_at_park: std::cell::Cell<Option<std::time::Duration>>,
     /// The task presumed blocking that this worker runs now, if any: its
     /// end ([`count_task_end`]) records the verdict on its kind before its
     /// output reaches its handle. Set aside while the task helps the pool

@@ -26,6 +26,18 @@ use crate::sys::ThreadProbe;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// What a worker read as it last parked (`WorkerContext::run_delay_at_park`,
+/// `WorkerContext::cpu_at_park`), for a presumed task handed to it there:
+/// the baselines it is judged against, without reads before it starts.
+/// Empty for a task the worker took itself (it ran others since).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AtPark {
+    /// The thread's run delay (time runnable, waiting for a core).
+    pub(crate) run_delay: Option<Duration>,
+    /// The thread's CPU time.
+    pub(crate) cpu: Option<Duration>,
+}
+
 /// A presumed task running on this worker: what its end is judged by.
 /// Kept in the worker's context (`WorkerContext::presumed_run`) while the
 /// task runs, and taken by its end, so it is judged exactly once.
@@ -47,28 +59,30 @@ pub(crate) struct PresumedRun {
 
 impl PresumedRun {
     /// A presumed task of `kind` starting now, as task `tick` of the entry
-    /// at `index`, on the thread `probe` reads. `run_delay_before` is the
-    /// thread's run delay when it parked or started, if it was read then
-    /// (a read here would put a file read before the task).
+    /// at `index`, on the thread `probe` reads. `at_park` has the thread's
+    /// run delay and CPU time as it parked, if the task was handed to it
+    /// there and they were read then (a read here would put a file read
+    /// and a system call before the task).
     pub(crate) fn start(
         kind: Kind,
         held: bool,
         (index, tick): (usize, u64),
         probe: &ThreadProbe,
-        run_delay_before: Option<Duration>,
+        at_park: AtPark,
     ) -> Self {
         PresumedRun {
             kind,
             held,
             index,
             tick,
-            // Read here, not when the thread parked or started: what it did
-            // since (its start hook, hand-offs) is not the task's CPU. A
-            // start hook's 20 ms, charged to a 5 ms sleep, marked a kind
-            // that blocks as one that computes, never presumed again.
-            cpu_before: probe.cpu_time(),
+            // As it parked (the wake-up since is a few microseconds), else
+            // read here, never when the thread started: its start hook is
+            // not the task's CPU. A start hook's 20 ms, charged to a 5 ms
+            // sleep, marked a kind that blocks as one that computes, never
+            // presumed again.
+            cpu_before: at_park.cpu.or_else(|| probe.cpu_time()),
             started: Instant::now(),
-            run_delay_before,
+            run_delay_before: at_park.run_delay,
         }
     }
 

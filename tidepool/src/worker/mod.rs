@@ -39,6 +39,7 @@ pub(crate) use start::{can_run, start_floor};
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::{self, WorkerContext};
 use crate::runtime::park::{self, Idle, Wake};
+use crate::runtime::presumed::AtPark;
 use crate::runtime::task::Runnable;
 use crate::runtime::{Queued, Shared, Work};
 use crate::sync::{lock, Arc, Ordering};
@@ -116,6 +117,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         probe,
         // A thread just started has not waited for a core yet.
         run_delay_at_park: std::cell::Cell::new(Some(std::time::Duration::ZERO)),
+        cpu_at_park: std::cell::Cell::new(None),
         presumed_run: std::cell::Cell::new(None),
         jobs_unannounced: std::cell::Cell::new(0),
     });
@@ -245,9 +247,12 @@ impl RunLoop<'_> {
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
-        let run_delay_before = self.ctx.run_delay_at_park.take();
+        let at_park = AtPark {
+            run_delay: self.ctx.run_delay_at_park.take(),
+            cpu: self.ctx.cpu_at_park.take(),
+        };
         if task.metadata().take_presumption(&shared.kinds) {
-            run_presumed_blocking(self.ctx, task, false, run_delay_before);
+            run_presumed_blocking(self.ctx, task, false, at_park);
             let status = &shared.threads.entry(self.ctx.index).status;
             self.tick = status.load().tick();
             if status.end_task() {
@@ -556,6 +561,10 @@ impl RunLoop<'_> {
         // Its CPU may idle now (`control::placement`).
         shared.pull_a_worker_here(Some(self.ctx.probe.tid()));
         let timeout = Some(shared.config.idle_timeout);
+        if shared.compensates_blocking() {
+            // Last before the sleep: see `WorkerContext::cpu_at_park`.
+            self.ctx.cpu_at_park.set(self.ctx.probe.cpu_time());
+        }
         let wake = shared.sleepers.park(index, timeout, || try_retire(shared));
         // Kept to an idle CPU for the wake-up by the monitor: its own
         // CPUs back before any task runs.
@@ -593,7 +602,7 @@ fn run_work(ctx: &WorkerContext, work: Work) -> bool {
             if presumes_blocking(ctx, &task) {
                 // No run-delay read on this path (a file read before the
                 // task starts): judged by its CPU share of the wall time.
-                run_presumed_blocking(ctx, task, true, None);
+                run_presumed_blocking(ctx, task, true, AtPark::default());
             } else {
                 // Presumed when handed on, it runs with a slot after all.
                 task.metadata().give_back_presumption(&ctx.shared.kinds);

@@ -12,12 +12,11 @@ use crate::control::spare::{self, SpareAsk};
 use crate::control::StartReason;
 use crate::metrics::ThreadCounters;
 use crate::runtime::context::WorkerContext;
-use crate::runtime::presumed::PresumedRun;
+use crate::runtime::presumed::{AtPark, PresumedRun};
 use crate::runtime::retry_until_settled;
 use crate::runtime::task::Runnable;
 use crate::runtime::{Priority, Queued, Shared, Work};
 use crate::sync::{Arc, Ordering};
-use std::time::Duration;
 
 /// Whether `task` starts presumed blocking (and if so, it holds one of
 /// its kind's presumed places: `runtime::kinds::Presumption`): a closure
@@ -268,7 +267,7 @@ pub(super) fn run_presumed_blocking(
     ctx: &WorkerContext,
     task: Runnable,
     held_slot: bool,
-    run_delay_before: Option<Duration>,
+    at_park: AtPark,
 ) {
     let shared = &ctx.shared;
     let entry = shared.threads.entry(ctx.index);
@@ -302,7 +301,7 @@ pub(super) fn run_presumed_blocking(
         held,
         (ctx.index, tick),
         &ctx.probe,
-        run_delay_before,
+        at_park,
     )));
     // Its CPU timer (`control::hold`) is armed by the monitor's first look
     // at it (`Monitor::judge_presumed`), not here: arming is a system call
