@@ -106,7 +106,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     plots,
     full_only: &[],
     default_repeat: 5,
-    rotate: false,
+    rotate: true,
 };
 
 /// Counts at a scale.
