@@ -13,7 +13,7 @@ pub(super) fn start_connect(
     domain: socket2::Domain,
     addr: &socket2::SockAddr,
 ) -> io::Result<socket2::Socket> {
-    let socket = nonblocking_stream_socket(domain)?;
+    let socket = born_nonblocking::stream_socket(domain)?;
     match socket.connect(addr) {
         Ok(()) => Ok(socket),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(socket),
@@ -22,74 +22,51 @@ pub(super) fn start_connect(
     }
 }
 
-/// A new stream socket of `domain`, close-on-exec and non-blocking. Where
-/// the OS takes `SOCK_NONBLOCK`, the socket is made so (tokio's sockets
-/// too): two `fcntl` calls fewer per connect, on the task's first poll.
-#[cfg(any(
-    target_os = "android",
-    target_os = "dragonfly",
-    target_os = "freebsd",
-    target_os = "illumos",
-    target_os = "linux",
-    target_os = "netbsd",
-    target_os = "openbsd",
-))]
-fn nonblocking_stream_socket(domain: socket2::Domain) -> io::Result<socket2::Socket> {
-    socket2::Socket::new(domain, socket2::Type::STREAM.nonblocking(), None)
+/// Sockets made non-blocking (and close-on-exec) by the call that creates
+/// them, where the OS takes `SOCK_NONBLOCK` in `socket` and `accept4`, as
+/// tokio's are: two `fcntl` calls fewer per connect and per accept than
+/// making them so afterwards (docs/measurements.md, "System calls and
+/// allocations per connection"). Linux and Android here; elsewhere the
+/// `fcntl` calls.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod born_nonblocking {
+    use std::io;
+    use std::os::fd::AsFd;
+
+    /// A new stream socket of `domain`.
+    pub(super) fn stream_socket(domain: socket2::Domain) -> io::Result<socket2::Socket> {
+        socket2::Socket::new(domain, socket2::Type::STREAM.nonblocking(), None)
+    }
+
+    /// The next connection on `listener` (non-blocking).
+    pub(super) fn accept<L: AsFd>(
+        listener: &L,
+    ) -> io::Result<(socket2::Socket, socket2::SockAddr)> {
+        socket2::SockRef::from(listener).accept4(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+    }
 }
 
-/// A new stream socket of `domain`, close-on-exec and non-blocking.
-#[cfg(not(any(
-    target_os = "android",
-    target_os = "dragonfly",
-    target_os = "freebsd",
-    target_os = "illumos",
-    target_os = "linux",
-    target_os = "netbsd",
-    target_os = "openbsd",
-)))]
-fn nonblocking_stream_socket(domain: socket2::Domain) -> io::Result<socket2::Socket> {
-    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket)
-}
+/// See the module of the same name above: made non-blocking after.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+mod born_nonblocking {
+    use std::io;
+    use std::os::fd::AsFd;
 
-/// Accepts the next connection on `listener` (non-blocking), the new socket
-/// close-on-exec and non-blocking. Where the OS has `accept4`, one system
-/// call does it (tokio's accept too), two `fcntl` calls fewer per
-/// connection than the standard library's accept and `set_nonblocking`.
-#[cfg(any(
-    target_os = "android",
-    target_os = "dragonfly",
-    target_os = "freebsd",
-    target_os = "illumos",
-    target_os = "linux",
-    target_os = "netbsd",
-    target_os = "openbsd",
-))]
-pub(super) fn accept_nonblocking<L: std::os::fd::AsFd>(
-    listener: &L,
-) -> io::Result<(socket2::Socket, socket2::SockAddr)> {
-    socket2::SockRef::from(listener).accept4(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
-}
+    /// A new stream socket of `domain`.
+    pub(super) fn stream_socket(domain: socket2::Domain) -> io::Result<socket2::Socket> {
+        let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
+        socket.set_nonblocking(true)?;
+        Ok(socket)
+    }
 
-/// Accepts the next connection on `listener` (non-blocking), the new socket
-/// close-on-exec and non-blocking.
-#[cfg(not(any(
-    target_os = "android",
-    target_os = "dragonfly",
-    target_os = "freebsd",
-    target_os = "illumos",
-    target_os = "linux",
-    target_os = "netbsd",
-    target_os = "openbsd",
-)))]
-pub(super) fn accept_nonblocking<L: std::os::fd::AsFd>(
-    listener: &L,
-) -> io::Result<(socket2::Socket, socket2::SockAddr)> {
-    let (socket, addr) = socket2::SockRef::from(listener).accept()?;
-    socket.set_nonblocking(true)?;
-    Ok((socket, addr))
+    /// The next connection on `listener` (non-blocking).
+    pub(super) fn accept<L: AsFd>(
+        listener: &L,
+    ) -> io::Result<(socket2::Socket, socket2::SockAddr)> {
+        let (socket, addr) = socket2::SockRef::from(listener).accept()?;
+        socket.set_nonblocking(true)?;
+        Ok((socket, addr))
+    }
 }
 
 /// The listen backlog of [`Async::<TcpListener>::bind`]: tokio's, and
@@ -177,7 +154,7 @@ impl Async<TcpListener> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub async fn accept(&self) -> io::Result<(Async<TcpStream>, SocketAddr)> {
-        let (socket, addr) = self.read_with(accept_nonblocking).await?;
+        let (socket, addr) = self.read_with(born_nonblocking::accept).await?;
         let addr = addr.as_socket().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
