@@ -353,9 +353,9 @@ impl Monitor {
 /// seen as `seen` at this look (`control::hold`): once it has computed
 /// [`FIRST_LOOK`](crate::control::hold::FIRST_LOOK) without a slot, its
 /// thread asks about itself, whether or not the monitor gets a core. Armed
-/// here rather than as the task starts: the arming is a system call, and
-/// there it delayed every presumed task's start (about a microsecond on
-/// the lab's machine); a task that ends before this look is never armed.
+/// here rather than as the task starts: the arming is two system calls,
+/// and there they delayed every presumed task's start (about 2 µs on the
+/// lab's machine); a task that ends before this look is never armed.
 /// A task that is judged computing at this very look is counted again by
 /// `judge_presumed` as well; the timer then finds it counted.
 ///

@@ -33,21 +33,16 @@ pub(crate) struct WorkerContext {
     /// lock.
     pub(crate) probe: Arc<crate::sys::ThreadProbe>,
     /// The thread's run delay (its time spent runnable, waiting for a
-    /// core) when it last parked or started, in pools that hand tasks to
-    /// parked workers: a task handed to it then starts without a file read.
-    /// What a task presumed blocking is judged by at its end
-    /// (`runtime::presumed` discounts the wait for a core, so a task that
-    /// computes is seen to on a loaded machine). Taken (left empty) by the task it is
-    /// handed.
-    pub(crate) run_delay_at_park: std::cell::Cell<Option<std::time::Duration>>,
-    /// The thread's CPU time as it last parked, in pools that hand tasks to
-    /// parked workers; `None` at its start (its start hook's CPU is not a
-    /// task's). A task handed to it then starts without a read of its CPU
-    /// clock (a system call, about a microsecond on the lab's machine):
-    /// the CPU between this read and the task's start (the wake-up) is far
-    /// below what a presumed task is judged by (a monitor interval).
-    /// Taken (left empty) by the task it is handed.
-    pub(crate) cpu_at_park: std::cell::Cell<Option<std::time::Duration>>,
+    /// core) and CPU time as it last parked, in pools that hand tasks to
+    /// parked workers (a run delay of zero and no CPU time at its start:
+    /// its start hook's CPU is not a task's). A task presumed blocking is
+    /// judged against them at its end (`runtime::presumed`); handed to the
+    /// worker, it starts without a file read and a read of the thread's
+    /// CPU clock (a system call, about a microsecond on the lab's
+    /// machine). The wake-up between the reads and the task is far below
+    /// what a presumed task is judged by (a monitor interval). Taken (left
+    /// empty) by the task it is handed.
+    pub(crate) at_park: std::cell::Cell<crate::runtime::presumed::AtPark>,
     /// The task presumed blocking that this worker runs now, if any: its
     /// end ([`count_task_end`]) records the verdict on its kind before its
     /// output reaches its handle. Set aside while the task helps the pool

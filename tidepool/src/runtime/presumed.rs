@@ -26,8 +26,8 @@ use crate::sys::ThreadProbe;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// What a worker read as it last parked (`WorkerContext::run_delay_at_park`,
-/// `WorkerContext::cpu_at_park`), for a presumed task handed to it there:
+/// What a worker read as it last parked (`WorkerContext::at_park`), for a
+/// presumed task handed to it there:
 /// the baselines it is judged against, without reads before it starts.
 /// Empty for a task the worker took itself (it ran others since).
 #[derive(Clone, Copy, Debug, Default)]

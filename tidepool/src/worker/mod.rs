@@ -116,8 +116,12 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         index,
         probe,
         // A thread just started has not waited for a core yet.
-        run_delay_at_park: std::cell::Cell::new(Some(std::time::Duration::ZERO)),
-        cpu_at_park: std::cell::Cell::new(None),
+        // A thread just started has not waited for a core yet; its CPU
+        // so far (its start hook) is not a task's.
+        at_park: std::cell::Cell::new(AtPark {
+            run_delay: Some(std::time::Duration::ZERO),
+            cpu: None,
+        }),
         presumed_run: std::cell::Cell::new(None),
         jobs_unannounced: std::cell::Cell::new(0),
     });
@@ -247,10 +251,7 @@ impl RunLoop<'_> {
             shared.lanes.requeue(task);
             return Some(Exit::Stop);
         }
-        let at_park = AtPark {
-            run_delay: self.ctx.run_delay_at_park.take(),
-            cpu: self.ctx.cpu_at_park.take(),
-        };
+        let at_park = self.ctx.at_park.take();
         if task.metadata().take_presumption(&shared.kinds) {
             run_presumed_blocking(self.ctx, task, false, at_park);
             let status = &shared.threads.entry(self.ctx.index).status;
@@ -550,11 +551,6 @@ impl RunLoop<'_> {
         self.reactor.sleep();
         // Woken for an urgent task that another worker took first.
         urgent::give_back_urgent_slice(self.ctx);
-        if shared.compensates_blocking() {
-            // Tasks may be handed to this worker while it sleeps: see
-            // `WorkerContext::run_delay_at_park`.
-            self.ctx.run_delay_at_park.set(self.ctx.probe.run_delay());
-        }
         // Idle: the finished items its free ring keeps go (memory
         // follows live work; `runtime::free_rings`).
         crate::runtime::free_rings::let_go_here();
@@ -562,8 +558,12 @@ impl RunLoop<'_> {
         shared.pull_a_worker_here(Some(self.ctx.probe.tid()));
         let timeout = Some(shared.config.idle_timeout);
         if shared.compensates_blocking() {
-            // Last before the sleep: see `WorkerContext::cpu_at_park`.
-            self.ctx.cpu_at_park.set(self.ctx.probe.cpu_time());
+            // Tasks may be handed to this worker while it sleeps: read last
+            // before the sleep (see `WorkerContext::at_park`).
+            self.ctx.at_park.set(AtPark {
+                run_delay: self.ctx.probe.run_delay(),
+                cpu: self.ctx.probe.cpu_time(),
+            });
         }
         let wake = shared.sleepers.park(index, timeout, || try_retire(shared));
         // Kept to an idle CPU for the wake-up by the monitor: its own

@@ -304,9 +304,10 @@ pub(super) fn run_presumed_blocking(
         at_park,
     )));
     // Its CPU timer (`control::hold`) is armed by the monitor's first look
-    // at it (`Monitor::judge_presumed`), not here: arming is a system call
-    // (about a microsecond on the lab's machine), and here it came before
-    // every presumed task's start.
+    // at it (`Monitor::judge_presumed`), not here: arming is two system
+    // calls (a read of the CPU clock and `timer_settime`, about 2 µs on the
+    // lab's machine), and here they came before every presumed task's
+    // start.
     run_task(ctx, task);
     entry.hold.disarm(&shared.holds);
     // The task's end judged it (`context::count_task_end`), unless it was
