@@ -225,6 +225,47 @@ fn a_refused_connect_reports_the_error() {
     });
 }
 
+/// A connect ends when the connection is made, not before: towards a
+/// listener whose accept queue is full (its SYN dropped, resent a second
+/// later), it waits, and ends connected once the listener makes room.
+#[test]
+fn a_connect_waits_while_the_listener_cannot_take_it() {
+    within(HANG, || {
+        let listener = Async::<TcpListener>::bind_with_backlog(([127, 0, 0, 1], 0), 0).unwrap();
+        let addr = listener.get_ref().local_addr().unwrap();
+        // Fill the accept queue: connects that complete, until one cannot.
+        let mut queued = Vec::new();
+        loop {
+            match TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)) {
+                Ok(stream) => queued.push(stream),
+                Err(_) => break,
+            }
+            assert!(queued.len() < 64, "the accept queue never filled");
+        }
+        let connect = tidepool::spawn(Async::<TcpStream>::connect(addr));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            !connect.is_finished(),
+            "the connect ended while the listener's queue was full"
+        );
+        // Make room: the SYN's resend is taken, and the connect ends.
+        let mut accepted = Vec::new();
+        for _ in 0..queued.len() {
+            accepted.push(tidepool::block_on(listener.accept()).unwrap());
+        }
+        let mut client = connect.join().unwrap().unwrap();
+        assert_eq!(client.get_ref().peer_addr().unwrap(), addr);
+        let (mut server, peer) = tidepool::block_on(listener.accept()).unwrap();
+        assert_eq!(peer, client.get_ref().local_addr().unwrap());
+        tidepool::block_on(async {
+            client.write_all(b"!").await.unwrap();
+            let mut byte = [0u8; 1];
+            server.read_exact(&mut byte).await.unwrap();
+            assert_eq!(&byte, b"!");
+        });
+    });
+}
+
 /// A connected stream and an accepted one are both non-blocking (a read
 /// with nothing to read returns `WouldBlock` at once instead of holding a
 /// worker), and the accept names the peer that connected.

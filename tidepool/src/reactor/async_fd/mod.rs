@@ -214,8 +214,17 @@ impl<T: AsFd> Async<T> {
     /// wait leaves nothing behind (the socket goes with it), and the first
     /// wait on a new socket allocates no list of waiters: two allocations
     /// fewer per connect.
+    ///
+    /// The kept readiness alone, without [`poll_writable`]'s second look
+    /// (a `poll(2)` per connect): that look is for callers who write on
+    /// their own, unseen by the reactor, and nothing has written on a
+    /// socket still connecting. Its readiness starts unset, and only an
+    /// event after the connect began sets it: the end of the connect, or
+    /// its failure (which the caller's `take_error` reports).
+    ///
+    /// [`poll_writable`]: Async::poll_writable
     pub(super) async fn connect_ended(&self) -> io::Result<()> {
-        future::poll_fn(|cx| self.poll_writable(cx)).await
+        future::poll_fn(|cx| self.source.poll_ready(Direction::Write, cx).map(|_| Ok(()))).await
     }
 
     /// [`readable`](Async::readable) as a poll function, for hand-written
