@@ -35,9 +35,53 @@
 //! thread aside looks every [`CHECK`] whether workers polled since its last
 //! look ([`Handoff::stay_aside`]) and returns to the reactor if none did:
 //! events wait at most about that long for a worker that does not come.
+//!
+//! # When
+//!
+//! After a turn of the thread's that came less than [`DENSE`] after the
+//! previous one ([`steps_aside`], a pure rule), and either
+//!
+//! * a task it woke was queued behind busy workers (they would have taken
+//!   it had one been free), or
+//! * its sockets' events woke nobody: their tasks are running or queued,
+//!   and will look at the readiness themselves. A worker that registers a
+//!   socket already ready (a loopback connect is made inside `connect`)
+//!   wakes the thread from inside `epoll_ctl`, for nothing. On the lab's
+//!   VM the kernel put the woken thread on the worker's own core: five
+//!   bursts of 2,000 connects on one slot preempted the worker 82 times
+//!   (6 once the thread stepped aside on such turns), and with the process
+//!   held to one core the bursts' mean start was 29-55 ms against 25-29
+//!   (docs/measurements.md, "The connect burst's reactor wake-ups").
+//!
+//! [`DENSE`]: crate::reactor_pacing::DENSE
 
+use crate::reactor_pacing::DENSE;
 use crate::sync::{seqcst_pair, AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
+
+/// One turn of the reactor's thread: what [`steps_aside`] reads.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Turn {
+    /// Wakers the turn called (tasks of ready sockets and due timers).
+    pub(crate) woke: usize,
+    /// Events of registered sockets the turn found.
+    pub(crate) socket_events: usize,
+    /// Since the previous turn ended (`None`: the first turn, or the first
+    /// after a time aside).
+    pub(crate) since_last: Option<Duration>,
+    /// A task the turn woke was queued with every slot busy and nobody
+    /// searching (`reactor_pacing::take_queued_behind_busy`).
+    pub(crate) queued_behind_busy: bool,
+}
+
+/// Whether the thread asks to step aside after `turn` (module docs,
+/// "When"); [`Handoff::step_aside`] still refuses with no worker awake.
+pub(crate) fn steps_aside(turn: &Turn) -> bool {
+    let dense = turn.since_last.is_some_and(|gap| gap < DENSE);
+    let behind_busy_workers = turn.woke > 0 && turn.queued_behind_busy;
+    let woke_nobody = turn.woke == 0 && turn.socket_events > 0;
+    dense && (behind_busy_workers || woke_nobody)
+}
 
 /// How often the thread aside checks that workers still poll.
 pub(crate) const CHECK: Duration = Duration::from_millis(1);
@@ -127,6 +171,52 @@ impl Handoff {
 #[cfg(all(test, not(tidepool_loom)))]
 mod tests {
     use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    fn turn(woke: usize, socket_events: usize, since_last_us: Option<u64>, behind: bool) -> Turn {
+        Turn {
+            woke,
+            socket_events,
+            since_last: since_last_us.map(|us| US * u32::try_from(us).unwrap()),
+            queued_behind_busy: behind,
+        }
+    }
+
+    #[test]
+    fn a_dense_turn_whose_woken_task_queued_behind_busy_workers_steps_aside() {
+        assert!(steps_aside(&turn(3, 3, Some(200), true)));
+        assert!(
+            !steps_aside(&turn(3, 3, Some(200), false)),
+            "a free worker took the task: nothing to gain"
+        );
+    }
+
+    #[test]
+    fn a_dense_turn_whose_events_woke_nobody_steps_aside() {
+        // A burst of connects: each registration of a ready socket wakes
+        // the thread before its task waits.
+        assert!(steps_aside(&turn(0, 1, Some(30), false)));
+        assert!(steps_aside(&turn(0, 40, Some(900), false)));
+    }
+
+    #[test]
+    fn a_turn_that_found_only_its_own_wake_up_stays() {
+        // A timer moved earlier, or a spurious wake: no socket's events.
+        assert!(!steps_aside(&turn(0, 0, Some(30), false)));
+    }
+
+    #[test]
+    fn a_sparse_or_first_turn_stays() {
+        assert!(
+            !steps_aside(&turn(0, 5, Some(1_000), false)),
+            "a DENSE apart"
+        );
+        assert!(!steps_aside(&turn(0, 5, Some(50_000), false)));
+        assert!(!steps_aside(&turn(2, 2, Some(5_000), true)));
+        assert!(!steps_aside(&turn(0, 5, None, false)), "no previous turn");
+        assert!(!steps_aside(&turn(2, 2, None, true)));
+    }
 
     #[test]
     fn the_thread_stays_in_the_reactor_with_no_worker_awake() {

@@ -248,7 +248,7 @@ impl Reactor {
     fn drive(&self) {
         let mut last_turn: Option<Instant> = None;
         loop {
-            let woke = {
+            let woken = {
                 let mut poller = lock_std(&self.poller);
                 let timeout = poller.deadline.wait_for(self.timers.thread_waits());
                 let polled = poller.poll(timeout);
@@ -256,16 +256,19 @@ impl Reactor {
                 if polled {
                     self.wake_ready(&mut poller)
                 } else {
-                    0
+                    Woken::default()
                 }
             };
             let now = Instant::now();
-            let dense =
-                last_turn.is_some_and(|at| now.duration_since(at) < crate::reactor_pacing::DENSE);
+            let turn = handoff::Turn {
+                woke: woken.tasks,
+                socket_events: woken.socket_events,
+                since_last: last_turn.map(|at| now.duration_since(at)),
+                // Workers busy: a task we woke was queued behind them.
+                queued_behind_busy: crate::reactor_pacing::take_queued_behind_busy(),
+            };
             last_turn = Some(now);
-            // Workers busy: a task we woke was queued behind them.
-            let behind = crate::reactor_pacing::take_queued_behind_busy();
-            if woke == 0 || !dense || !behind || !self.handoff.step_aside() {
+            if !handoff::steps_aside(&turn) || !self.handoff.step_aside() {
                 continue;
             }
             loop {
@@ -284,9 +287,10 @@ impl Reactor {
     }
 
     /// Wakes the tasks of the events the last poll found, and of the
-    /// timers due now. Returns how many wakers it called.
-    fn wake_ready(&self, poller: &mut Poller) -> usize {
+    /// timers due now.
+    fn wake_ready(&self, poller: &mut Poller) -> Woken {
         let Poller { events, wake, .. } = poller;
+        let mut socket_events = 0;
         {
             let sources = lock_std(&self.sources);
             for event in events.iter() {
@@ -308,6 +312,7 @@ impl Reactor {
                 // The thread's wake-up and deadline tokens find no source.
                 if let Some(source) = sources.get(event.token().0) {
                     source.set_ready(bits, wake);
+                    socket_events += 1;
                 }
             }
         }
@@ -318,8 +323,20 @@ impl Reactor {
             waker.wake();
         }
         WAKING_FROM_POLL.with(|flag| flag.set(false));
-        woke
+        Woken {
+            tasks: woke,
+            socket_events,
+        }
     }
+}
+
+/// What one poll's events did ([`Reactor::wake_ready`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Woken {
+    /// Wakers called (tasks of ready sockets and of due timers).
+    tasks: usize,
+    /// Events of registered sockets, whether or not a task waited on them.
+    socket_events: usize,
 }
 
 thread_local! {
@@ -435,7 +452,7 @@ fn poll_now(reactor: &Reactor) -> usize {
     };
     reactor.handoff.polled();
     if poller.poll(Some(Duration::ZERO)) {
-        reactor.wake_ready(&mut poller)
+        reactor.wake_ready(&mut poller).tasks
     } else {
         0
     }
