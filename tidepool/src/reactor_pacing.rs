@@ -118,6 +118,26 @@ thread_local! {
     };
 }
 
+/// Whether tidepool's own reactor thread may step aside
+/// (`reactor::handoff`): true unless a pool was built with the lab's
+/// `reactor-pacing` switch off (`TIDEPOOL_ABLATE`). The reactor is the
+/// process's, not a pool's, so one such pool turns it off for all.
+static OWN_THREAD_STEPS_ASIDE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(true);
+
+/// Whether tidepool's own reactor thread may step aside (see
+/// [`OWN_THREAD_STEPS_ASIDE`]).
+#[cfg_attr(not(unix), allow(dead_code))]
+pub(crate) fn own_thread_steps_aside() -> bool {
+    OWN_THREAD_STEPS_ASIDE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A pool was built with reactor pacing switched off: tidepool's own
+/// reactor thread never steps aside from now on.
+pub(crate) fn switch_off_stepping_aside() {
+    OWN_THREAD_STEPS_ASIDE.store(false, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Called by the scheduler when a task woken or spawned on this thread (not
 /// one of the pool's workers) was queued with every slot busy and nobody
 /// searching: on a reactor's thread it notes the fact (for `before_park`

@@ -536,6 +536,9 @@ impl Builder {
         // The lab's ablation switches (`control::ablation`).
         let switches =
             Switches::from_env().map_err(|unknown| BuildError::Ablation { name: unknown.0 })?;
+        if !switches.on(Mechanism::ReactorPacing) {
+            crate::reactor_pacing::switch_off_stepping_aside();
+        }
         // Only the adaptive controllers count a worker back from its
         // block again, which is what holding carries out.
         let holds_at_all = matches!(

@@ -268,7 +268,10 @@ impl Reactor {
                 queued_behind_busy: crate::reactor_pacing::take_queued_behind_busy(),
             };
             last_turn = Some(now);
-            if !handoff::steps_aside(&turn) || !self.handoff.step_aside() {
+            if !crate::reactor_pacing::own_thread_steps_aside()
+                || !handoff::steps_aside(&turn)
+                || !self.handoff.step_aside()
+            {
                 continue;
             }
             loop {
