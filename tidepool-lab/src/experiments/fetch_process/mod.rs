@@ -184,7 +184,7 @@ pub static EXPERIMENT: Experiment = Experiment {
     about: ABOUT,
     summary: "Issue #41: items that wait, then compute, all at once: mean completion against two \
 computing at a time.",
-    question: "Items that wait 20 ms, then compute 30 ms, all handed over at once: is tidepool's mean completion within 1.15x of the slot-bound schedule (2 computing at a time after the waits)?",
+    question: "Items that wait, then compute half as long again (20 ms and 30 ms at full scale, 5 and 7.5 at the quick one), all handed over at once: is tidepool's mean completion within 1.15x of the slot-bound schedule (2 computing at a time after the waits)?",
     verdict,
     scale: describe_scale,
     headline: MEAN,
