@@ -228,10 +228,11 @@ pub const PLAN: &[Probe] = &[
     },
     Probe {
         mechanism: "reactor-pacing",
-        purpose: "a reactor thread pauses while the workers are saturated",
+        purpose: "a reactor thread pauses, or steps aside, while the workers are saturated",
         figures: &[
             fig("async-io", "tidepool-async", "ns_per_round_trip"),
             fig("async-io", "tidepool-tokio-net", "ns_per_round_trip"),
+            fig("async-io", "tidepool-connect-burst-1slot", "mean_start_ms"),
         ],
     },
 ];
