@@ -139,15 +139,28 @@ fn pair_sides_are_fifo() {
         let pool = Pool::builder().concurrency(2).build().unwrap();
         let (concurrent, exclusive) = pool.concurrent_exclusive(1).unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
+        // The first item (exclusive) holds the pair until every item is
+        // queued: the precedence checked below is among waiting items, and
+        // without the gate the last items could run as they were spawned
+        // (one CI run: the concurrent items 37 and 38 were done before the
+        // exclusive 39 was queued, which then ran last, rightly).
+        let all_queued = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
         for i in 0..40 {
             let order = Arc::clone(&order);
+            let all_queued = Arc::clone(&all_queued);
             handles.push(if i % 3 == 0 {
-                exclusive.spawn_fn(move || order.lock().unwrap().push(('e', i)))
+                exclusive.spawn_fn(move || {
+                    while i == 0 && !all_queued.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    order.lock().unwrap().push(('e', i));
+                })
             } else {
                 concurrent.spawn_fn(move || order.lock().unwrap().push(('c', i)))
             });
         }
+        all_queued.store(true, Ordering::SeqCst);
         for handle in handles {
             handle.join().unwrap();
         }
