@@ -622,6 +622,47 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_counts_socket_events_apart_from_the_tasks_they_woke_and_its_own_wake_up() {
+        let (reactor, _source, _ours, mut theirs) = reactor_with_a_socket();
+        let dense_turn = |woken: Woken| handoff::Turn {
+            woke: woken.tasks,
+            socket_events: woken.socket_events,
+            since_last: Some(Duration::from_micros(50)),
+            queued_behind_busy: false,
+        };
+        let turn = || {
+            let mut poller = lock_std(&reactor.poller);
+            poller.poll(Some(Duration::ZERO));
+            reactor.wake_ready(&mut poller)
+        };
+        // Data on a socket nobody waits on: an event that woke nobody,
+        // after which the thread steps aside.
+        theirs.write_all(b"x").unwrap();
+        let woken = turn();
+        assert_eq!((woken.tasks, woken.socket_events), (0, 1));
+        assert!(handoff::steps_aside(&dense_turn(woken)));
+        // The thread's own wake-up is no socket's event: it stays.
+        reactor.wake_thread();
+        let woken = turn();
+        assert_eq!((woken.tasks, woken.socket_events), (0, 0));
+        assert!(!handoff::steps_aside(&dense_turn(woken)));
+        // A task waiting on a second socket is woken by its event: the
+        // thread stays unless that task queued behind busy workers.
+        let (second, mut its_peer) = UnixStream::pair().unwrap();
+        second.set_nonblocking(true).unwrap();
+        let (_key, waited_on) = reactor.register(second.as_raw_fd()).unwrap();
+        let _ = turn(); // the registration's writable event
+        let waker = Waker::from(Arc::new(NoWake));
+        let pending =
+            waited_on.poll_ready(source::Direction::Read, &mut Context::from_waker(&waker));
+        assert!(pending.is_pending());
+        its_peer.write_all(b"y").unwrap();
+        let woken = turn();
+        assert_eq!((woken.tasks, woken.socket_events), (1, 1));
+        assert!(!handoff::steps_aside(&dense_turn(woken)));
+    }
+
+    #[test]
     fn tasks_a_poll_wakes_are_marked_for_the_back_of_their_lane() {
         let (reactor, source, _ours, mut theirs) = reactor_with_a_socket();
         let seen = Arc::new(SeesFlag(std::sync::Mutex::new(None)));

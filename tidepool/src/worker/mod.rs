@@ -115,7 +115,6 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, begin: Begin) {
         shared: Arc::clone(&shared),
         index,
         probe,
-        // A thread just started has not waited for a core yet.
         // A thread just started has not waited for a core yet; its CPU
         // so far (its start hook) is not a task's.
         at_park: std::cell::Cell::new(AtPark {
