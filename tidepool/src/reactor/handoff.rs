@@ -47,10 +47,10 @@
 //!   and will look at the readiness themselves. A worker that registers a
 //!   socket already ready (a loopback connect is made inside `connect`)
 //!   wakes the thread from inside `epoll_ctl`, for nothing. On the lab's
-//!   VM the kernel put the woken thread on the worker's own core: five
-//!   bursts of 2,000 connects on one slot preempted the worker 82 times
-//!   (6 once the thread stepped aside on such turns), and with the process
-//!   held to one core the bursts' mean start was 29-55 ms against 25-29
+//!   VM the kernel put the woken thread on the worker's own core (513 of
+//!   519 wake-ups in one profiled run of five bursts of 2,000 connects),
+//!   and with the process held to one core the bursts' mean start was
+//!   29-55 ms against 25-29 once the thread stepped aside on such turns
 //!   (docs/measurements.md, "The connect burst's reactor wake-ups").
 //!
 //! [`DENSE`]: crate::reactor_pacing::DENSE
@@ -60,7 +60,7 @@ use crate::sync::{seqcst_pair, AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// One turn of the reactor's thread: what [`steps_aside`] reads.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Turn {
     /// Wakers the turn called (tasks of ready sockets and due timers).
     pub(crate) woke: usize,
